@@ -1,0 +1,213 @@
+/**
+ * CNI spec data types: network configuration, results of every spec version, and the
+ * request/handler contract of a plugin. Runtime-neutral (no Node imports).
+ */
+
+/** Every published spec version, oldest first. */
+export const ALL_VERSIONS = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
+export type SpecVersion = (typeof ALL_VERSIONS)[number];
+/** The version this SDK implements natively; handlers receive and return results of this shape. */
+export const CURRENT_VERSION = '1.1.0';
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/** A route. `mtu`, `advmss`, `priority`, `table`, `scope` are @since 1.1.0. */
+export interface Route {
+  dst: string;
+  gw?: string;
+  mtu?: number;
+  advmss?: number;
+  priority?: number;
+  table?: number;
+  scope?: number;
+}
+
+export interface DNS {
+  nameservers?: string[];
+  domain?: string;
+  search?: string[];
+  options?: string[];
+}
+
+/** An interface in a 0.3.0+ result. `mtu`, `socketPath`, `pciID` are @since 1.1.0. */
+export interface Interface {
+  name: string;
+  mac?: string;
+  mtu?: number;
+  sandbox?: string;
+  socketPath?: string;
+  pciID?: string;
+}
+
+/** An address in a 1.x result (`address` is CIDR notation, host bits kept). */
+export interface IPConfig {
+  /** Index into `interfaces`; 0 is a valid index and must be preserved. */
+  interface?: number;
+  address: string;
+  gateway?: string;
+}
+
+/** Result of spec 1.0.0 / 1.1.0: the shape every handler returns and receives as prevResult. */
+export interface Result {
+  cniVersion: string;
+  interfaces?: Interface[];
+  ips?: IPConfig[];
+  routes?: Route[];
+  dns?: DNS;
+}
+
+/** Result of spec 0.3.0 / 0.3.1 / 0.4.0. */
+export interface Result040 {
+  cniVersion: string;
+  interfaces?: Interface[];
+  ips?: Array<IPConfig & { version: '4' | '6' | '' }>;
+  routes?: Route[];
+  dns: DNS;
+}
+
+/** `ip4` / `ip6` of a 0.1.0 / 0.2.0 result. */
+export interface IPConfig020 {
+  ip: string;
+  gateway?: string;
+  routes?: Route[];
+}
+
+/** Result of spec 0.1.0 / 0.2.0. */
+export interface Result020 {
+  cniVersion: string;
+  ip4?: IPConfig020;
+  ip6?: IPConfig020;
+  dns: DNS;
+}
+
+export type AnyResult = Result | Result040 | Result020;
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+/** One `runtimeConfig.portMappings` entry (CONVENTIONS.md). */
+export interface PortMapping {
+  hostPort: number;
+  containerPort: number;
+  protocol?: string;
+  hostIP?: string;
+}
+
+/** One `ipRanges` range (host-local range syntax). */
+export interface IPRange {
+  subnet: string;
+  rangeStart?: string;
+  rangeEnd?: string;
+  gateway?: string;
+}
+
+export interface BandwidthEntry {
+  ingressRate?: number;
+  ingressBurst?: number;
+  egressRate?: number;
+  egressBurst?: number;
+}
+
+/** Well-known capability arguments (CONVENTIONS.md). Plugins read only what they declared. */
+export interface RuntimeConfig {
+  portMappings?: PortMapping[];
+  ipRanges?: IPRange[][];
+  bandwidth?: BandwidthEntry;
+  dns?: DNS;
+  ips?: string[];
+  mac?: string;
+  infinibandGUID?: string;
+  deviceID?: string;
+  aliases?: string[];
+  cgroupPath?: string;
+  [key: string]: unknown;
+}
+
+/** `args.cni` conventions. */
+export interface CniArgsConvention {
+  ips?: string[];
+  labels?: Array<{ key: string; value: string }>;
+  mac?: string;
+  [key: string]: unknown;
+}
+
+/** An attachment that GC must keep. */
+export interface Attachment {
+  containerID: string;
+  ifname: string;
+}
+
+/** The keys every plugin config has; plugin-specific keys are decoded by the plugin's schema. */
+export interface NetConf {
+  cniVersion: string;
+  name: string;
+  type: string;
+  capabilities?: Record<string, boolean>;
+  ipam?: { type?: string; [key: string]: unknown };
+  dns?: DNS;
+  runtimeConfig?: RuntimeConfig;
+  args?: { cni?: CniArgsConvention; [key: string]: unknown };
+  /** Raw prevResult as found in the config; handlers use `Request.prevResult` instead. */
+  prevResult?: unknown;
+  /** GC (spec 1.1.0): attachments still valid. The SDK also accepts the old `cni.dev/attachments` key. */
+  'cni.dev/valid-attachments'?: Attachment[];
+  [key: string]: unknown;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plugin contract
+
+export type Command = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
+
+export interface Logger {
+  debug(msg: string, ...args: unknown[]): void;
+  info(msg: string, ...args: unknown[]): void;
+  warn(msg: string, ...args: unknown[]): void;
+  error(msg: string, ...args: unknown[]): void;
+}
+
+/** What a handler receives: the parsed, validated invocation. */
+export interface Request {
+  command: Exclude<Command, 'VERSION'>;
+  /** CNI_CONTAINERID ('' for GC/STATUS when unset). */
+  containerId: string;
+  /** CNI_NETNS ('' when unset, e.g. DEL after the namespace is gone). */
+  netns: string;
+  /** CNI_IFNAME ('' for GC/STATUS when unset). */
+  ifName: string;
+  /** CNI_ARGS verbatim; parse with `loadArgs`. */
+  args: string;
+  /** CNI_PATH split on ':' (empty elements kept as '' like Go). */
+  path: string[];
+  /** The config bytes exactly as received on stdin (delegates get these unchanged). */
+  stdin: Uint8Array;
+  /** stdin parsed as JSON (keys as sent); decode plugin keys with a schema. */
+  config: NetConf;
+  /** The config's cniVersion ('0.1.0' when absent). */
+  cniVersion: string;
+  /** prevResult parsed in the config's version and converted to the current (1.1.0) shape. */
+  prevResult?: Result;
+  /** GC: the valid attachments (from `cni.dev/valid-attachments`, falling back to `cni.dev/attachments`). */
+  validAttachments?: Attachment[];
+  /** The complete environment of the invocation (delegates inherit it). */
+  env: Readonly<Record<string, string | undefined>>;
+  log: Logger;
+}
+
+export type MaybePromise<T> = T | Promise<T>;
+
+/** A plugin: one options object, handlers return their result and the SDK prints it. */
+export interface Plugin {
+  /** Plugin name, e.g. 'bridge' (also the multicall name). */
+  name: string;
+  /** About text printed on a bare invocation, e.g. 'CNI bridge plugin cnikit 0.1.0'. */
+  about?: string;
+  /** Supported spec versions; default ALL_VERSIONS. */
+  versions?: readonly string[];
+  add?(req: Request): MaybePromise<Result>;
+  del?(req: Request): MaybePromise<void>;
+  check?(req: Request): MaybePromise<void>;
+  gc?(req: Request): MaybePromise<void>;
+  status?(req: Request): MaybePromise<void>;
+}
