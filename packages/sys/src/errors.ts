@@ -1,0 +1,72 @@
+import { constants } from 'node:os';
+import { tryLoadNative } from './native.ts';
+
+const BRAND = Symbol.for('cnikit.SysError');
+
+const errnoNames: Map<number, string> = new Map();
+for (const [name, no] of Object.entries(constants.errno)) if (!errnoNames.has(no)) errnoNames.set(no, name);
+// Linux aliases: prefer the names the kernel headers use first.
+errnoNames.set(11, 'EAGAIN');
+errnoNames.set(95, 'EOPNOTSUPP');
+
+/** 'ENOENT' for 2 (the sign is ignored, so a netlink `-errno` works too). */
+export function errnoName(errno: number): string {
+  const no = Math.abs(errno);
+  const native = tryLoadNative();
+  if (native) return native.errnoName(no);
+  return errnoNames.get(no) ?? `E${no}`;
+}
+
+/** The Go `syscall.Errno` text: 'no such file or directory' for 2 (sign ignored). */
+export function errnoMessage(errno: number): string {
+  const no = Math.abs(errno);
+  const native = tryLoadNative();
+  if (native) return native.errnoMessage(no);
+  return `errno ${no} (${errnoName(no)})`;
+}
+
+/**
+ * An operating-system error: `errno` (positive), `code` ('ENOENT'), `syscall` ('setns', 'netlink'...) and
+ * `reason`, the Go errno text ('file exists'). The message is `reason` unless one is given, so wrapping it as
+ * `failed to X: ${err.message}` gives the same text as the Go reference plugins.
+ *
+ * Branded: `instanceof SysError` / `isSysError` hold across two bundled copies of this package.
+ */
+export class SysError extends Error {
+  readonly errno: number;
+  readonly code: string;
+  readonly syscall: string;
+  readonly reason: string;
+
+  constructor(errno: number, syscall: string, message?: string, options?: { cause?: unknown }) {
+    const no = Math.abs(errno);
+    const reason = errnoMessage(no);
+    super(message ?? reason, options);
+    this.name = 'SysError';
+    this.errno = no;
+    this.code = errnoName(no);
+    this.syscall = syscall;
+    this.reason = reason;
+    Object.defineProperty(this, BRAND, { value: true });
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class instanceof asked about (maybe a subclass)
+    if (this === SysError) return isSysError(value);
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class instanceof asked about (maybe a subclass)
+    return Function.prototype[Symbol.hasInstance].call(this, value);
+  }
+
+  /** Converts an error thrown by the addon (plain Error with errno/code/syscall) into a SysError. */
+  static fromNative(err: unknown): unknown {
+    if (err instanceof Error && typeof (err as { errno?: unknown }).errno === 'number' && !isSysError(err)) {
+      const e = err as Error & { errno: number; syscall?: string };
+      return new SysError(e.errno, e.syscall ?? 'unknown');
+    }
+    return err;
+  }
+}
+
+export function isSysError(value: unknown): value is SysError {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+}

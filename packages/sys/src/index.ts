@@ -1,0 +1,149 @@
+// @cnikit/sys — the only native code: setns, flock, gettid and a synchronous netlink transport.
+// Everything here is synchronous and acts on the calling thread. Nothing is loaded at import time.
+import { SysError } from './errors.ts';
+import { loadNative } from './native.ts';
+
+export { errnoMessage, errnoName, isSysError, SysError } from './errors.ts';
+export { ADDON_FILE, loadNative, type NativeAddon, nativeCandidates, tryLoadNative } from './native.ts';
+
+/** clone(2) flag of a network namespace, as returned by nsType(). */
+export const CLONE_NEWNET = 0x40000000;
+/** statfs f_type of the nsfs filesystem (bind-mounted namespaces, /proc/<pid>/ns/* targets). */
+export const NSFS_MAGIC = 0x6e736673;
+/** statfs f_type of procfs. */
+export const PROC_SUPER_MAGIC = 0x9fa0;
+
+/** Netlink protocol numbers (socket(AF_NETLINK, SOCK_RAW, protocol)). */
+export const NETLINK_ROUTE = 0;
+export const NETLINK_NETFILTER = 12;
+export const NETLINK_GENERIC = 16;
+/** SOL_NETLINK socket options for NetlinkSocket.setOption. */
+export const NETLINK_ADD_MEMBERSHIP = 1;
+export const NETLINK_DROP_MEMBERSHIP = 2;
+export const NETLINK_CAP_ACK = 10;
+export const NETLINK_EXT_ACK = 11;
+export const NETLINK_GET_STRICT_CHK = 12;
+
+function call<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw SysError.fromNative(err);
+  }
+}
+
+/** setns(fd, CLONE_NEWNET): moves the calling thread into the network namespace open on `fd`. */
+export function setns(fd: number): void {
+  const n = loadNative();
+  call(() => n.setns(fd, CLONE_NEWNET));
+}
+
+/** The namespace type of an nsfs file descriptor (ioctl NS_GET_NSTYPE), e.g. CLONE_NEWNET. Throws ENOTTY/EINVAL for other files. */
+export function nsType(fd: number): number {
+  const n = loadNative();
+  return call(() => n.nsType(fd));
+}
+
+/** fstatfs(fd).f_type — the filesystem magic number of an open file. */
+export function fsMagic(fd: number): number {
+  const n = loadNative();
+  return call(() => n.fsMagic(fd));
+}
+
+const FLOCK_OPS = { sh: 0, ex: 1, un: 2 } as const;
+
+/**
+ * flock(2) on `fd`: 'sh' shared, 'ex' exclusive, 'un' unlock. Blocks (retrying on EINTR) unless `nonBlocking`,
+ * in which case it returns false when another open file description holds a conflicting lock.
+ */
+export function flock(fd: number, op: 'sh' | 'ex' | 'un', nonBlocking = false): boolean {
+  const code = FLOCK_OPS[op];
+  if (code === undefined)
+    throw new TypeError(`flock: unknown operation ${JSON.stringify(op)} (expected sh, ex or un)`);
+  const n = loadNative();
+  return call(() => n.flock(fd, code, nonBlocking));
+}
+
+/** The kernel thread id of the calling thread (equals process.pid on the main thread). */
+export function gettid(): number {
+  return loadNative().gettid();
+}
+
+/** close(2) a raw descriptor (EINTR is treated as closed, as Linux always releases it). */
+export function closeFd(fd: number): void {
+  const n = loadNative();
+  call(() => n.closeFd(fd));
+}
+
+export interface NetlinkSocketOptions {
+  /** Receive buffer size in bytes (SO_RCVBUFFORCE, falling back to SO_RCVBUF). Default 4 MiB. */
+  receiveBufferSize?: number;
+}
+
+/**
+ * A synchronous AF_NETLINK socket. It belongs to the network namespace the calling thread is in when `open`
+ * runs (open it inside withNetns to talk to another namespace; it can be used from anywhere afterwards).
+ */
+export class NetlinkSocket {
+  readonly protocol: number;
+  #fd: number;
+  readonly portId: number;
+
+  private constructor(protocol: number, fd: number, portId: number) {
+    this.protocol = protocol;
+    this.#fd = fd;
+    this.portId = portId;
+  }
+
+  static open(protocol: number, options: NetlinkSocketOptions = {}): NetlinkSocket {
+    const n = loadNative();
+    const [fd, portId] = call(() => n.nlOpen(protocol, options.receiveBufferSize ?? 4 << 20));
+    return new NetlinkSocket(protocol, fd, portId);
+  }
+
+  /** The descriptor, or -1 once closed. */
+  get fd(): number {
+    return this.#fd;
+  }
+
+  get closed(): boolean {
+    return this.#fd < 0;
+  }
+
+  #live(): number {
+    if (this.#fd < 0) throw new SysError(9, 'netlink', 'netlink socket is closed');
+    return this.#fd;
+  }
+
+  /** Sends one datagram (one or more netlink messages) to the kernel. */
+  send(msg: Uint8Array): void {
+    const fd = this.#live();
+    const n = loadNative();
+    call(() => n.nlSend(fd, msg));
+  }
+
+  /**
+   * Receives one datagram (it may hold several netlink messages), waiting at most `timeoutMs`
+   * (negative: forever). Returns null on timeout. Never truncates: large datagrams get a large buffer.
+   */
+  recv(timeoutMs: number): Buffer | null {
+    const fd = this.#live();
+    const n = loadNative();
+    return call(() => n.nlRecv(fd, timeoutMs));
+  }
+
+  /** setsockopt(SOL_NETLINK, option, value), e.g. NETLINK_EXT_ACK 1, NETLINK_ADD_MEMBERSHIP group. */
+  setOption(option: number, value: number): void {
+    const fd = this.#live();
+    const n = loadNative();
+    call(() => n.nlSetOpt(fd, option, value));
+  }
+
+  /** Closes the socket; closing twice is a no-op. */
+  close(): void {
+    const fd = this.#fd;
+    if (fd < 0) return;
+    this.#fd = -1;
+    closeFd(fd);
+  }
+}

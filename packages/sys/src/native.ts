@@ -1,0 +1,101 @@
+// Loader for the compiled addon (packages/sys/src/sys.c → cnikit_sys.node).
+//
+// Where the addon is looked for, first hit wins (nothing is loaded at import time; the first call that needs
+// the addon loads it, and the result is cached for the process):
+//   1. An explicit path, set BEFORE the first use of any @cnikit/sys function:
+//        globalThis.__CNIKIT_NATIVE_PATH__ = '/abs/path/cnikit_sys.node'   (preferred inside an executable), or
+//        the environment variable CNIKIT_NATIVE_PATH.
+//      A single-file executable (node SEA or `bun build --compile`) embeds the .node bytes, writes them once to a
+//      root-owned, content-addressed path (e.g. /var/lib/cnikit/native/<sha256>.node, written to a temp name
+//      then renamed; reused when the hash matches), sets globalThis.__CNIKIT_NATIVE_PATH__ to it, then runs the
+//      plugin. When an override is set, no other location is tried: a wrong override is an error, not a fallback.
+//   2. The development checkout: <packages/sys>/build/Release/cnikit_sys.node, found relative to this source
+//      file (import.meta.url), or to __dirname in a CommonJS bundle.
+//   3. cnikit_sys.node next to the running executable (process.execPath).
+// The addon is loaded with process.dlopen(module, path), which works in Node (including SEA) and in Bun.
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The raw addon interface (see the comment at the top of src/sys.c). */
+export interface NativeAddon {
+  setns(fd: number, nstype: number): void;
+  nsType(fd: number): number;
+  fsMagic(fd: number): number;
+  flock(fd: number, op: 0 | 1 | 2, nonBlocking: boolean): boolean;
+  gettid(): number;
+  closeFd(fd: number): void;
+  nlOpen(protocol: number, rcvbuf: number): [number, number];
+  nlSetOpt(fd: number, option: number, value: number): void;
+  nlSend(fd: number, msg: Uint8Array): void;
+  nlRecv(fd: number, timeoutMs: number): Buffer | null;
+  errnoName(errno: number): string;
+  errnoMessage(errno: number): string;
+}
+
+declare global {
+  var __CNIKIT_NATIVE_PATH__: string | undefined;
+}
+
+export const ADDON_FILE = 'cnikit_sys.node';
+
+let cached: NativeAddon | undefined;
+let lastError: Error | undefined;
+
+function moduleDir(): string | undefined {
+  try {
+    const url = import.meta.url;
+    if (typeof url === 'string' && url.startsWith('file:')) return dirname(fileURLToPath(url));
+  } catch {
+    // not an ES module context
+  }
+  return typeof __dirname === 'string' ? __dirname : undefined;
+}
+
+/** The paths loadNative() would try, in order. */
+export function nativeCandidates(): string[] {
+  const override = globalThis.__CNIKIT_NATIVE_PATH__ || process.env.CNIKIT_NATIVE_PATH;
+  if (override) return [override];
+  const out: string[] = [];
+  const dir = moduleDir();
+  if (dir) out.push(join(dir, '..', 'build', 'Release', ADDON_FILE));
+  out.push(join(dirname(process.execPath), ADDON_FILE));
+  return out;
+}
+
+/** Loads (once) and returns the native addon; throws an actionable error when it cannot be found or loaded. */
+export function loadNative(): NativeAddon {
+  if (cached) return cached;
+  const candidates = nativeCandidates();
+  const explicit =
+    candidates.length === 1 && Boolean(globalThis.__CNIKIT_NATIVE_PATH__ || process.env.CNIKIT_NATIVE_PATH);
+  for (const path of candidates) {
+    if (!explicit && !existsSync(path)) continue;
+    const mod = { exports: {} as NativeAddon };
+    try {
+      process.dlopen(mod, path);
+    } catch (err) {
+      lastError = new Error(`cnikit: cannot load the native addon ${path}: ${(err as Error).message}`, {
+        cause: err,
+      });
+      throw lastError;
+    }
+    cached = mod.exports;
+    return cached;
+  }
+  lastError = new Error(
+    `cnikit: native addon ${ADDON_FILE} not found (tried ${candidates.join(', ')}); run \`npm run build:native\`, ` +
+      'or set CNIKIT_NATIVE_PATH / globalThis.__CNIKIT_NATIVE_PATH__',
+  );
+  throw lastError;
+}
+
+/** Like loadNative() but returns undefined instead of throwing (used for optional helpers such as errno texts). */
+export function tryLoadNative(): NativeAddon | undefined {
+  if (cached) return cached;
+  try {
+    return loadNative();
+  } catch {
+    return undefined;
+  }
+}
