@@ -67,6 +67,8 @@ export class CniError extends Error {
   }
 
   toJSON(): CniErrorJSON {
-    return this.details ? { code: this.code, msg: this.msg, details: this.details } : { code: this.code, msg: this.msg };
+    return this.details
+      ? { code: this.code, msg: this.msg, details: this.details }
+      : { code: this.code, msg: this.msg };
   }
 }
