@@ -1,0 +1,275 @@
+// Network namespace handles: the TypeScript side of Go's pkg/ns.
+//
+// Namespaces are per thread. withNetns() switches the calling (JavaScript) thread with setns(2), runs `fn`
+// synchronously, and always switches back. Inside, use only synchronous work: sync fs (/proc/sys is the target
+// namespace's), NetlinkSocket.open (the socket stays bound to the namespace it was opened in), spawnSync (the
+// child is forked from this thread). Async fs/dns run on libuv worker threads, which stay where they were.
+//
+// How a path is verified to be a network namespace (stricter than Go's statfs-magic-only check):
+//   1. open(path, O_RDONLY|O_CLOEXEC); ENOENT/ENOTDIR → NetnsNotFoundError
+//      (`failed to Statfs "<path>": no such file or directory`, the Go text; DEL treats it as already gone);
+//   2. fstatfs(fd).f_type must be NSFS (0x6e736673) or PROCFS (0x9fa0), else NotNetnsError
+//      (`unknown FS magic on "<path>": <hex>`, the Go text);
+//   3. ioctl(fd, NS_GET_NSTYPE) must be CLONE_NEWNET, else NotNetnsError (`"<path>" is not a network
+//      namespace`): this rejects other namespace types (/proc/self/ns/mnt) and ordinary procfs files, which Go
+//      accepts and only fails on later at setns.
+import { closeSync, constants, fstatSync, openSync, type Stats, statSync } from 'node:fs';
+import {
+  CLONE_NEWNET,
+  errnoMessage,
+  fsMagic,
+  gettid,
+  isSysError,
+  NSFS_MAGIC,
+  nsType,
+  PROC_SUPER_MAGIC,
+  SysError,
+  setns,
+} from '@cnikit/sys';
+
+const O_CLOEXEC = 0o2000000; // Linux; fs.constants does not expose it (libuv adds it anyway)
+const NOT_FOUND_BRAND = Symbol.for('cnikit.NetnsNotFoundError');
+const NOT_NETNS_BRAND = Symbol.for('cnikit.NotNetnsError');
+const RESTORE_BRAND = Symbol.for('cnikit.NetnsRestoreError');
+
+/** The namespace path does not exist (any more). DEL treats this as "already gone". */
+export class NetnsNotFoundError extends SysError {
+  readonly path: string;
+  constructor(path: string, errno = 2) {
+    // Go: `failed to Statfs %q: %v`
+    super(errno, 'statfs', `failed to Statfs ${JSON.stringify(path)}: ${errnoMessage(errno)}`);
+    this.name = 'NetnsNotFoundError';
+    this.path = path;
+    Object.defineProperty(this, NOT_FOUND_BRAND, { value: true });
+  }
+}
+
+/** The path exists but is not a network namespace. */
+export class NotNetnsError extends Error {
+  readonly path: string;
+  readonly code = 'ENOTNETNS';
+  constructor(path: string, message: string) {
+    super(message);
+    this.name = 'NotNetnsError';
+    this.path = path;
+    Object.defineProperty(this, NOT_NETNS_BRAND, { value: true });
+  }
+}
+
+/**
+ * Switching the thread back to its original namespace failed: the thread (the JavaScript main thread) is in
+ * the wrong namespace. Every later withNetns call throws this error again; the process should exit.
+ */
+export class NetnsRestoreError extends Error {
+  readonly fatal = true;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NetnsRestoreError';
+    Object.defineProperty(this, RESTORE_BRAND, { value: true });
+  }
+}
+
+function branded(err: unknown, brand: symbol): boolean {
+  return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[brand] === true;
+}
+
+/** True when `err` says the namespace path is gone (NetnsNotFoundError, also through `cause` chains). */
+export function isNetnsGone(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (branded(e, NOT_FOUND_BRAND)) return true;
+  }
+  return false;
+}
+
+export function isNotNetnsError(err: unknown): err is NotNetnsError {
+  return branded(err, NOT_NETNS_BRAND);
+}
+
+export function isNetnsRestoreError(err: unknown): err is NetnsRestoreError {
+  return branded(err, RESTORE_BRAND);
+}
+
+let poisoned: NetnsRestoreError | undefined;
+
+/**
+ * Opens `path` and checks it is a network namespace. Returns the descriptor (the caller closes it).
+ * Throws NetnsNotFoundError (missing), NotNetnsError (some other file) or SysError (e.g. EACCES).
+ */
+export function openNetnsFd(path: string): number {
+  if (typeof path !== 'string' || path === '') throw new NetnsNotFoundError(String(path));
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | O_CLOEXEC);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR')
+      throw new NetnsNotFoundError(path, code === 'ENOENT' ? 2 : 20);
+    const errno = Math.abs((err as NodeJS.ErrnoException).errno ?? 5);
+    throw new SysError(errno, 'open', `failed to open ${JSON.stringify(path)}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  try {
+    const magic = fsMagic(fd);
+    if (magic !== NSFS_MAGIC && magic !== PROC_SUPER_MAGIC) {
+      throw new NotNetnsError(path, `unknown FS magic on ${JSON.stringify(path)}: ${magic.toString(16)}`);
+    }
+    let type: number;
+    try {
+      type = nsType(fd);
+    } catch (err) {
+      if (isSysError(err) && (err.code === 'ENOTTY' || err.code === 'EINVAL')) type = -1;
+      else throw err;
+    }
+    if (type !== CLONE_NEWNET) {
+      throw new NotNetnsError(path, `${JSON.stringify(path)} is not a network namespace`);
+    }
+    return fd;
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+}
+
+/** A handle on an open network namespace (like Go's ns.NetNS). */
+export class NetNS {
+  readonly path: string;
+  #fd: number;
+
+  private constructor(path: string, fd: number) {
+    this.path = path;
+    this.#fd = fd;
+  }
+
+  /** Opens and verifies `path` (see openNetnsFd for the errors). */
+  static open(path: string): NetNS {
+    return new NetNS(path, openNetnsFd(path));
+  }
+
+  /** The namespace of the calling thread right now. */
+  static current(): NetNS {
+    return NetNS.open(currentNetnsPath());
+  }
+
+  get fd(): number {
+    if (this.#fd < 0) throw new Error(`${JSON.stringify(this.path)} has already been closed`);
+    return this.#fd;
+  }
+
+  get closed(): boolean {
+    return this.#fd < 0;
+  }
+
+  /** Runs fn in this namespace (see withNetns). */
+  do<T>(fn: (hostNs: NetNS) => T): T {
+    return runIn(this.fd, this.path, fn);
+  }
+
+  /** Closes the handle; closing twice throws, like Go (`"<path>" has already been closed`). */
+  close(): void {
+    const fd = this.fd;
+    this.#fd = -1;
+    closeSync(fd);
+  }
+}
+
+/**
+ * The calling thread's own network-namespace path, `/proc/<pid>/task/<tid>/ns/net` (Go's GetCurrentNS path).
+ * Valid while this thread lives; open it to pin the namespace.
+ */
+export function currentNetnsPath(): string {
+  return `/proc/${process.pid}/task/${gettid()}/ns/net`;
+}
+
+function statOf(ref: string | number): Stats {
+  return typeof ref === 'number' ? fstatSync(ref) : statSync(ref);
+}
+
+/** True when both refer to the same namespace (same st_dev and st_ino). Paths or open descriptors. */
+export function sameNetns(a: string | number, b: string | number): boolean {
+  const sa = statOf(a);
+  const sb = statOf(b);
+  return sa.dev === sb.dev && sa.ino === sb.ino;
+}
+
+/** True when `path` is a network namespace (false for missing paths and other files). */
+export function isNetns(path: string): boolean {
+  let fd: number;
+  try {
+    fd = openNetnsFd(path);
+  } catch {
+    return false;
+  }
+  closeSync(fd);
+  return true;
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return (
+    (typeof v === 'object' || typeof v === 'function') &&
+    v !== null &&
+    typeof (v as { then?: unknown }).then === 'function'
+  );
+}
+
+function runIn<T>(targetFd: number, targetPath: string, fn: (hostNs: NetNS) => T): T {
+  if (poisoned) throw poisoned;
+  const host = NetNS.current();
+  try {
+    const same = sameNetns(host.fd, targetFd);
+    if (!same) {
+      try {
+        setns(targetFd);
+      } catch (err) {
+        const e = err as SysError;
+        throw new SysError(e.errno ?? 22, 'setns', `error switching to ns ${targetPath}: ${e.message}`, {
+          cause: err,
+        });
+      }
+    }
+    let result: T;
+    try {
+      result = fn(host);
+    } finally {
+      if (!same) {
+        try {
+          setns(host.fd);
+        } catch (err) {
+          poisoned = new NetnsRestoreError(
+            `failed to switch the thread back to its network namespace ${host.path} from ${targetPath}: ${(err as Error).message}`,
+            { cause: err },
+          );
+          // biome-ignore lint/correctness/noUnsafeFinally: a thread left in the wrong namespace outranks fn's error
+          throw poisoned;
+        }
+      }
+    }
+    if (isThenable(result)) {
+      // Do not leave an unhandled rejection behind; the caller gets this error instead.
+      Promise.resolve(result).catch(() => {});
+      throw new TypeError(
+        `withNetns(${JSON.stringify(targetPath)}): the callback returned a Promise; the work inside a network ` +
+          'namespace must be synchronous (async work runs on other threads, in the wrong namespace)',
+      );
+    }
+    return result;
+  } finally {
+    host.close();
+  }
+}
+
+/**
+ * Runs `fn` with the calling thread switched into the network namespace at `path`, then switches back (also
+ * when fn throws). `fn` receives a handle on the original ("host") namespace, valid during the call (e.g. to
+ * create a veth peer there). Throws NetnsNotFoundError / NotNetnsError for a bad path, a TypeError if fn returns a
+ * Promise (after switching back), and NetnsRestoreError if switching back fails.
+ */
+export function withNetns<T>(path: string, fn: (hostNs: NetNS) => T): T {
+  if (poisoned) throw poisoned;
+  const fd = openNetnsFd(path);
+  try {
+    return runIn(fd, path, fn);
+  } finally {
+    closeSync(fd);
+  }
+}
