@@ -16,6 +16,7 @@
  */
 import type { Plugin } from '@cnikit/skel';
 import { registerInProcess, runPlugin } from '@cnikit/skel';
+import { gettid, loadNative } from '@cnikit/sys';
 import { installNativeOverride, type NativeSource } from './multicall-native.ts';
 
 export const MULTICALL_NAME = 'cnikit';
@@ -120,6 +121,14 @@ export async function main(plugins: readonly Plugin[], opts: MainOptions = {}): 
   if (opts.native && !process.env.CNIKIT_NATIVE_PATH) installNativeOverride(opts.native);
   for (const p of plugins) registerInProcess(p);
   const sel = selectPlugin(plugins, process.argv0, process.execPath, process.argv.slice(2));
+  if (!sel.plugin && !sel.name && sel.rest[0] === '--native-selftest') {
+    // Build smoke test: extract (if embedded) and load the addon, then call into it.
+    loadNative();
+    process.stdout.write(
+      `${JSON.stringify({ path: globalThis.__CNIKIT_NATIVE_PATH__ ?? null, tid: gettid() })}\n`,
+    );
+    return;
+  }
   if (!sel.plugin) {
     process.exitCode = handleNoPlugin(plugins, sel, {
       env: process.env,

@@ -1,2 +1,115 @@
-import type { Plugin } from '@cnikit/skel';
-export const plugin: Plugin = { name: 'loopback', about: 'CNI loopback plugin cnikit 0.1.0' };
+/**
+ * loopback: brings `lo` up in the container namespace (reference: plugins/main/loopback, plugins.md §6).
+ *
+ * - ADD: `lo` UP; every address on it must be a loopback address; the result is prevResult unchanged when one
+ *   is given, else `{ interfaces: [{ name: 'lo', mac: '00:00:00:00:00:00', sandbox: CNI_NETNS }], ips: [first v4,
+ *   first v6] }` with `interface: 0` on each IP. CNI_IFNAME is ignored (always `lo`); CNI_ARGS is not parsed.
+ * - DEL: empty CNI_NETNS or a namespace that is gone → success; else `lo` DOWN.
+ * - CHECK: `lo` must be UP (`loopback interface is down`).
+ * - GC / STATUS: not implemented (succeed as no-ops, like the reference).
+ */
+import { statSync } from 'node:fs';
+import { isNetnsGone, isNotNetnsError, withNetns } from '@cnikit/netlink';
+import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
+import { CniError, ErrorCode } from '@cnikit/skel';
+import { type LoopbackAddr, loopbackAddrs, loopbackIsUp, setLoopbackDown, setLoopbackUp } from './lo.ts';
+
+export const LO = 'lo';
+export const LOOPBACK_MAC = '00:00:00:00:00:00';
+
+/** Go's net.IP.IsLoopback: 127.0.0.0/8 (also IPv4-mapped) and ::1. */
+export function isLoopbackIp(ip: string): boolean {
+  const s = ip.toLowerCase();
+  if (s.startsWith('::ffff:')) return isLoopbackIp(s.slice(7));
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(s)) return s.split('.')[0] === '127';
+  return expandV6(s) === '0000:0000:0000:0000:0000:0000:0000:0001';
+}
+
+function expandV6(s: string): string {
+  const [head = '', tail] = s.split('::');
+  const h = head ? head.split(':') : [];
+  const t = tail !== undefined && tail !== '' ? tail.split(':') : [];
+  const fill = tail === undefined ? [] : new Array(Math.max(0, 8 - h.length - t.length)).fill('0');
+  return [...h, ...fill, ...t].map((x) => x.padStart(4, '0')).join(':');
+}
+
+/** Checks the addresses of `lo` and picks the first of each family, like the reference. */
+export function pickAddresses(addrs: readonly LoopbackAddr[]): { v4?: string; v6?: string } {
+  let v4: string | undefined;
+  let v6: string | undefined;
+  for (const family of [4, 6] as const) {
+    const list = addrs.filter((a) => a.family === family);
+    for (const a of list) {
+      if (!isLoopbackIp(a.ip)) {
+        throw new CniError(
+          ErrorCode.Internal,
+          `loopback interface found with non-loopback address ${JSON.stringify(a.ip)}`,
+        );
+      }
+    }
+    const first = list[0];
+    if (first) {
+      if (family === 4) v4 = `${first.ip}/${first.prefixLen}`;
+      else v6 = `${first.ip}/${first.prefixLen}`;
+    }
+  }
+  return { v4, v6 };
+}
+
+export function loopbackResult(
+  cniVersion: string,
+  netns: string,
+  addrs: { v4?: string; v6?: string },
+): Result {
+  const ips: IPConfig[] = [];
+  if (addrs.v4) ips.push({ interface: 0, address: addrs.v4 });
+  if (addrs.v6) ips.push({ interface: 0, address: addrs.v6 });
+  const result: Result = { cniVersion, interfaces: [{ name: LO, mac: LOOPBACK_MAC, sandbox: netns }] };
+  if (ips.length) result.ips = ips;
+  return result;
+}
+
+function add(req: Request): Result {
+  const addrs = withNetns(req.netns, () => {
+    setLoopbackUp();
+    return pickAddresses(loopbackAddrs());
+  });
+  if (req.prevResult) return req.prevResult;
+  return loopbackResult(req.cniVersion, req.netns, addrs);
+}
+
+/** A namespace path that no longer refers to a namespace: missing, or the empty file left by an unmount. */
+function isGone(err: unknown, path: string): boolean {
+  if (isNetnsGone(err)) return true;
+  if (!isNotNetnsError(err)) return false;
+  try {
+    const st = statSync(path);
+    return st.isFile() && st.size === 0;
+  } catch {
+    return true;
+  }
+}
+
+function del(req: Request): void {
+  if (!req.netns) return;
+  try {
+    withNetns(req.netns, () => setLoopbackDown());
+  } catch (err) {
+    if (isGone(err, req.netns)) return;
+    throw err;
+  }
+}
+
+function check(req: Request): void {
+  withNetns(req.netns, () => {
+    if (!loopbackIsUp()) throw new CniError(ErrorCode.Internal, 'loopback interface is down');
+  });
+}
+
+export const plugin: Plugin = {
+  name: 'loopback',
+  about: 'CNI loopback plugin cnikit 0.1.0',
+  add,
+  del,
+  check,
+};
