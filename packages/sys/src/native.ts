@@ -40,7 +40,6 @@ declare global {
 export const ADDON_FILE = 'cnikit_sys.node';
 
 let cached: NativeAddon | undefined;
-let lastError: Error | undefined;
 
 function moduleDir(): string | undefined {
   try {
@@ -52,9 +51,20 @@ function moduleDir(): string | undefined {
   return typeof __dirname === 'string' ? __dirname : undefined;
 }
 
-/** The paths loadNative() would try, in order. */
+/** The override path (globalThis.__CNIKIT_NATIVE_PATH__, then CNIKIT_NATIVE_PATH), read once per call. */
+function nativeOverride(): string | undefined {
+  const g = globalThis.__CNIKIT_NATIVE_PATH__; // may be a lazy getter that extracts the embedded addon
+  if (typeof g === 'string' && g !== '') return g;
+  const e = process.env.CNIKIT_NATIVE_PATH;
+  return e ? e : undefined;
+}
+
+/** The paths loadNative() would try, in order (just the override when one is set). */
 export function nativeCandidates(): string[] {
-  const override = globalThis.__CNIKIT_NATIVE_PATH__ || process.env.CNIKIT_NATIVE_PATH;
+  return candidates(nativeOverride());
+}
+
+function candidates(override: string | undefined): string[] {
   if (override) return [override];
   const out: string[] = [];
   const dir = moduleDir();
@@ -66,28 +76,25 @@ export function nativeCandidates(): string[] {
 /** Loads (once) and returns the native addon; throws an actionable error when it cannot be found or loaded. */
 export function loadNative(): NativeAddon {
   if (cached) return cached;
-  const candidates = nativeCandidates();
-  const explicit =
-    candidates.length === 1 && Boolean(globalThis.__CNIKIT_NATIVE_PATH__ || process.env.CNIKIT_NATIVE_PATH);
-  for (const path of candidates) {
-    if (!explicit && !existsSync(path)) continue;
+  const override = nativeOverride();
+  const paths = candidates(override);
+  for (const path of paths) {
+    if (!override && !existsSync(path)) continue;
     const mod = { exports: {} as NativeAddon };
     try {
       process.dlopen(mod, path);
     } catch (err) {
-      lastError = new Error(`cnikit: cannot load the native addon ${path}: ${(err as Error).message}`, {
+      throw new Error(`cnikit: cannot load the native addon ${path}: ${(err as Error).message}`, {
         cause: err,
       });
-      throw lastError;
     }
     cached = mod.exports;
     return cached;
   }
-  lastError = new Error(
-    `cnikit: native addon ${ADDON_FILE} not found (tried ${candidates.join(', ')}); run \`npm run build:native\`, ` +
+  throw new Error(
+    `cnikit: native addon ${ADDON_FILE} not found (tried ${paths.join(', ')}); run \`npm run build:native\`, ` +
       'or set CNIKIT_NATIVE_PATH / globalThis.__CNIKIT_NATIVE_PATH__',
   );
-  throw lastError;
 }
 
 /** Like loadNative() but returns undefined instead of throwing (used for optional helpers such as errno texts). */
