@@ -1,0 +1,160 @@
+/**
+ * Round-robin allocation exactly like the reference (`backend/allocator/allocator.go`): start after
+ * `last_reserved_ip.<rangeID>` when it lies in the set (else at the first range's rangeStart), walk to
+ * rangeEnd, continue with the next range of the set (wrapping), skip each range's gateway, and stop when
+ * back at the first candidate. The walk is arithmetic on one address at a time — never materialised —
+ * and a candidate costs one in-memory lookup in the directory listing unless it is free; so an ADD
+ * costs O(files in the directory) for the (format-imposed) scan plus O(taken candidates visited).
+ */
+import { equal, formatIP, type IP, next } from '@cnikit/ip';
+import { type Range, type RangeSet, rangeContains, rangeFor, rangeSetString } from './range.ts';
+import { type Entry, reservationKey, type Store } from './store.ts';
+
+export class RangeIter {
+  readonly #set: RangeSet;
+  #rangeIdx = 0;
+  #cur: IP | undefined;
+  #startIP: IP | undefined;
+
+  constructor(set: RangeSet, lastReserved?: IP) {
+    this.#set = set;
+    const idx = lastReserved ? set.findIndex((r) => rangeContains(r, lastReserved)) : -1;
+    if (lastReserved && idx >= 0) {
+      this.#rangeIdx = idx;
+      this.#cur = lastReserved; // the first next() answers lastReserved + 1
+    } else {
+      this.#rangeIdx = 0;
+      this.#startIP = set[0]!.rangeStart;
+    }
+  }
+
+  /** The candidate address and its range, or undefined once the walk is back at its start. */
+  next(): { ip: IP; range: Range } | undefined {
+    for (;;) {
+      let r = this.#set[this.#rangeIdx]!;
+      if (this.#cur === undefined) {
+        this.#cur = r.rangeStart;
+        this.#startIP = this.#cur;
+        if (equal(this.#cur, r.gateway)) continue;
+        return { ip: this.#cur, range: r };
+      }
+      if (equal(this.#cur, r.rangeEnd)) {
+        this.#rangeIdx = (this.#rangeIdx + 1) % this.#set.length;
+        r = this.#set[this.#rangeIdx]!;
+        this.#cur = r.rangeStart;
+      } else {
+        const n = next(this.#cur);
+        if (!n) return undefined; // cannot happen for canonical ranges (rangeEnd ≤ last address)
+        this.#cur = n;
+      }
+      if (this.#startIP === undefined) this.#startIP = this.#cur;
+      else if (equal(this.#cur, this.#startIP)) return undefined;
+      if (equal(this.#cur, r.gateway)) continue;
+      return { ip: this.#cur, range: r };
+    }
+  }
+}
+
+export class AllocError extends Error {}
+
+export interface Allocation {
+  ip: IP;
+  range: Range;
+}
+
+/**
+ * State of one ADD under the store lock: the directory scan (done once), the temp file with this
+ * attachment's content (written once, linked to each reserved name) and what this ADD reserved.
+ */
+export class AddSession {
+  readonly store: Store;
+  readonly containerID: string;
+  readonly ifName: string;
+  readonly entries: Entry[];
+  readonly taken: Set<string>;
+  readonly reserved: string[] = [];
+  #tmp: string | undefined;
+  readonly log: (msg: string) => void;
+
+  constructor(store: Store, containerID: string, ifName: string, log: (msg: string) => void) {
+    this.store = store;
+    this.containerID = containerID;
+    this.ifName = ifName;
+    this.log = log;
+    const { entries, names } = store.scan();
+    this.entries = entries;
+    this.taken = names;
+  }
+
+  #tempFile(): string {
+    this.#tmp ??= this.store.writeTemp(reservationKey(this.containerID, this.ifName));
+    return this.#tmp;
+  }
+
+  /** Reserve `ip` exclusively; false when taken. Records last_reserved_ip like the reference. */
+  reserve(ip: IP, rangeID: number): boolean {
+    const name = formatIP(ip);
+    if (this.taken.has(name)) return false;
+    const ok = this.store.tryLink(this.#tempFile(), ip);
+    this.taken.add(name);
+    if (!ok) return false;
+    this.reserved.push(name);
+    this.store.setLastReservedIP(rangeID, ip);
+    return true;
+  }
+
+  /** Go `IPAllocator.Get` for range set `rangeID`. */
+  get(set: RangeSet, rangeID: number, requested: IP | undefined): Allocation {
+    if (requested) {
+      const r = rangeFor(set, requested);
+      if (!r) throw new AllocError(`${formatIP(requested)} not in range set ${rangeSetString(set)}`);
+      if (equal(requested, r.gateway))
+        throw new AllocError(`requested ip ${formatIP(requested)} is subnet's gateway`);
+      if (!this.reserve(requested, rangeID)) {
+        throw new AllocError(
+          `requested IP address ${formatIP(requested)} is not available in range set ${rangeSetString(set)}`,
+        );
+      }
+      return { ip: requested, range: r };
+    }
+
+    // duplicate allocation for this container+interface (or a legacy ID-only file) in this set
+    const key = reservationKey(this.containerID, this.ifName);
+    const legacy = this.containerID.trim();
+    for (const e of this.entries) {
+      if (!e.ip || (e.key !== key && e.key !== legacy)) continue;
+      if (rangeFor(set, e.ip)) {
+        throw new AllocError(
+          `${formatIP(e.ip)} has been allocated to ${this.containerID}, duplicate allocation is not allowed`,
+        );
+      }
+    }
+
+    const last = this.store.lastReservedIP(rangeID);
+    if (last.error) this.log(`Error retrieving last reserved ip: ${(last.error as Error).message}`);
+    const iter = new RangeIter(
+      set,
+      last.ip && set.some((r) => rangeContains(r, last.ip!)) ? last.ip : undefined,
+    );
+    for (let c = iter.next(); c; c = iter.next()) {
+      if (this.reserve(c.ip, rangeID)) return c;
+    }
+    throw new AllocError(`no IP addresses available in range set: ${rangeSetString(set)}`);
+  }
+
+  /** Remove what this ADD reserved (rollback). */
+  rollback(): void {
+    for (const name of this.reserved.splice(0)) {
+      try {
+        this.store.remove(name);
+      } catch (err) {
+        this.log(`failed to release ${name}: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  finish(): void {
+    if (this.#tmp) this.store.dropTemp(this.#tmp);
+    this.#tmp = undefined;
+  }
+}

@@ -1,0 +1,209 @@
+/**
+ * host-local configuration (`backend/allocator/config.go`): range sets (runtime `ipRanges` first, then the
+ * legacy single range, then `ipam.ranges`), requested IPs (CNI_ARGS `IP`, `args.cni.ips`,
+ * `runtimeConfig.ips`), routes, dataDir, resolvConf — with the reference's validation messages.
+ *
+ * Codes: configuration errors are CNI code 7 (invalid network config; the reference answers 999 with the
+ * same message); CNI_ARGS errors keep the reference's code 999.
+ */
+import { type CIDR, formatCIDR, formatIP, type IP, parseCIDR, parseIP, parseIPOrCIDR } from '@cnikit/ip';
+import {
+  CniError,
+  decode,
+  ErrorCode,
+  type Infer,
+  loadArgs,
+  type Request,
+  type Route,
+  s,
+  versionGte,
+} from '@cnikit/skel';
+import { canonicalizeRangeSet, type RangeSet, type RawRange, rangeSetsOverlap } from './range.ts';
+
+export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
+
+function configError(msg: string): CniError {
+  return new CniError(ErrorCode.InvalidNetworkConfig, msg);
+}
+
+/** JSON `types.IPNet`: Go `net.ParseCIDR`, host bits kept. */
+const cidrField = s.string().refine((text) => {
+  const c = parseCIDR(text);
+  if (!c) throw configError(`invalid CIDR address: ${text}`);
+  return c;
+});
+
+/** JSON `net.IP`: '' means unset. */
+const ipField = s.string().refine((text): IP | undefined => {
+  if (text === '') return undefined;
+  const ip = parseIP(text);
+  if (!ip) throw configError(`invalid IP address: ${text}`);
+  return ip;
+});
+
+/** JSON `pkg/ip.IP` (`ip` or `ip/prefix`): '' means "no address" (rejected later as `IP <nil>`). */
+const requestedIPField = s.string().refine((text): IP | null => {
+  if (text === '') return null;
+  const parsed = parseIPOrCIDR(text);
+  if (!parsed) throw configError(`invalid IP address ${text}`);
+  return parsed.ip;
+});
+
+const rangeSchema = s.object({
+  subnet: cidrField.optional(),
+  rangeStart: ipField.optional(),
+  rangeEnd: ipField.optional(),
+  gateway: ipField.optional(),
+});
+const rangeSetSchema = s.array(rangeSchema);
+
+const routeSchema = s.object({
+  dst: cidrField,
+  gw: ipField.optional(),
+  mtu: s.int().optional(),
+  advmss: s.int().optional(),
+  priority: s.int().optional(),
+  table: s.int().optional(),
+  scope: s.int().optional(),
+});
+
+const ipamSchema = s.object({
+  type: s.string().optional(),
+  subnet: cidrField.optional(),
+  rangeStart: ipField.optional(),
+  rangeEnd: ipField.optional(),
+  gateway: ipField.optional(),
+  routes: s.array(routeSchema).optional(),
+  dataDir: s.string().optional(),
+  resolvConf: s.string().optional(),
+  ranges: s.array(rangeSetSchema).optional(),
+});
+
+const netSchema = s.object({
+  name: s.string().optional(),
+  cniVersion: s.string().optional(),
+  ipam: ipamSchema.optional(),
+  runtimeConfig: s
+    .object({
+      ipRanges: s.array(rangeSetSchema).optional(),
+      ips: s.array(requestedIPField).optional(),
+    })
+    .optional(),
+  args: s.object({ cni: s.object({ ips: s.array(requestedIPField).optional() }).optional() }).optional(),
+});
+
+type RawRangeIn = Infer<typeof rangeSchema>;
+
+export interface IPAMConfig {
+  name: string;
+  cniVersion: string;
+  /** Canonical range sets; the index is the rangeID of `last_reserved_ip.<rangeID>`. */
+  ranges: RangeSet[];
+  /** Requested addresses, canonical, de-duplicated, in the reference's order. */
+  requestedIPs: IP[];
+  routes: Route[];
+  dataDir: string;
+  resolvConf: string;
+}
+
+function toRaw(r: RawRangeIn): RawRange {
+  const out: RawRange = {};
+  if (r.subnet) out.subnet = r.subnet;
+  if (r.rangeStart) out.rangeStart = r.rangeStart;
+  if (r.rangeEnd) out.rangeEnd = r.rangeEnd;
+  if (r.gateway) out.gateway = r.gateway;
+  return out;
+}
+
+/** Route text as Go prints a `types.Route` (canonical addresses, zero MTU/AdvMSS/priority omitted). */
+function toRoute(r: Infer<typeof routeSchema>): Route {
+  const out: Route = { dst: formatCIDR(r.dst as CIDR) };
+  if (r.gw) out.gw = formatIP(r.gw);
+  if (r.mtu) out.mtu = r.mtu;
+  if (r.advmss) out.advmss = r.advmss;
+  if (r.priority) out.priority = r.priority;
+  if (r.table !== undefined) out.table = r.table;
+  if (r.scope !== undefined) out.scope = r.scope;
+  return out;
+}
+
+/** Parse the CNI_ARGS `IP` value like Go `pkg/ip.IP.UnmarshalText`. */
+function parseArgIP(text: string): IP | undefined {
+  if (text === '') return undefined;
+  const parsed = parseIPOrCIDR(text);
+  if (!parsed) throw new Error(`invalid IP address ${text}`);
+  return parsed.ip;
+}
+
+/** Go `LoadIPAMConfig(stdin, CNI_ARGS)`. */
+export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfig {
+  const n = decode(netSchema, req.config);
+  const ipam = n.ipam;
+  if (!ipam) throw configError("IPAM config missing 'ipam' key");
+
+  const requested: Array<IP | null> = [];
+  if (req.args !== '') {
+    // plain Error → code 999 with Go's `ARGS: …` text
+    const e = loadArgs(req.args, { IP: parseArgIP });
+    if (e.IP) requested.push(e.IP);
+  }
+  for (const ip of n.args?.cni?.ips ?? []) requested.push(ip);
+  for (const ip of n.runtimeConfig?.ips ?? []) requested.push(ip);
+  const requestedIPs: IP[] = [];
+  const seen = new Set<string>();
+  for (const ip of requested) {
+    if (ip === null) throw configError('cannot understand ip: IP <nil> not v4 nor v6');
+    const key = formatIP(ip);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    requestedIPs.push(ip);
+  }
+
+  const rawSets: RawRange[][] = [];
+  for (const set of n.runtimeConfig?.ipRanges ?? []) rawSets.push(set.map(toRaw));
+  if (ipam.subnet) rawSets.push([toRaw(ipam)]);
+  for (const set of ipam.ranges ?? []) rawSets.push(set.map(toRaw));
+  if (rawSets.length === 0) throw configError('no IP ranges specified');
+
+  const ranges: RangeSet[] = [];
+  let numV4 = 0;
+  let numV6 = 0;
+  for (let i = 0; i < rawSets.length; i++) {
+    let set: RangeSet;
+    try {
+      set = canonicalizeRangeSet(rawSets[i]!);
+    } catch (err) {
+      throw configError(`invalid range set ${i}: ${(err as Error).message}`);
+    }
+    if (set[0]!.rangeStart.family === 4) numV4++;
+    else numV6++;
+    ranges.push(set);
+  }
+
+  const cniVersion = n.cniVersion ?? '';
+  if (numV4 > 1 || numV6 > 1) {
+    let ok = false;
+    try {
+      ok = versionGte(cniVersion, '0.3.0');
+    } catch {
+      ok = false;
+    }
+    if (!ok) throw configError(`CNI version ${cniVersion} does not support more than 1 address per family`);
+  }
+
+  for (let i = 0; i < ranges.length - 1; i++) {
+    for (let j = i + 1; j < ranges.length; j++) {
+      if (rangeSetsOverlap(ranges[i]!, ranges[j]!)) throw configError(`range set ${i} overlaps with ${j}`);
+    }
+  }
+
+  return {
+    name: n.name ?? '',
+    cniVersion,
+    ranges,
+    requestedIPs,
+    routes: (ipam.routes ?? []).map(toRoute),
+    dataDir: ipam.dataDir ?? '',
+    resolvConf: ipam.resolvConf ?? '',
+  };
+}

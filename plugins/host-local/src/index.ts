@@ -1,0 +1,232 @@
+/**
+ * host-local IPAM: drop-in replacement for the reference plugin (same config, results, messages and
+ * on-disk store), plus GC and STATUS (spec 1.1.0), which the reference lacks.
+ *
+ * Locking: one exclusive flock on `<dir>/lock` is held for the whole ADD (all range sets), not per range
+ * set as in the reference. The whole ADD is synchronous (no await while locked), so it holds the lock
+ * for about a millisecond. In exchange the directory is scanned once per ADD instead of once per range
+ * set, and a rollback cannot race with another process's ADD/DEL/GC of the same attachment. Both
+ * implementations take the same kernel lock, so they can share a directory.
+ */
+import { formatIP, type IP } from '@cnikit/ip';
+import {
+  type Attachment,
+  CniError,
+  CURRENT_VERSION,
+  ErrorCode,
+  type IPConfig,
+  type Plugin,
+  type Request,
+  type Result,
+} from '@cnikit/skel';
+import { AddSession, AllocError } from './allocator.ts';
+import { loadIPAMConfig } from './config.ts';
+import { parseResolvConf } from './dns.ts';
+import { rangeContains } from './range.ts';
+import { type Entry, goFsError, reservationKey, Store } from './store.ts';
+
+export { loadIPAMConfig } from './config.ts';
+export { parseResolvConf, parseResolvConfText } from './dns.ts';
+export { Store } from './store.ts';
+
+const VERSION = '0.1.0';
+
+function internal(msg: string): CniError {
+  return new CniError(ErrorCode.Internal, msg);
+}
+
+function add(req: Request): Result {
+  const conf = loadIPAMConfig(req);
+  const result: Result = { cniVersion: CURRENT_VERSION };
+  if (conf.resolvConf !== '') result.dns = parseResolvConf(conf.resolvConf);
+
+  const store = Store.open(conf.dataDir, conf.name);
+  try {
+    store.lock();
+    const session = new AddSession(store, req.containerId, req.ifName, (m) => req.log.error(m));
+    try {
+      const pending = [...conf.requestedIPs];
+      const ips: IPConfig[] = [];
+      for (let idx = 0; idx < conf.ranges.length; idx++) {
+        const set = conf.ranges[idx]!;
+        // one requested IP inside this range set (the reference picks one in Go map order)
+        let requested: IP | undefined;
+        const k = pending.findIndex((ip) => set.some((r) => rangeContains(r, ip)));
+        if (k >= 0) requested = pending.splice(k, 1)[0];
+        try {
+          const a = session.get(set, idx, requested);
+          ips.push({
+            address: `${formatIP(a.ip)}/${a.range.subnet.prefix}`,
+            gateway: formatIP(a.range.gateway),
+          });
+        } catch (err) {
+          session.rollback();
+          if (err instanceof AllocError)
+            throw internal(`failed to allocate for range ${idx}: ${err.message}`);
+          if (CniError.is(err)) {
+            throw new CniError(err.code, `failed to allocate for range ${idx}: ${err.msg}`, err.details);
+          }
+          throw err;
+        }
+      }
+      if (pending.length > 0) {
+        session.rollback();
+        throw internal(`failed to allocate all requested IPs: ${pending.map(formatIP).join(' ')}`);
+      }
+      result.ips = ips;
+    } finally {
+      session.finish();
+    }
+  } finally {
+    store.close();
+  }
+  if (conf.routes.length > 0) result.routes = conf.routes;
+  return result;
+}
+
+/**
+ * The reference's release, run once per range set over one directory listing: remove every file whose
+ * trimmed content is `<id>\r\n<ifname>`; when a pass removed none, remove the legacy `<id>` files.
+ */
+function releaseAll(
+  store: Store,
+  entries: Entry[],
+  containerID: string,
+  ifName: string,
+  passes: number,
+): string[] {
+  const key = reservationKey(containerID, ifName);
+  const legacy = containerID.trim();
+  const errors: string[] = [];
+  let live = entries;
+  const removeMatching = (match: string): boolean => {
+    let found = false;
+    const keep: Entry[] = [];
+    for (const e of live) {
+      if (e.key !== match) {
+        keep.push(e);
+        continue;
+      }
+      try {
+        store.remove(e.name);
+        found = true;
+      } catch (err) {
+        errors.push(CniError.is(err) ? err.msg : String(err));
+        keep.push(e);
+      }
+    }
+    live = keep;
+    return found;
+  };
+  for (let i = 0; i < passes; i++) {
+    if (!removeMatching(key)) removeMatching(legacy);
+  }
+  return errors;
+}
+
+function del(req: Request): void {
+  const conf = loadIPAMConfig(req);
+  const store = Store.open(conf.dataDir, conf.name);
+  let errors: string[];
+  try {
+    errors = store.withLock(() =>
+      releaseAll(store, store.scan().entries, req.containerId, req.ifName, conf.ranges.length),
+    );
+  } finally {
+    store.close();
+  }
+  if (errors.length > 0) throw new CniError(ErrorCode.IOFailure, errors.join(';'));
+}
+
+function check(req: Request): void {
+  const conf = loadIPAMConfig(req);
+  const store = Store.open(conf.dataDir, conf.name);
+  let found: boolean;
+  try {
+    found = store.withLock(() => {
+      const { entries } = store.scan();
+      const key = reservationKey(req.containerId, req.ifName);
+      const legacy = req.containerId.trim();
+      return entries.some((e) => e.key === key) || entries.some((e) => e.key === legacy);
+    });
+  } finally {
+    store.close();
+  }
+  if (!found) throw internal(`host-local: Failed to find address added by container ${req.containerId}`);
+}
+
+/** The valid attachments, or undefined when the runtime sent none (then GC removes nothing). */
+function validAttachments(req: Request): Attachment[] | undefined {
+  const cfg = req.config as Record<string, unknown>;
+  if (cfg['cni.dev/valid-attachments'] === undefined && cfg['cni.dev/attachments'] === undefined)
+    return undefined;
+  return req.validAttachments ?? [];
+}
+
+/**
+ * GC: remove every reservation of this network whose container+interface is not a valid attachment.
+ * Only files named by an IP address in `<dataDir>/<name>/` are considered; a legacy ID-only file is kept
+ * when any valid attachment has its container ID. Keeps going past errors and reports them all.
+ */
+function gc(req: Request): void {
+  const conf = loadIPAMConfig(req);
+  const valid = validAttachments(req);
+  if (!valid) {
+    req.log.warn('GC without cni.dev/valid-attachments: nothing removed');
+    return;
+  }
+  const keys = new Set(valid.map((a) => reservationKey(String(a.containerID ?? ''), String(a.ifname ?? ''))));
+  const ids = new Set(valid.map((a) => String(a.containerID ?? '').trim()));
+  const store = Store.openExisting(conf.dataDir, conf.name);
+  if (!store) return;
+  const errors: string[] = [];
+  try {
+    store.withLock(() => {
+      for (const e of store.scan().entries) {
+        if (!e.ip || formatIP(e.ip) !== e.name) continue;
+        const keep = e.key.includes('\r\n') ? keys.has(e.key) : e.key !== '' && ids.has(e.key);
+        if (keep) continue;
+        try {
+          store.remove(e.name);
+        } catch (err) {
+          errors.push(CniError.is(err) ? err.msg : String(err));
+        }
+      }
+    });
+  } finally {
+    store.close();
+  }
+  if (errors.length > 0) throw new CniError(ErrorCode.IOFailure, `GC: ${errors.join('; ')}`);
+}
+
+/**
+ * STATUS: the configuration must load, and the store must be usable: `<dataDir>/<name>` exists or can be
+ * created, is a directory, its `lock` file can be opened, and a file can be created, written and removed
+ * in it. Any failure of the store → code 50 (plugin not available) with the reason.
+ */
+function status(req: Request): void {
+  const conf = loadIPAMConfig(req);
+  let store: Store | undefined;
+  try {
+    store = Store.open(conf.dataDir, conf.name);
+    const tmp = store.withLock(() => store!.writeTemp('status'));
+    store.dropTemp(tmp);
+  } catch (err) {
+    const why = CniError.is(err) ? err.msg : (err as Error).message;
+    throw new CniError(ErrorCode.PluginNotAvailable, `host-local store is not usable: ${why}`);
+  } finally {
+    store?.close();
+  }
+}
+
+export const plugin: Plugin = {
+  name: 'host-local',
+  about: `CNI host-local plugin cnikit ${VERSION}`,
+  add,
+  del,
+  check,
+  gc,
+  status,
+};
+
+export { goFsError };

@@ -1,0 +1,138 @@
+/**
+ * host-local ranges and range sets: canonicalisation, validation and membership with the exact
+ * semantics and messages of the reference (`backend/allocator/range.go`, `range_set.go`).
+ */
+import {
+  broadcast,
+  type CIDR,
+  compare,
+  contains,
+  formatCIDR,
+  formatIP,
+  type IP,
+  network,
+  next,
+  prev,
+} from '@cnikit/ip';
+
+/** A range as configured: every field optional until canonicalised. */
+export interface RawRange {
+  subnet?: CIDR;
+  rangeStart?: IP;
+  rangeEnd?: IP;
+  gateway?: IP;
+}
+
+/** A canonical range: every field set, subnet without host bits. */
+export interface Range {
+  subnet: CIDR;
+  rangeStart: IP;
+  rangeEnd: IP;
+  gateway: IP;
+}
+
+export type RangeSet = Range[];
+
+/** A validation failure (the caller wraps and codes it). */
+export class InvalidRangeError extends Error {}
+
+/** Go `Range.Contains`, also usable while a range is half-canonicalised. */
+export function rangeContains(r: RawRange, addr: IP): boolean {
+  const subnet = r.subnet;
+  if (!subnet) return false;
+  if (addr.family !== subnet.ip.family) return false;
+  if (!contains(subnet, addr)) return false;
+  // Go compares with ip.Cmp, which answers -2 for another family: "< 0" then excludes the address,
+  // "> 0" does not.
+  if (r.rangeStart && compare(addr, r.rangeStart) < 0) return false;
+  if (r.rangeEnd && compare(addr, r.rangeEnd) > 0) return false;
+  return true;
+}
+
+/** Go `Range.Canonicalize`: fills defaults and validates; throws InvalidRangeError with the reference's text. */
+export function canonicalizeRange(raw: RawRange): Range {
+  const subnet = raw.subnet;
+  if (!subnet) throw new InvalidRangeError('IP <nil> not v4 nor v6');
+  const ones = subnet.prefix;
+  const maskLen = subnet.maskBits;
+  if (ones > maskLen - 2)
+    throw new InvalidRangeError(`Network ${formatCIDR(subnet)} too small to allocate from`);
+  if (subnet.ip.family === 4 && maskLen === 128)
+    throw new InvalidRangeError('IPNet IP and Mask version mismatch');
+  const net = network(subnet);
+  if (net.value !== subnet.ip.value) {
+    throw new InvalidRangeError(
+      `Network has host bits set. For a subnet mask of length ${ones} the network address is ${formatIP(net)}`,
+    );
+  }
+  const r: RawRange = { ...raw };
+  const first = next(net)!;
+  if (!r.gateway) r.gateway = first;
+  if (r.rangeStart) {
+    if (!rangeContains(r, r.rangeStart)) {
+      throw new InvalidRangeError(
+        `RangeStart ${formatIP(r.rangeStart)} not in network ${formatCIDR(subnet)}`,
+      );
+    }
+  } else {
+    r.rangeStart = first;
+  }
+  if (r.rangeEnd) {
+    if (!rangeContains(r, r.rangeEnd)) {
+      throw new InvalidRangeError(`RangeEnd ${formatIP(r.rangeEnd)} not in network ${formatCIDR(subnet)}`);
+    }
+  } else {
+    const last = broadcast(subnet);
+    r.rangeEnd = last.family === 4 ? prev(last)! : last;
+  }
+  return r as Range;
+}
+
+export function rangeString(r: Range): string {
+  return `${formatIP(r.rangeStart)}-${formatIP(r.rangeEnd)}`;
+}
+
+export function rangesOverlap(a: Range, b: Range): boolean {
+  if (a.rangeStart.family !== b.rangeStart.family) return false;
+  return (
+    rangeContains(a, b.rangeStart) ||
+    rangeContains(a, b.rangeEnd) ||
+    rangeContains(b, a.rangeStart) ||
+    rangeContains(b, a.rangeEnd)
+  );
+}
+
+/** Go `RangeSet.Canonicalize`. */
+export function canonicalizeRangeSet(raw: RawRange[]): RangeSet {
+  if (raw.length === 0) throw new InvalidRangeError('empty range set');
+  const out: RangeSet = [];
+  for (let i = 0; i < raw.length; i++) {
+    const r = canonicalizeRange(raw[i]!);
+    if (i > 0 && r.rangeStart.family !== out[0]!.rangeStart.family)
+      throw new InvalidRangeError('mixed address families');
+    out.push(r);
+  }
+  for (let i = 0; i < out.length - 1; i++) {
+    for (let j = i + 1; j < out.length; j++) {
+      if (rangesOverlap(out[i]!, out[j]!)) {
+        throw new InvalidRangeError(`subnets ${rangeString(out[i]!)} and ${rangeString(out[j]!)} overlap`);
+      }
+    }
+  }
+  return out;
+}
+
+export function rangeSetString(set: RangeSet): string {
+  return set.map(rangeString).join(',');
+}
+
+/** The range of the set containing `addr`, if any. */
+export function rangeFor(set: RangeSet, addr: IP): Range | undefined {
+  for (const r of set) if (rangeContains(r, addr)) return r;
+  return undefined;
+}
+
+export function rangeSetsOverlap(a: RangeSet, b: RangeSet): boolean {
+  for (const r of a) for (const r1 of b) if (rangesOverlap(r, r1)) return true;
+  return false;
+}
