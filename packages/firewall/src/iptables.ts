@@ -1,0 +1,588 @@
+/**
+ * iptables through `iptables-save` (read) and ONE `iptables-restore --noflush --wait` per family
+ * per commit (write). Changes are accumulated in a batch, compared against the current state (read
+ * with one `iptables-save -t <table>` per table touched) so that "unique" and "tolerant" operations
+ * only emit what is needed, and then applied atomically: iptables-restore is all-or-nothing.
+ */
+import { parseCidr } from './cidr.ts';
+import { runTool, ToolError, type ToolOptions } from './exec.ts';
+
+export type IPFamily = 4 | 6;
+
+/** One rule as printed by iptables-save (`-A <chain> <text>`). */
+export interface SavedRule {
+  chain: string;
+  /** The rule specification as printed, without `-A <chain>`. */
+  text: string;
+  /** `text` split into arguments (quotes removed). */
+  args: string[];
+  /** Normalised comparison key (see normalizeRule). */
+  key: string;
+}
+
+/** One table of an iptables-save dump. */
+export interface SavedTable {
+  name: string;
+  /** Chains in dump order (built-in chains included) with their policy (`-` for user chains). */
+  chains: Map<string, string>;
+  rules: SavedRule[];
+}
+
+const saveTool = (f: IPFamily) => (f === 6 ? 'ip6tables-save' : 'iptables-save');
+const restoreTool = (f: IPFamily) => (f === 6 ? 'ip6tables-restore' : 'iptables-restore');
+const mainTool = (f: IPFamily) => (f === 6 ? 'ip6tables' : 'iptables');
+
+/** Split an iptables-save rule line into arguments (double quotes with backslash escapes). */
+export function splitRuleText(text: string): string[] {
+  const out: string[] = [];
+  let i = 0;
+  while (i < text.length) {
+    while (text[i] === ' ' || text[i] === '\t') i++;
+    if (i >= text.length) break;
+    let tok = '';
+    while (i < text.length && text[i] !== ' ' && text[i] !== '\t') {
+      if (text[i] === '"') {
+        i++;
+        while (i < text.length && text[i] !== '"') {
+          if (text[i] === '\\' && i + 1 < text.length) i++;
+          tok += text[i++];
+        }
+        i++;
+      } else tok += text[i++];
+    }
+    out.push(tok);
+  }
+  return out;
+}
+
+/** Quote one argument for an iptables-restore line (restore understands "…" with \" and \\). */
+export function quoteRuleArg(arg: string): string {
+  if (/[\r\n\0]/.test(arg))
+    throw new TypeError(`iptables argument contains a line break or NUL: ${JSON.stringify(arg)}`);
+  if (arg !== '' && /^[A-Za-z0-9_.:/,=+!@%^-]+$/.test(arg)) return arg;
+  return `"${arg.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+}
+
+const OPTION_ALIASES: Record<string, string> = {
+  '--destination-port': '--dport',
+  '--source-port': '--sport',
+  '--destination-ports': '--dports',
+  '--source-ports': '--sports',
+};
+/** Options that always take exactly one value, even one that looks like an option. */
+const ONE_VALUE = new Set([
+  '--comment',
+  '--log-prefix',
+  '--to-destination',
+  '--to-source',
+  '--to-ports',
+  '--set-xmark',
+]);
+
+function normAddr(v: string): string {
+  try {
+    const c = parseCidr(v);
+    return `${c.network}/${c.prefix}`;
+  } catch {
+    return v;
+  }
+}
+
+/**
+ * Normalise a rule specification so that the form we write and the canonical form iptables-save
+ * prints compare equal: addresses get their prefix and are masked (`-s 10.1.2.2` ≡ `-s 10.1.2.2/32`),
+ * `-s/-d/-i/-o/-p` are put first in iptables' order, the implicit protocol match is made explicit
+ * (`-p tcp --dport 80` ≡ `-p tcp -m tcp --dport 80`), long option aliases are folded, and the
+ * target (`-j X …`) goes last. Matches keep their relative order, as iptables does.
+ */
+export function normalizeRule(args: readonly string[]): string {
+  const basic: Record<string, string> = {};
+  const blocks: string[][] = [];
+  let target: string[] | undefined;
+  let cur: string[] | undefined;
+  let neg = false;
+  for (let i = 0; i < args.length; i++) {
+    const t = args[i]!;
+    if (t === '!') {
+      neg = true;
+      continue;
+    }
+    const bang = neg ? '! ' : '';
+    neg = false;
+    const next = () => args[++i] ?? '';
+    switch (t) {
+      case '-s':
+      case '--source':
+      case '--src':
+        basic.s = bang + normAddr(next());
+        continue;
+      case '-d':
+      case '--destination':
+      case '--dst':
+        basic.d = bang + normAddr(next());
+        continue;
+      case '-i':
+      case '--in-interface':
+        basic.i = bang + next();
+        continue;
+      case '-o':
+      case '--out-interface':
+        basic.o = bang + next();
+        continue;
+      case '-p':
+      case '--protocol':
+        basic.p = bang + next().toLowerCase();
+        continue;
+      case '-f':
+      case '--fragment':
+        basic.f = `${bang}-f`;
+        continue;
+      case '-m':
+      case '--match':
+        cur = ['-m', next()];
+        blocks.push(cur);
+        continue;
+      case '-j':
+      case '--jump':
+        cur = ['-j', next()];
+        target = cur;
+        continue;
+      case '-g':
+      case '--goto':
+        cur = ['-g', next()];
+        target = cur;
+        continue;
+    }
+    if (t.startsWith('-')) {
+      if (!cur) {
+        // An option before any -m: belongs to the implicit protocol match (-p tcp --dport …).
+        cur = ['-m', (basic.p ?? '').replace(/^! /, '')];
+        blocks.push(cur);
+      }
+      const opt = OPTION_ALIASES[t] ?? t;
+      cur.push(bang + opt);
+      if (ONE_VALUE.has(opt)) {
+        cur.push(JSON.stringify(next()));
+        continue;
+      }
+      while (
+        i + 1 < args.length &&
+        !(args[i + 1]!.startsWith('-') && args[i + 1]!.length > 1) &&
+        args[i + 1] !== '!'
+      ) {
+        cur.push(JSON.stringify(args[++i]!));
+      }
+      continue;
+    }
+    // A bare value with no option: keep it where it is.
+    if (!cur) cur = ['?'];
+    cur.push(JSON.stringify(t));
+    if (!blocks.includes(cur) && cur !== target) blocks.push(cur);
+  }
+  const parts: string[] = [];
+  for (const k of ['s', 'd', 'i', 'o', 'p', 'f']) if (basic[k] !== undefined) parts.push(`-${k} ${basic[k]}`);
+  for (const b of blocks) parts.push(b.join(' '));
+  if (target) parts.push(target.join(' '));
+  return parts.join(' ');
+}
+
+/** Parse iptables-save output into tables. Counters (`[p:b]` prefixes) are ignored. */
+export function parseSave(text: string): Map<string, SavedTable> {
+  const tables = new Map<string, SavedTable>();
+  let cur: SavedTable | undefined;
+  for (const raw of text.split('\n')) {
+    const line = raw.replace(/^\[\d+:\d+\] /, '');
+    if (line.startsWith('*')) {
+      cur = { name: line.slice(1).trim(), chains: new Map(), rules: [] };
+      tables.set(cur.name, cur);
+    } else if (!cur || line === '' || line.startsWith('#')) {
+    } else if (line.startsWith(':')) {
+      const [name, policy] = line.slice(1).split(' ');
+      cur.chains.set(name!, policy ?? '-');
+    } else if (line.startsWith('-A ')) {
+      const args = splitRuleText(line.slice(3));
+      const chain = args.shift()!;
+      const text = line.slice(3 + chain.length + 1);
+      cur.rules.push({ chain, text, args, key: normalizeRule(args) });
+    } else if (line === 'COMMIT') {
+      cur = undefined;
+    }
+  }
+  return tables;
+}
+
+/** Raw `iptables-save [-t table]` (or ip6tables-save) output. */
+export function iptablesSave(family: IPFamily, table?: string, opts: ToolOptions = {}): string {
+  const args = table ? ['-t', table] : [];
+  const r = runTool(saveTool(family), args, opts);
+  if (r.status !== 0) throw new ToolError(saveTool(family), args, r);
+  return r.stdout;
+}
+
+/** Read one table (built-in chains are listed even when the table is not instantiated yet). */
+export function readTable(family: IPFamily, table: string, opts: ToolOptions = {}): SavedTable {
+  const parsed = parseSave(iptablesSave(family, table, opts));
+  return parsed.get(table) ?? { name: table, chains: new Map(), rules: [] };
+}
+
+/** Names of all chains of a table (built-in first, as printed). */
+export function listChains(family: IPFamily, table: string, opts: ToolOptions = {}): string[] {
+  return [...readTable(family, table, opts).chains.keys()];
+}
+
+/** Rules of a table, optionally of one chain only, in order. */
+export function listRules(
+  family: IPFamily,
+  table: string,
+  chain?: string,
+  opts: ToolOptions = {},
+): SavedRule[] {
+  const rules = readTable(family, table, opts).rules;
+  return chain === undefined ? rules : rules.filter((r) => r.chain === chain);
+}
+
+/** True when a chain exists in the table. */
+export function chainExists(family: IPFamily, table: string, chain: string, opts: ToolOptions = {}): boolean {
+  return readTable(family, table, opts).chains.has(chain);
+}
+
+type Op =
+  | { kind: 'ensureChain'; table: string; chain: string }
+  | {
+      kind: 'append' | 'insert';
+      table: string;
+      chain: string;
+      rule: string[];
+      unique: boolean;
+      position: number;
+    }
+  | { kind: 'delete'; table: string; chain: string; rule: string[] }
+  | { kind: 'deleteMatching'; table: string; chain: string; match: (r: SavedRule) => boolean }
+  | { kind: 'flush'; table: string; chain: string; create: boolean }
+  | { kind: 'deleteChain'; table: string; chain: string };
+
+const BUILTIN = new Set(['INPUT', 'OUTPUT', 'FORWARD', 'PREROUTING', 'POSTROUTING']);
+
+function checkName(what: string, name: string): void {
+  if (!/^[^\s"'\\!-][^\s"'\\]{0,28}$/.test(name)) {
+    throw new TypeError(`invalid iptables ${what} name ${JSON.stringify(name)}`);
+  }
+}
+
+/** Result of IptablesBatch.commit(). */
+export interface CommitResult {
+  /** The iptables-restore input that was applied ('' when nothing had to change). */
+  script: string;
+  /** Number of tool executions this commit needed (saves + restores). */
+  execs: number;
+}
+
+/**
+ * Accumulates iptables changes for ONE family; `commit()` reads the state of the tables touched
+ * (one iptables-save per table), works out the lines that are actually needed, and applies them
+ * with a single `iptables-restore --noflush --wait` (nothing is run when nothing must change).
+ *
+ * Semantics (all evaluated in order, against the state as modified by earlier operations):
+ * - ensureChain: create when missing.
+ * - appendUnique / insertUnique: add when no equal rule (normalizeRule) exists in the chain.
+ * - append / insert: always add.
+ * - deleteRule: delete the first equal rule; a missing rule or chain is tolerated.
+ * - deleteRulesWhere: delete every rule of a chain matching a predicate over the saved form.
+ * - flushChain: remove all rules (missing chain tolerated; `{ create: true }` creates it, like Go's ClearChain).
+ * - deleteChain: delete a user chain (missing tolerated; it must be unreferenced, else the commit fails).
+ */
+export class IptablesBatch {
+  readonly family: IPFamily;
+  readonly opts: ToolOptions;
+  private ops: Op[] = [];
+
+  constructor(family: IPFamily, opts: ToolOptions = {}) {
+    if (family !== 4 && family !== 6) throw new TypeError(`invalid IP family ${String(family)}`);
+    this.family = family;
+    this.opts = opts;
+  }
+
+  get size(): number {
+    return this.ops.length;
+  }
+
+  ensureChain(table: string, chain: string): this {
+    checkName('table', table);
+    checkName('chain', chain);
+    this.ops.push({ kind: 'ensureChain', table, chain });
+    return this;
+  }
+
+  appendUnique(table: string, chain: string, rule: readonly string[]): this {
+    return this.add('append', table, chain, rule, true, 0);
+  }
+
+  insertUnique(table: string, chain: string, rule: readonly string[], position = 1): this {
+    return this.add('insert', table, chain, rule, true, position);
+  }
+
+  append(table: string, chain: string, rule: readonly string[]): this {
+    return this.add('append', table, chain, rule, false, 0);
+  }
+
+  insert(table: string, chain: string, rule: readonly string[], position = 1): this {
+    return this.add('insert', table, chain, rule, false, position);
+  }
+
+  deleteRule(table: string, chain: string, rule: readonly string[]): this {
+    checkName('table', table);
+    checkName('chain', chain);
+    this.ops.push({ kind: 'delete', table, chain, rule: [...rule] });
+    return this;
+  }
+
+  deleteRulesWhere(table: string, chain: string, match: (r: SavedRule) => boolean): this {
+    checkName('table', table);
+    checkName('chain', chain);
+    this.ops.push({ kind: 'deleteMatching', table, chain, match });
+    return this;
+  }
+
+  flushChain(table: string, chain: string, opts: { create?: boolean } = {}): this {
+    checkName('table', table);
+    checkName('chain', chain);
+    this.ops.push({ kind: 'flush', table, chain, create: opts.create ?? false });
+    return this;
+  }
+
+  deleteChain(table: string, chain: string): this {
+    checkName('table', table);
+    checkName('chain', chain);
+    if (BUILTIN.has(chain)) throw new TypeError(`cannot delete built-in chain ${chain}`);
+    this.ops.push({ kind: 'deleteChain', table, chain });
+    return this;
+  }
+
+  private add(
+    kind: 'append' | 'insert',
+    table: string,
+    chain: string,
+    rule: readonly string[],
+    unique: boolean,
+    position: number,
+  ): this {
+    checkName('table', table);
+    checkName('chain', chain);
+    if (rule.length === 0) throw new TypeError('empty iptables rule');
+    if (!Number.isInteger(position) || (kind === 'insert' && position < 1)) {
+      throw new TypeError(`invalid rule position ${position}`);
+    }
+    for (const a of rule) quoteRuleArg(a); // validate now, not at commit time
+    this.ops.push({ kind, table, chain, rule: [...rule], unique, position });
+    return this;
+  }
+
+  /** Tables touched by this batch, in first-use order. */
+  tables(): string[] {
+    return [...new Set(this.ops.map((o) => o.table))];
+  }
+
+  /**
+   * Compute the iptables-restore input for the given current state (pure; used by commit and
+   * handy for tests). `state` maps table name → parsed table.
+   */
+  render(state: Map<string, SavedTable>): string {
+    const perTable = new Map<string, string[]>();
+    // Working copy: chain -> rules (keys + texts).
+    const model = new Map<
+      string,
+      { chains: Set<string>; rules: Map<string, { key: string; text: string }[]> }
+    >();
+    const tableModel = (t: string) => {
+      let m = model.get(t);
+      if (!m) {
+        const saved = state.get(t);
+        m = { chains: new Set(saved?.chains.keys() ?? []), rules: new Map() };
+        for (const c of m.chains) m.rules.set(c, []);
+        for (const r of saved?.rules ?? []) {
+          if (!m.rules.has(r.chain)) m.rules.set(r.chain, []);
+          m.chains.add(r.chain);
+          m.rules.get(r.chain)!.push({ key: r.key, text: r.text });
+        }
+        // Built-in chains exist implicitly (iptables-nft creates them on first use).
+        for (const b of builtinChains(t)) {
+          m.chains.add(b);
+          if (!m.rules.has(b)) m.rules.set(b, []);
+        }
+        model.set(t, m);
+      }
+      return m;
+    };
+    const emit = (t: string, line: string) => {
+      let l = perTable.get(t);
+      if (!l) {
+        l = [];
+        perTable.set(t, l);
+      }
+      l.push(line);
+    };
+    const fmt = (rule: readonly string[]) => rule.map(quoteRuleArg).join(' ');
+
+    for (const op of this.ops) {
+      const m = tableModel(op.table);
+      const rules = m.rules.get(op.chain);
+      switch (op.kind) {
+        case 'ensureChain':
+          if (!m.chains.has(op.chain)) {
+            emit(op.table, `:${op.chain} - [0:0]`);
+            m.chains.add(op.chain);
+            m.rules.set(op.chain, []);
+          }
+          break;
+        case 'append':
+        case 'insert': {
+          const key = normalizeRule(op.rule);
+          if (op.unique && rules?.some((r) => r.key === key)) break;
+          const text = fmt(op.rule);
+          const list = rules ?? [];
+          if (!rules) {
+            // Chain not known: emit anyway and let iptables-restore report the error.
+            m.rules.set(op.chain, list);
+          }
+          if (op.kind === 'append') {
+            emit(op.table, `-A ${op.chain} ${text}`);
+            list.push({ key, text });
+          } else {
+            emit(op.table, `-I ${op.chain} ${op.position} ${text}`);
+            list.splice(op.position - 1, 0, { key, text });
+          }
+          break;
+        }
+        case 'delete': {
+          if (!rules) break;
+          const key = normalizeRule(op.rule);
+          const idx = rules.findIndex((r) => r.key === key);
+          if (idx < 0) break;
+          emit(op.table, `-D ${op.chain} ${rules[idx]!.text}`);
+          rules.splice(idx, 1);
+          break;
+        }
+        case 'deleteMatching': {
+          if (!rules) break;
+          for (let i = 0; i < rules.length; ) {
+            const r = rules[i]!;
+            const saved: SavedRule = {
+              chain: op.chain,
+              text: r.text,
+              args: splitRuleText(r.text),
+              key: r.key,
+            };
+            if (op.match(saved)) {
+              emit(op.table, `-D ${op.chain} ${r.text}`);
+              rules.splice(i, 1);
+            } else i++;
+          }
+          break;
+        }
+        case 'flush':
+          if (!m.chains.has(op.chain)) {
+            if (op.create) {
+              emit(op.table, `:${op.chain} - [0:0]`);
+              m.chains.add(op.chain);
+              m.rules.set(op.chain, []);
+            }
+            break;
+          }
+          if (rules && rules.length > 0) {
+            emit(op.table, `-F ${op.chain}`);
+            rules.length = 0;
+          }
+          break;
+        case 'deleteChain':
+          if (!m.chains.has(op.chain)) break;
+          if (rules && rules.length > 0) emit(op.table, `-F ${op.chain}`);
+          emit(op.table, `-X ${op.chain}`);
+          m.chains.delete(op.chain);
+          m.rules.delete(op.chain);
+          break;
+      }
+    }
+    let script = '';
+    for (const [t, lines] of perTable) script += `*${t}\n${lines.join('\n')}\nCOMMIT\n`;
+    return script;
+  }
+
+  /**
+   * Apply the batch: one iptables-save per table touched, then (only if something must change)
+   * one iptables-restore --noflush --wait. If restore fails because another process changed the
+   * tables in between, the state is read again and the batch re-rendered (up to 3 attempts).
+   */
+  commit(): CommitResult {
+    let execs = 0;
+    let lastErr: unknown;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const state = new Map<string, SavedTable>();
+      for (const t of this.tables()) {
+        state.set(t, readTable(this.family, t, this.opts));
+        execs++;
+      }
+      const script = this.render(state);
+      if (script === '') return { script, execs };
+      const args = ['--noflush', '--wait'];
+      const r = runTool(restoreTool(this.family), args, { ...this.opts, input: script });
+      execs++;
+      if (r.status === 0) {
+        this.ops = [];
+        return { script, execs };
+      }
+      lastErr = new ToolError(restoreTool(this.family), args, r, `${restoreTool(this.family)} --noflush`);
+      // Exit status 4 = resource problem (e.g. xtables lock); 1/2 = rule problem. Re-read and retry both:
+      // a concurrent change is the usual cause and a genuine error fails the same way again.
+    }
+    throw lastErr;
+  }
+}
+
+function builtinChains(table: string): string[] {
+  switch (table) {
+    case 'filter':
+      return ['INPUT', 'FORWARD', 'OUTPUT'];
+    case 'nat':
+      return ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'];
+    case 'mangle':
+      return ['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING'];
+    case 'raw':
+      return ['PREROUTING', 'OUTPUT'];
+    case 'security':
+      return ['INPUT', 'FORWARD', 'OUTPUT'];
+    default:
+      return [];
+  }
+}
+
+/** Start a batch for one family (contract name). */
+export function iptablesBatch(family: IPFamily, opts: ToolOptions = {}): IptablesBatch {
+  return new IptablesBatch(family, opts);
+}
+
+/**
+ * True when the iptables API is usable for the family (the binary exists and can list
+ * `filter INPUT`; like the reference's SupportsIPTables). Does not create any table.
+ */
+export function supportsIPTables(family: IPFamily = 4, opts: ToolOptions = {}): boolean {
+  try {
+    return runTool(mainTool(family), ['--wait', '-t', 'filter', '-S', 'INPUT'], opts).status === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Target chain of a saved rule (`-j X` / `-g X`), if any. */
+export function ruleTarget(r: SavedRule): string | undefined {
+  for (let i = 0; i < r.args.length - 1; i++) {
+    if (r.args[i] === '-j' || r.args[i] === '-g' || r.args[i] === '--jump' || r.args[i] === '--goto')
+      return r.args[i + 1];
+  }
+  return undefined;
+}
+
+/** Value of `--comment` in a saved rule, if any. */
+export function ruleComment(r: SavedRule): string | undefined {
+  const i = r.args.indexOf('--comment');
+  return i >= 0 ? r.args[i + 1] : undefined;
+}

@@ -1,0 +1,205 @@
+/**
+ * Network-namespace sandboxes for plugin tests (part of the public SDK).
+ *
+ * ```ts
+ * import { withSandbox, diffSnapshots } from '@cnikit/testing';
+ *
+ * await withSandbox(async (sb) => {
+ *   const before = sb.snapshot('host');
+ *   sb.exec('ip', ['link', 'add', 'br0', 'type', 'bridge']);          // runs in the host netns
+ *   const after = sb.snapshot('host');
+ *   assert.deepEqual(diffSnapshots(before, after).map((d) => d.section), ['links']);
+ * });
+ * ```
+ *
+ * A sandbox is a pair of private named network namespaces, a "host" (plays the node's root
+ * namespace: put bridges, host veths, iptables/nft rules here) and a "container" (pass its `path`
+ * as CNI_NETNS). Both have `lo` up. They live under /run/netns as `cnikit-<role>-<pid>-<rand>`,
+ * and `destroy()` removes them even after failures — it is idempotent and is also run for every
+ * sandbox still alive when the process exits (or gets SIGINT/SIGTERM). Needs root.
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { withNetns } from '@cnikit/netlink';
+import { type Snapshot, type SnapshotOptions, snapshotNetns } from './snapshot.ts';
+
+export interface NamedNetns {
+  /** Name under /run/netns (usable with `ip netns exec` / `ip -n`). */
+  name: string;
+  /** `/run/netns/<name>`: what CNI_NETNS and withNetns take. */
+  path: string;
+}
+
+export type SandboxRole = 'host' | 'container';
+
+export interface ExecOptions {
+  /** Which namespace (default `host`). */
+  ns?: SandboxRole | NamedNetns;
+  /** Text written to stdin. */
+  input?: string;
+  /** Extra environment variables (merged over process.env). */
+  env?: Record<string, string | undefined>;
+  /** Throw when the command exits non-zero (default true). */
+  check?: boolean;
+  /** Milliseconds before the command is killed (default 60 s). */
+  timeoutMs?: number;
+}
+
+export interface ExecResult {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface Sandbox {
+  readonly host: NamedNetns;
+  readonly container: NamedNetns;
+  /** Run `fn` synchronously with the calling thread inside the host namespace (withNetns). */
+  runInHost<T>(fn: () => T): T;
+  /** Run `fn` synchronously with the calling thread inside the container namespace. */
+  runInContainer<T>(fn: () => T): T;
+  /** Run a command inside a namespace (`ip netns exec <name> cmd args…`; no shell). */
+  exec(cmd: string, args?: readonly string[], opts?: ExecOptions): ExecResult;
+  /** Capture the kernel state of a namespace (default `host`), for before/after comparisons. */
+  snapshot(ns?: SandboxRole | NamedNetns, opts?: SnapshotOptions): Snapshot;
+  /** Remove both namespaces (idempotent; never throws for "already gone"). */
+  destroy(): void;
+  readonly destroyed: boolean;
+}
+
+const live = new Set<Sandbox>();
+let hooksInstalled = false;
+
+function installExitHooks(): void {
+  if (hooksInstalled) return;
+  hooksInstalled = true;
+  process.on('exit', destroyAllSandboxes);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      destroyAllSandboxes();
+      process.kill(process.pid, sig);
+    });
+  }
+}
+
+/** Destroy every sandbox of this process that is still alive (also run automatically at exit). */
+export function destroyAllSandboxes(): void {
+  for (const sb of [...live]) {
+    try {
+      sb.destroy();
+    } catch {
+      // best effort at exit
+    }
+  }
+}
+
+function ip(args: string[], check = true): ExecResult {
+  const r = spawnSync('ip', args, { encoding: 'utf8', timeout: 30_000 });
+  if (r.error) {
+    const code = (r.error as NodeJS.ErrnoException).code;
+    throw new Error(
+      code === 'ENOENT' ? 'ip not found in PATH: install it (Debian package "iproute2")' : r.error.message,
+    );
+  }
+  const res = { status: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
+  if (check && res.status !== 0) throw new Error(`ip ${args.join(' ')} failed: ${res.stderr.trim()}`);
+  return res;
+}
+
+/** A fresh named network namespace with `lo` up. */
+export function createNamedNetns(prefix = 'cnikit-ns'): NamedNetns {
+  if (!/^[A-Za-z0-9_.-]{1,40}$/.test(prefix))
+    throw new TypeError(`invalid netns name prefix ${JSON.stringify(prefix)}`);
+  const name = `${prefix}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  ip(['netns', 'add', name]);
+  try {
+    ip(['-n', name, 'link', 'set', 'lo', 'up']);
+  } catch (e) {
+    ip(['netns', 'del', name], false);
+    throw e;
+  }
+  return { name, path: `/run/netns/${name}` };
+}
+
+/** Remove a named namespace; "already gone" is fine. */
+export function deleteNamedNetns(ns: NamedNetns | string): void {
+  const name = typeof ns === 'string' ? ns : ns.name;
+  const r = ip(['netns', 'del', name], false);
+  if (r.status !== 0 && !/No such file|Cannot remove namespace file/.test(r.stderr)) {
+    throw new Error(`ip netns del ${name} failed: ${r.stderr.trim()}`);
+  }
+}
+
+/** Create a sandbox: two private namespaces, "host" and "container". Remember to destroy() it. */
+export function createSandbox(): Sandbox {
+  installExitHooks();
+  const host = createNamedNetns('cnikit-host');
+  let container: NamedNetns;
+  try {
+    container = createNamedNetns('cnikit-container');
+  } catch (e) {
+    deleteNamedNetns(host);
+    throw e;
+  }
+  let destroyed = false;
+  const pick = (ns: SandboxRole | NamedNetns | undefined): NamedNetns =>
+    ns === undefined || ns === 'host' ? host : ns === 'container' ? container : ns;
+  const sb: Sandbox = {
+    host,
+    container,
+    get destroyed() {
+      return destroyed;
+    },
+    runInHost: (fn) => withNetns(host.path, () => fn()),
+    runInContainer: (fn) => withNetns(container.path, () => fn()),
+    exec(cmd, args = [], opts = {}) {
+      if (destroyed) throw new Error('sandbox already destroyed');
+      const target = pick(opts.ns);
+      const r = spawnSync('ip', ['netns', 'exec', target.name, cmd, ...args], {
+        encoding: 'utf8',
+        input: opts.input ?? '',
+        env: { ...process.env, ...opts.env },
+        timeout: opts.timeoutMs ?? 60_000,
+        maxBuffer: 256 * 1024 * 1024,
+      });
+      if (r.error) throw r.error;
+      const res = { status: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
+      if ((opts.check ?? true) && res.status !== 0) {
+        throw new Error(
+          `${cmd} ${args.join(' ')} (in ${target.name}) exited ${res.status}: ${res.stderr.trim()}`,
+        );
+      }
+      return res;
+    },
+    snapshot(ns, opts) {
+      if (destroyed) throw new Error('sandbox already destroyed');
+      return snapshotNetns(pick(ns).path, opts);
+    },
+    destroy() {
+      if (destroyed) return;
+      const errors: string[] = [];
+      for (const ns of [container, host]) {
+        try {
+          deleteNamedNetns(ns);
+        } catch (e) {
+          errors.push((e as Error).message);
+        }
+      }
+      destroyed = true;
+      live.delete(sb);
+      if (errors.length) throw new Error(errors.join('\n'));
+    },
+  };
+  live.add(sb);
+  return sb;
+}
+
+/** Run `fn` with a fresh sandbox and destroy it afterwards, whether `fn` succeeds or fails. */
+export async function withSandbox<T>(fn: (sb: Sandbox) => T | Promise<T>): Promise<T> {
+  const sb = createSandbox();
+  try {
+    return await fn(sb);
+  } finally {
+    sb.destroy();
+  }
+}
