@@ -1,20 +1,468 @@
-/** The dispatcher: env + stdin → validation → version negotiation → handler → stdout (spec §2–§8). */
-import { CniError } from './errors.ts';
-import type { Plugin } from './types.ts';
+/**
+ * The dispatcher: env + stdin → validation → version negotiation → handler → stdout (spec §2–§8),
+ * following the reference skel at HEAD, except that the same-namespace guard runs before the handler.
+ *
+ * `dispatch(plugin, io)` is the in-process seam (env/stdin/stdout/stderr injected); `runPlugin(plugin)`
+ * wires it to the process; `invokeInProcess(plugin, env, stdin)` captures the output for tests.
+ */
+import { readSync, statSync, writeSync } from 'node:fs';
+import { CniError, ErrorCode } from './errors.ts';
+import { createLogger } from './log.ts';
+import { convertResult, formatResult, goEscapeJSON, parseResult, toCurrent } from './result.ts';
+import { decode, foldKey, s } from './schema.ts';
+import {
+  ALL_VERSIONS,
+  type Attachment,
+  type Command,
+  CURRENT_VERSION,
+  type NetConf,
+  type Plugin,
+  type Request,
+  type Result,
+} from './types.ts';
+import { validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
+import { goQuote, goQuoteList, versionGte } from './version.ts';
+
+export interface Writable {
+  write(s: string): unknown;
+}
 
 export interface PluginIO {
   env: Record<string, string | undefined>;
   /** The config bytes, or a reader called only when stdin must be read (VERSION never reads it). */
   stdin: Uint8Array | string | (() => Uint8Array);
-  stdout: { write(s: string): unknown };
-  stderr: { write(s: string): unknown };
+  stdout: Writable;
+  stderr: Writable;
 }
 
+type Verb = Exclude<Command, 'VERSION'>;
+
+// ---------------------------------------------------------------------------------------------
+// Environment (spec §3)
+
+const ENV_TABLE: ReadonlyArray<{
+  name: string;
+  required: readonly string[];
+  validate?: (v: string) => void;
+}> = [
+  { name: 'CNI_COMMAND', required: ['ADD', 'CHECK', 'DEL', 'GC', 'STATUS'] },
+  { name: 'CNI_CONTAINERID', required: ['ADD', 'CHECK', 'DEL'], validate: validateContainerID },
+  { name: 'CNI_NETNS', required: ['ADD', 'CHECK'] },
+  { name: 'CNI_IFNAME', required: ['ADD', 'CHECK', 'DEL'], validate: validateInterfaceName },
+  { name: 'CNI_ARGS', required: [] },
+  { name: 'CNI_PATH', required: ['ADD', 'CHECK', 'DEL', 'GC', 'STATUS'] },
+  { name: 'CNI_NETNS_OVERRIDE', required: [] },
+];
+
+/** Scan the environment like HEAD skel: a validation failure returns at once, missing names at the end. */
+function scanEnv(env: PluginIO['env']): Record<string, string> {
+  const get = (k: string) => env[k] ?? '';
+  const cmd = get('CNI_COMMAND');
+  const missing: string[] = [];
+  const values: Record<string, string> = {};
+  for (const v of ENV_TABLE) {
+    const val = get(v.name);
+    values[v.name] = val;
+    const required = v.required.includes(cmd);
+    if (val === '') {
+      if (required || v.name === 'CNI_COMMAND') missing.push(v.name);
+    } else if (required && v.validate) {
+      v.validate(val);
+    }
+  }
+  if (missing.length > 0) {
+    throw new CniError(
+      ErrorCode.InvalidEnvironmentVariables,
+      `required env variables [${missing.join(',')}] missing`,
+    );
+  }
+  return values;
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdin (spec §4)
+
+const STRERROR: Record<string, string> = {
+  EISDIR: 'is a directory',
+  EBADF: 'bad file descriptor',
+  EIO: 'input/output error',
+  EINVAL: 'invalid argument',
+  ENXIO: 'no such device or address',
+  ECONNRESET: 'connection reset by peer',
+  ENOTCONN: 'transport endpoint is not connected',
+};
+
+function sleepMs(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Read a file descriptor to EOF synchronously (handles non-blocking pipes). */
+export function readFdFully(fd: number): Uint8Array {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  let buf = new Uint8Array(65536);
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(fd, buf, 0, buf.length, null);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EINTR') {
+        sleepMs(1);
+        continue;
+      }
+      if (code === 'EOF') break;
+      const text = (code && STRERROR[code]) ?? (e instanceof Error ? e.message : String(e));
+      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
+    }
+    if (n === 0) break;
+    chunks.push(buf.subarray(0, n));
+    total += n;
+    buf = new Uint8Array(n === buf.length ? buf.length * 2 : buf.length);
+  }
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
+}
+
+function toBytes(stdin: PluginIO['stdin']): Uint8Array {
+  if (typeof stdin === 'function') return stdin();
+  if (typeof stdin === 'string') return new TextEncoder().encode(stdin);
+  return stdin;
+}
+
+const NAME_STRUCT = 'struct { Name string "json:\\"name\\"" }';
+
+function jsonKind(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'boolean') return 'bool';
+  return typeof v;
+}
+
+/** Go-like lookup of one string field: case-insensitive, null is a no-op, the last match wins. */
+function stringField(obj: Record<string, unknown>, field: string, onType: (kind: string) => never): string {
+  let out = '';
+  const f = foldKey(field);
+  for (const [k, v] of Object.entries(obj)) {
+    if (k !== field && foldKey(k) !== f) continue;
+    if (v === null) continue;
+    if (typeof v !== 'string') onType(jsonKind(v));
+    out = v as string;
+  }
+  return out;
+}
+
+function parseConfigText(bytes: Uint8Array): unknown {
+  const text = new TextDecoder().decode(bytes);
+  if (text.trim() === '') {
+    throw new CniError(
+      ErrorCode.DecodingFailure,
+      'error unmarshall network config: unexpected end of JSON input',
+    );
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    const m = e instanceof Error ? e.message : String(e);
+    throw new CniError(ErrorCode.DecodingFailure, `error unmarshall network config: ${m}`);
+  }
+}
+
+/** Validate the config like skel's validateConfig: a JSON object (or null) with a valid `name`. */
+function validateConfig(bytes: Uint8Array): Record<string, unknown> {
+  const json = parseConfigText(bytes);
+  if (json !== null && (typeof json !== 'object' || Array.isArray(json))) {
+    throw new CniError(
+      ErrorCode.DecodingFailure,
+      `error unmarshall network config: json: cannot unmarshal ${jsonKind(json)} into Go value of type ${NAME_STRUCT}`,
+    );
+  }
+  const obj = (json ?? {}) as Record<string, unknown>;
+  const name = stringField(obj, 'name', (kind) => {
+    throw new CniError(
+      ErrorCode.DecodingFailure,
+      `error unmarshall network config: json: cannot unmarshal ${kind} into Go struct field .name of type string`,
+    );
+  });
+  if (name === '') throw new CniError(ErrorCode.InvalidNetworkConfig, 'missing network name');
+  validateNetworkName(name);
+  return obj;
+}
+
+/** The config's cniVersion ('0.1.0' when missing/empty/null); code 6 when not a string. */
+function decodeVersion(conf: Record<string, unknown>): string {
+  const v = stringField(conf, 'cniVersion', (kind) => {
+    throw new CniError(
+      ErrorCode.DecodingFailure,
+      `decoding version from network config: json: cannot unmarshal ${kind} into Go struct field .cniVersion of type string`,
+    );
+  });
+  return v === '' ? '0.1.0' : v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Versions (spec §5)
+
+function reconcile(configVersion: string, supported: readonly string[]): void {
+  if (!supported.includes(configVersion)) {
+    throw new CniError(
+      ErrorCode.IncompatibleCNIVersion,
+      'incompatible CNI versions',
+      `config is ${goQuote(configVersion)}, plugin supports ${goQuoteList(supported)}`,
+    );
+  }
+}
+
+function gte(a: string, b: string): boolean {
+  try {
+    return versionGte(a, b);
+  } catch (e) {
+    throw new CniError(ErrorCode.DecodingFailure, e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** CHECK (0.4.0), GC and STATUS (1.1.0) gates, then the exact-match check. */
+function gate(verb: Verb, configVersion: string, supported: readonly string[]): void {
+  const min = verb === 'CHECK' ? '0.4.0' : verb === 'GC' || verb === 'STATUS' ? '1.1.0' : undefined;
+  if (min !== undefined) {
+    if (!gte(configVersion, min)) {
+      throw new CniError(ErrorCode.IncompatibleCNIVersion, `config version does not allow ${verb}`);
+    }
+    if (!supported.some((pv) => gte(pv, configVersion))) {
+      throw new CniError(ErrorCode.IncompatibleCNIVersion, `plugin version does not allow ${verb}`);
+    }
+  }
+  reconcile(configVersion, supported);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Same-namespace guard (spec §7, run before the handler)
+
+function netnsOverride(v: string): boolean {
+  return v === '1' || v.toUpperCase() === 'TRUE';
+}
+
+/** Test seam: the path of the plugin's own network namespace. */
+export const netnsGuard = { selfPath: '/proc/thread-self/ns/net' };
+
+function checkNetns(path: string): void {
+  if (path === '') return;
+  let target: { dev: bigint; ino: bigint };
+  try {
+    target = statSync(path, { bigint: true });
+  } catch {
+    return; // unopenable: not this check's business (DEL of a gone namespace)
+  }
+  let self: { dev: bigint; ino: bigint };
+  try {
+    self = statSync(netnsGuard.selfPath, { bigint: true });
+  } catch {
+    try {
+      self = statSync('/proc/self/ns/net', { bigint: true });
+    } catch {
+      throw new CniError(ErrorCode.InvalidNetNS, "get plugin's netns failed");
+    }
+  }
+  if (self.dev === target.dev && self.ino === target.ino) {
+    throw new CniError(
+      ErrorCode.InvalidNetNS,
+      "plugin's netns and netns from CNI_NETNS should not be the same",
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request building
+
+const attachmentsSchema = s.array(
+  s.object({ containerID: s.string().default(''), ifname: s.string().default('') }),
+);
+
+function findKey(obj: Record<string, unknown>, key: string): unknown {
+  let out: unknown;
+  const f = foldKey(key);
+  for (const [k, v] of Object.entries(obj)) if ((k === key || foldKey(k) === f) && v !== null) out = v;
+  return out;
+}
+
+function parsePrevResult(conf: Record<string, unknown>, configVersion: string): Result | undefined {
+  const raw = findKey(conf, 'prevResult');
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new Error(
+      `could not parse prevResult: json: cannot unmarshal ${jsonKind(raw)} into a result object`,
+    );
+  }
+  const rec = { ...(raw as Record<string, unknown>) };
+  const own = findKey(rec, 'cniVersion');
+  if (typeof own !== 'string' || own === '') {
+    for (const k of Object.keys(rec)) if (foldKey(k) === 'cniversion') delete rec[k];
+    rec.cniVersion = configVersion;
+  }
+  try {
+    return toCurrent(parseResult(rec, configVersion));
+  } catch (e) {
+    throw new Error(`could not parse prevResult: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+function validAttachments(conf: Record<string, unknown>): Attachment[] | undefined {
+  const key =
+    findKey(conf, 'cni.dev/valid-attachments') !== undefined
+      ? 'cni.dev/valid-attachments'
+      : 'cni.dev/attachments';
+  const raw = findKey(conf, key);
+  if (raw === undefined) return undefined;
+  return decode(attachmentsSchema, raw, key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+function errorText(err: CniError): string {
+  const code = Number.isInteger(err.code) && err.code >= 0 ? err.code : ErrorCode.Internal;
+  const obj: Record<string, unknown> = { code, msg: err.msg };
+  if (err.details) obj.details = err.details;
+  return goEscapeJSON(JSON.stringify(obj, null, 4));
+}
+
+function versionText(supported: readonly string[]): string {
+  const obj: Record<string, unknown> = { cniVersion: CURRENT_VERSION };
+  if (supported.length) obj.supportedVersions = supported;
+  return `${goEscapeJSON(JSON.stringify(obj))}\n`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch
+
+async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): Promise<void> {
+  let envValues: Record<string, string>;
+  try {
+    envValues = scanEnv(io.env);
+  } catch (e) {
+    if (
+      CniError.is(e) &&
+      e.code === ErrorCode.InvalidEnvironmentVariables &&
+      !io.env.CNI_COMMAND &&
+      plugin.about
+    ) {
+      io.stderr.write(`${plugin.about}\n`);
+      io.stderr.write(`CNI protocol versions supported: ${supported.join(', ')}\n`);
+      return;
+    }
+    throw e;
+  }
+  const cmd = envValues.CNI_COMMAND!;
+  if (cmd === 'VERSION') {
+    try {
+      io.stdout.write(versionText(supported));
+    } catch (e) {
+      throw new CniError(ErrorCode.IOFailure, e instanceof Error ? e.message : String(e));
+    }
+    return;
+  }
+
+  let bytes: Uint8Array;
+  try {
+    bytes = toBytes(io.stdin);
+  } catch (e) {
+    if (CniError.is(e)) throw e;
+    throw new CniError(
+      ErrorCode.IOFailure,
+      `error reading from stdin: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
+  const conf = validateConfig(bytes);
+
+  if (cmd !== 'ADD' && cmd !== 'DEL' && cmd !== 'CHECK' && cmd !== 'GC' && cmd !== 'STATUS') {
+    throw new CniError(ErrorCode.InvalidEnvironmentVariables, `unknown CNI_COMMAND: ${cmd}`);
+  }
+  const verb: Verb = cmd;
+  const configVersion = decodeVersion(conf);
+  gate(verb, configVersion, supported);
+
+  const handler = {
+    ADD: plugin.add,
+    DEL: plugin.del,
+    CHECK: plugin.check,
+    GC: plugin.gc,
+    STATUS: plugin.status,
+  }[verb];
+  const guard = (verb === 'ADD' || verb === 'DEL') && !netnsOverride(envValues.CNI_NETNS_OVERRIDE!);
+  if (!handler) {
+    // The reference treats a missing callback as success (GC/STATUS of older plugins).
+    if (guard) checkNetns(envValues.CNI_NETNS!);
+    return;
+  }
+
+  const req: Request = {
+    command: verb,
+    containerId: envValues.CNI_CONTAINERID!,
+    netns: envValues.CNI_NETNS!,
+    ifName: envValues.CNI_IFNAME!,
+    args: envValues.CNI_ARGS!,
+    path: envValues.CNI_PATH === '' ? [] : envValues.CNI_PATH!.split(':'),
+    stdin: bytes,
+    config: conf as NetConf,
+    cniVersion: configVersion,
+    env: io.env,
+    log: createLogger(plugin.name, { config: conf, stderr: io.stderr, env: io.env }),
+    stderr: io.stderr,
+  };
+  if (verb === 'ADD' || verb === 'DEL' || verb === 'CHECK') {
+    const prev = parsePrevResult(conf, configVersion);
+    if (prev) req.prevResult = prev;
+  }
+  if (verb === 'GC') {
+    const va = validAttachments(conf);
+    if (va) req.validAttachments = va;
+  }
+  if (guard) checkNetns(req.netns);
+
+  if (verb === 'ADD') {
+    const result = await (handler as NonNullable<Plugin['add']>)(req);
+    if (result === undefined || result === null || typeof result !== 'object') {
+      throw new CniError(ErrorCode.Internal, `plugin ${plugin.name} returned no result for ADD`);
+    }
+    const text = formatResult(convertResult(result, configVersion));
+    io.stdout.write(text);
+    return;
+  }
+  await handler(req);
+}
+
+/**
+ * Run one invocation of `plugin` against injected env/stdin/stdout/stderr. Returns the exit code
+ * (0 success, 1 error). Never throws; errors leave as one CNI error JSON on stdout.
+ */
 export async function dispatch(plugin: Plugin, io: PluginIO): Promise<number> {
-  void plugin;
-  void io;
-  io.stdout.write(JSON.stringify(new CniError(999, 'not implemented yet').toJSON(), null, 4));
-  return 1;
+  const supported = plugin.versions ?? ALL_VERSIONS;
+  try {
+    await run(plugin, io, supported);
+    return 0;
+  } catch (e) {
+    const err = CniError.from(e);
+    if (!CniError.is(e)) {
+      try {
+        const stack = e instanceof Error && e.stack ? e.stack : String(e);
+        createLogger(plugin.name, { stderr: io.stderr, env: io.env }).debug('internal error: %s', stack);
+      } catch {
+        // never let logging change the answer
+      }
+    }
+    try {
+      io.stdout.write(errorText(err));
+    } catch {
+      // stdout gone: the exit code still tells
+    }
+    return 1;
+  }
 }
 
 export interface InProcessResult {
@@ -23,6 +471,7 @@ export interface InProcessResult {
   stderr: string;
 }
 
+/** Run `plugin` in-process with the given env and stdin and capture its output (tests, in-process delegation). */
 export async function invokeInProcess(
   plugin: Plugin,
   env: Record<string, string | undefined>,
@@ -39,12 +488,40 @@ export async function invokeInProcess(
   return { code, stdout, stderr };
 }
 
+/** A synchronous writer on a file descriptor (complete writes; EAGAIN retried; EPIPE ignored). */
+export function fdWriter(fd: number): Writable {
+  return {
+    write(s: string) {
+      const data = new TextEncoder().encode(s);
+      let off = 0;
+      while (off < data.length) {
+        try {
+          off += writeSync(fd, data, off, data.length - off);
+        } catch (e) {
+          const code = (e as NodeJS.ErrnoException).code;
+          if (code === 'EAGAIN' || code === 'EINTR') {
+            sleepMs(1);
+            continue;
+          }
+          if (code === 'EPIPE') return true;
+          throw e;
+        }
+      }
+      return true;
+    },
+  };
+}
+
+/**
+ * Process entry point: reads `process.env` and fd 0 (only when needed), writes to fd 1/2 and sets
+ * `process.exitCode`. Never calls `process.exit`.
+ */
 export async function runPlugin(plugin: Plugin): Promise<void> {
   const code = await dispatch(plugin, {
     env: process.env,
-    stdin: () => new Uint8Array(),
-    stdout: process.stdout,
-    stderr: process.stderr,
+    stdin: () => readFdFully(0),
+    stdout: fdWriter(1),
+    stderr: fdWriter(2),
   });
   process.exitCode = code;
 }

@@ -75,7 +75,7 @@ function applyRefine<T, U>(fn: (value: T, path: string) => U, value: T, path: st
   } catch (e) {
     if (CniError.is(e)) throw e;
     const msg = typeof e === 'string' ? e : e instanceof Error ? e.message : String(e);
-    throw new CniError(ErrorCode.InvalidNetworkConfig, `${path}: ${msg}`);
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `${path}: ${msg}`, '', { cause: e });
   }
 }
 
@@ -116,9 +116,12 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Go's case folding for JSON keys (simple Unicode folding ≈ lower-casing both). */
-function fold(s: string): string {
-  return s.toLowerCase();
+/**
+ * Go's case folding for JSON keys (simple Unicode folding ≈ lower-casing; U+017F long s folds to
+ * 's' and U+212A Kelvin to 'k', as in Go).
+ */
+export function foldKey(s: string): string {
+  return s.toLowerCase().replace(/\u017f/g, 's');
 }
 
 export interface IntOptions {
@@ -131,7 +134,7 @@ export class ObjectSchema<S extends Shape> extends Schema<ObjectOf<S>> {
   constructor(shape: S, passthrough = false, fallback: (() => ObjectOf<S>) | typeof MISSING = MISSING) {
     const keys = Object.keys(shape);
     const folded = new Map<string, string>();
-    for (const k of keys) if (!folded.has(fold(k))) folded.set(fold(k), k);
+    for (const k of keys) if (!folded.has(foldKey(k))) folded.set(foldKey(k), k);
     super(
       'object',
       (v, path) => {
@@ -139,7 +142,7 @@ export class ObjectSchema<S extends Shape> extends Schema<ObjectOf<S>> {
         const raw = new Map<string, unknown>();
         const out: Record<string, unknown> = passthrough ? {} : {};
         for (const [inKey, inVal] of Object.entries(v)) {
-          const field = Object.hasOwn(shape, inKey) ? inKey : folded.get(fold(inKey));
+          const field = Object.hasOwn(shape, inKey) ? inKey : folded.get(foldKey(inKey));
           if (field === undefined) {
             if (passthrough) out[inKey] = inVal;
             continue;

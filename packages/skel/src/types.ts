@@ -193,6 +193,8 @@ export interface Request {
   /** The complete environment of the invocation (delegates inherit it). */
   env: Readonly<Record<string, string | undefined>>;
   log: Logger;
+  /** The invocation's stderr (delegates' stderr is copied here on success). Default process.stderr. */
+  stderr?: { write(s: string): unknown };
 }
 
 export type MaybePromise<T> = T | Promise<T>;
