@@ -146,7 +146,10 @@ export class NetNS {
     return new NetNS(path, openNetnsFd(path));
   }
 
-  /** The namespace of the calling thread right now. */
+  /**
+   * The namespace of the calling thread right now. Its `path` is the thread's own /proc path, which follows the
+   * thread into other namespaces: use `fd` to refer to this namespace later.
+   */
   static current(): NetNS {
     return NetNS.open(currentNetnsPath());
   }
