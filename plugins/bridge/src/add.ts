@@ -1,0 +1,362 @@
+/** ADD, step by step as the reference (plugins.md §1.2), plus rollback of what this call created. */
+import { CniError, delegateAdd, delegateDel, ErrorCode, type Request, type Result } from '@cnikit/skel';
+import { formatCIDR, type IPNet } from './addr.ts';
+import { type BridgeConf, loadNetConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
+import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
+import * as k from './kernel.ts';
+import { chooseDns, interfaceSkeleton, mergeIpamResult } from './result.ts';
+
+/** Test seam: an error thrown after IPAM (the reference's debugPostIPAMError). */
+export const testHooks: { postIpamError?: Error } = {};
+
+function internal(msg: string, cause?: unknown): CniError {
+  return new CniError(ErrorCode.Internal, msg, '', { cause });
+}
+
+/** Step 3: create or reuse the bridge; EEXIST from concurrent creators is fine (re-read and verify). */
+export function ensureBridge(conf: BridgeConf): k.LinkInfo {
+  try {
+    try {
+      k.createBridge(conf.bridge, conf.mtu, wantsVlanFiltering(conf));
+    } catch (err) {
+      if (!k.isErrno(err, 'EEXIST'))
+        throw internal(`could not add ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
+    }
+    if (conf.promiscMode) {
+      try {
+        k.setPromisc(conf.bridge, true);
+      } catch (err) {
+        throw internal(
+          `could not set promiscuous mode on ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`,
+          err,
+        );
+      }
+    }
+    const br = bridgeByName(conf.bridge);
+    k.sysctlTry(`net/ipv6/conf/${conf.bridge}/accept_ra`, '0');
+    k.setUp(conf.bridge);
+    return br;
+  } catch (err) {
+    throw internal(`failed to create bridge ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
+  }
+}
+
+export function bridgeByName(name: string): k.LinkInfo {
+  let link: k.LinkInfo | undefined;
+  try {
+    link = k.linkByName(name);
+  } catch (err) {
+    throw internal(`could not lookup ${JSON.stringify(name)}: ${k.reason(err)}`, err);
+  }
+  if (!link) throw internal(`could not lookup ${JSON.stringify(name)}: Link not found`);
+  if (link.kind !== 'bridge') throw internal(`${JSON.stringify(name)} already exists but is not a bridge`);
+  return link;
+}
+
+/** Attach a host-side port to the bridge with flags and VLAN entries (the host half of `setupVeth`). */
+export function configurePort(
+  hostName: string,
+  bridge: string,
+  opts: {
+    hairpin: boolean;
+    isolated: boolean;
+    vlan: number;
+    vlans: readonly number[];
+    preserveDefaultVlan: boolean;
+  },
+): void {
+  try {
+    k.setMaster(hostName, bridge);
+  } catch (err) {
+    throw internal(
+      `failed to connect ${JSON.stringify(hostName)} to bridge ${bridge}: ${k.reason(err)}`,
+      err,
+    );
+  }
+  try {
+    k.setPortFlags(hostName, { hairpin: opts.hairpin });
+  } catch (err) {
+    throw internal(`failed to setup hairpin mode for ${hostName}: ${k.reason(err)}`, err);
+  }
+  try {
+    k.setPortFlags(hostName, { isolated: opts.isolated });
+  } catch (err) {
+    throw internal(`failed to set isolated on for ${hostName}: ${k.reason(err)}`, err);
+  }
+  for (const op of planPortVlans(opts)) {
+    try {
+      if (op.op === 'del') {
+        for (const vid of k.vlanList(hostName)) k.vlanDel(hostName, vid);
+      } else k.vlanAdd(hostName, op.vid, { pvid: op.pvid, untagged: op.pvid });
+    } catch (err) {
+      throw internal(`${op.what} on interface ${JSON.stringify(hostName)}: ${k.reason(err)}`, err);
+    }
+  }
+}
+
+export type VlanOp = { op: 'del'; what: string } | { op: 'add'; vid: number; pvid: boolean; what: string };
+
+/** The VLAN operations on a new port, in order (pure; VLAN filtering is tested through this). */
+export function planPortVlans(opts: {
+  vlan: number;
+  vlans: readonly number[];
+  preserveDefaultVlan: boolean;
+}): VlanOp[] {
+  const ops: VlanOp[] = [];
+  if ((opts.vlan !== 0 || opts.vlans.length > 0) && !opts.preserveDefaultVlan) {
+    ops.push({ op: 'del', what: 'failed to remove default vlan' });
+  }
+  if (opts.vlan !== 0) ops.push({ op: 'add', vid: opts.vlan, pvid: true, what: 'failed to setup vlan tag' });
+  for (const v of opts.vlans) ops.push({ op: 'add', vid: v, pvid: false, what: 'failed to setup vlan tag' });
+  if (opts.vlan === 0 && opts.vlans.length > 0) {
+    ops.push({ op: 'add', vid: 1, pvid: true, what: 'failed to setup default native vlan tag' });
+  }
+  return ops;
+}
+
+/** `ensureAddr`: put `gw` on `dev` per the reference rules, then freeze the device MAC. */
+export function ensureAddr(dev: string, gw: IPNet, forceAddress: boolean): void {
+  let existing: IPNet[];
+  try {
+    existing = k.listAddrs(dev, gw.family);
+  } catch (err) {
+    throw internal(`could not get list of IP addresses: ${k.reason(err)}`, err);
+  }
+  const plan = planAddr(dev, existing, gw, forceAddress);
+  for (const a of plan.remove) {
+    try {
+      k.delAddr(dev, formatCIDR(a));
+    } catch (err) {
+      if (!k.isErrno(err, 'EADDRNOTAVAIL')) {
+        throw internal(`could not remove IP address from ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
+      }
+    }
+  }
+  if (!plan.add) return;
+  const text = formatCIDR(gw);
+  try {
+    k.addAddr(dev, text);
+  } catch (err) {
+    // EEXIST: a concurrent ADD put the same address there first.
+    if (!k.isErrno(err, 'EEXIST'))
+      throw internal(`could not add IP address ${text} to ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
+  }
+  try {
+    const link = k.linkByName(dev);
+    if (link) k.setMac(dev, link.mac);
+  } catch (err) {
+    throw internal(`could not set bridge's mac: ${k.reason(err)}`, err);
+  }
+}
+
+/** The `<bridge>.<vlan>` gateway interface (a host-side veth pair, one end an access port). */
+export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo): k.LinkInfo {
+  const name = `${conf.bridge}.${conf.vlan}`;
+  const existing = k.linkByName(name);
+  if (existing) return existing;
+  let peer: string;
+  try {
+    peer = k.createVethWithRandomPeer(name, br.mtu, '', undefined);
+  } catch (err) {
+    throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
+  }
+  try {
+    k.setUp(peer);
+    k.sysctlTry(`net/ipv6/conf/${peer}/accept_ra`, '0');
+    configurePort(peer, conf.bridge, {
+      hairpin: false,
+      isolated: false,
+      vlan: conf.vlan,
+      vlans: [],
+      preserveDefaultVlan: conf.preserveDefaultVlan,
+    });
+    k.setUp(name);
+  } catch (err) {
+    k.deleteLinkQuiet(name);
+    throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
+  }
+  const link = k.linkByName(name);
+  if (!link) throw internal(`failed to lookup ${JSON.stringify(name)}: Link not found`);
+  return link;
+}
+
+/** Wait for the host port to be operationally up: same total budget as the reference, finer polling. */
+async function waitPortUp(hostName: string): Promise<k.LinkInfo> {
+  const deadline = Date.now() + 2550;
+  let delay = 2;
+  for (;;) {
+    const link = k.linkByName(hostName);
+    if (!link) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
+    if (link.operstate === 'up') return link;
+    if (Date.now() >= deadline) throw internal(`bridge port in error state: ${link.operstate}`);
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 100);
+  }
+}
+
+export async function cmdAdd(req: Request): Promise<Result> {
+  const conf = loadNetConf(req.config, req.args);
+  const { mac, backend } = validateForAdd(conf);
+  const l3 = conf.ipamType !== '';
+
+  const br = ensureBridge(conf);
+
+  let netnsFd: number;
+  try {
+    netnsFd = k.openNetns(req.netns);
+  } catch (err) {
+    throw internal(`failed to open netns ${JSON.stringify(req.netns)}: ${k.reason(err)}`, err);
+  }
+
+  const undo: Array<{ what: string; fn: () => unknown }> = [];
+  let hostName = '';
+  try {
+    // 5. veth pair, created inside the container namespace with the peer placed in ours.
+    const veth = k.inNetns(netnsFd, (hostNsFd) => {
+      const peer = k.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNsFd);
+      const cont = k.linkByName(req.ifName);
+      if (!cont) throw internal(`failed to lookup ${JSON.stringify(req.ifName)}: Link not found`);
+      return { peer, contMac: cont.mac };
+    });
+    hostName = veth.peer;
+    undo.push({ what: 'delete veth', fn: () => k.inNetns(netnsFd, () => k.deleteLinkQuiet(req.ifName)) });
+
+    const host0 = k.linkByName(hostName);
+    if (!host0) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
+    try {
+      k.setUp(hostName);
+    } catch (err) {
+      throw internal(`failed to set ${JSON.stringify(hostName)} up: ${k.reason(err)}`, err);
+    }
+    k.sysctlTry(`net/ipv6/conf/${hostName}/accept_ra`, '0');
+    configurePort(hostName, conf.bridge, {
+      hairpin: conf.hairpinMode,
+      isolated: conf.portIsolation,
+      vlan: conf.vlan,
+      vlans: conf.vlans,
+      preserveDefaultVlan: conf.preserveDefaultVlan,
+    });
+
+    const result: Result = {
+      cniVersion: '1.1.0',
+      interfaces: interfaceSkeleton(
+        { name: br.name, mac: br.mac },
+        { name: hostName, mac: host0.mac },
+        { name: req.ifName, mac: veth.contMac, sandbox: req.netns },
+      ),
+    };
+
+    if (conf.macspoofchk) {
+      const id = uniqueID(req.containerId, req.ifName);
+      await k.spoofCheckSetup(hostName, veth.contMac, id);
+      undo.push({ what: 'spoof-check teardown', fn: () => k.spoofCheckTeardown(id) });
+    }
+
+    if (l3) {
+      const ipamResult = await delegateAdd(conf.ipamType, req);
+      undo.push({ what: 'IPAM DEL', fn: () => delegateDel(conf.ipamType, req) });
+      mergeIpamResult(result, ipamResult);
+      if (!result.ips || result.ips.length === 0) throw internal('IPAM plugin returned missing IP config');
+      const gws = calcGateways(result, conf);
+
+      k.inNetns(netnsFd, () => {
+        if (conf.enabledad) {
+          k.sysctlTry(`/net/ipv6/conf/${req.ifName}/enhanced_dad`, '1');
+          k.sysctlTry(`net/ipv6/conf/${req.ifName}/accept_dad`, '1');
+        } else {
+          k.sysctlTry(`net/ipv6/conf/${req.ifName}/accept_dad`, '0');
+        }
+        k.sysctlTry(`net/ipv4/conf/${req.ifName}/arp_notify`, '1');
+        k.configureIface(req.ifName, result);
+      });
+
+      if (conf.isGateway) setupGateways(conf, br, gws, result);
+
+      if (conf.ipMasq) {
+        const ips = (result.ips ?? []).map((ip) => ip.address);
+        await k.ipMasqSetup(backend, ips, conf.name, req.ifName, req.containerId);
+        undo.push({
+          what: 'masquerade teardown',
+          fn: () => k.ipMasqTeardown(ips, conf.name, req.ifName, req.containerId),
+        });
+      }
+    } else if (!conf.disableContainerInterface) {
+      k.inNetns(netnsFd, () => {
+        if (!k.linkByName(req.ifName)) throw internal('failed to retrieve link: Link not found');
+        try {
+          k.setUp(req.ifName);
+        } catch (err) {
+          throw internal(`failed to set ${JSON.stringify(req.ifName)} up: ${k.reason(err)}`, err);
+        }
+      });
+    }
+
+    let hostLink = k.linkByName(hostName);
+    if (!conf.disableContainerInterface) hostLink = await waitPortUp(hostName);
+    if (!hostLink) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
+    result.interfaces![1]!.mac = hostLink.mac;
+    result.interfaces![0]!.mac = bridgeByName(conf.bridge).mac;
+
+    if (testHooks.postIpamError) throw testHooks.postIpamError;
+
+    const dns = chooseDns(conf.dns, result.dns);
+    if (dns) result.dns = dns;
+    else delete result.dns;
+    return result;
+  } catch (err) {
+    // Undo in reverse order; keep going on failures, report them on stderr.
+    for (const step of undo.reverse()) {
+      try {
+        await step.fn();
+      } catch (e) {
+        req.log.warn(`bridge ADD rollback: ${step.what} failed: ${k.reason(e)}`);
+      }
+    }
+    throw err;
+  } finally {
+    k.closeFd(netnsFd);
+  }
+}
+
+function setupGateways(
+  conf: BridgeConf,
+  br: k.LinkInfo,
+  gws: { v4: GatewayInfo; v6: GatewayInfo },
+  result: Result,
+): void {
+  let vlanIfaceAdded = false;
+  for (const info of [gws.v4, gws.v6]) {
+    for (const gw of info.gws) {
+      if (conf.vlan !== 0) {
+        let vif: k.LinkInfo;
+        try {
+          vif = ensureVlanInterface(conf, br);
+        } catch (err) {
+          throw internal(`failed to create vlan interface: ${k.reason(err)}`, err);
+        }
+        if (!vlanIfaceAdded) {
+          result.interfaces!.push({ name: vif.name, mac: vif.mac });
+          vlanIfaceAdded = true;
+        }
+        try {
+          ensureAddr(vif.name, gw, conf.forceAddress);
+        } catch (err) {
+          throw internal(`failed to set vlan interface for bridge with addr: ${k.reason(err)}`, err);
+        }
+      } else {
+        try {
+          ensureAddr(conf.bridge, gw, conf.forceAddress);
+        } catch (err) {
+          throw internal(`failed to set bridge addr: ${k.reason(err)}`, err);
+        }
+      }
+    }
+    if (info.gws.length > 0) {
+      try {
+        k.enableForward(info.family);
+      } catch (err) {
+        throw internal(`failed to enable forwarding: ${k.reason(err)}`, err);
+      }
+    }
+  }
+}

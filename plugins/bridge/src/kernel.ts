@@ -1,0 +1,383 @@
+/**
+ * The bridge plugin's view of the system: a thin adapter over @cnikit/netlink and @cnikit/firewall.
+ * Everything is synchronous and acts in the calling thread's network namespace unless stated.
+ */
+import { randomBytes } from 'node:crypto';
+import { closeSync } from 'node:fs';
+import * as fw from '@cnikit/firewall';
+import * as nl from '@cnikit/netlink';
+import type { Result } from '@cnikit/skel';
+import { CniError, ErrorCode } from '@cnikit/skel';
+import { type Family, formatCIDR, type IPNet, isGlobalUnicast, parseCIDR, parseIP } from './addr.ts';
+import type { CheckEnv, LinkView, RouteView } from './check.ts';
+
+export interface LinkInfo extends LinkView {
+  operstate: string;
+  mtu: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// errors
+
+export function isErrno(err: unknown, code: string): boolean {
+  for (let e = err, depth = 0; e && depth < 6; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === code) return true;
+  }
+  return false;
+}
+
+export const isNetnsGone = nl.isNetnsGone;
+
+function internal(msg: string, cause?: unknown): CniError {
+  return new CniError(ErrorCode.Internal, msg, '', { cause });
+}
+
+// ---------------------------------------------------------------------------------------------
+// namespaces
+
+export function openNetns(path: string): number {
+  return nl.openNetnsFd(path);
+}
+
+export function closeFd(fd: number): void {
+  closeSync(fd);
+}
+
+export function isNetnsPath(path: string): boolean {
+  return nl.isNetns(path);
+}
+
+/** Run `fn` inside the namespace open on `fd`; `fn` gets a descriptor of the original namespace. */
+export function inNetns<T>(fd: number, fn: (hostNsFd: number) => T): T {
+  return nl.withNetns(`/proc/self/fd/${fd}`, (host) => fn(host.fd));
+}
+
+export function inNetnsPath<T>(path: string, fn: () => T): T {
+  return nl.withNetns(path, () => fn());
+}
+
+export function sysctlTry(name: string, value: string): void {
+  try {
+    nl.sysctlSet(name, value);
+  } catch {
+    // the reference ignores these errors
+  }
+}
+
+/** `ip.EnableIP4Forward` / `EnableIP6Forward`: write 1 unless it already reads 1. */
+export function enableForward(family: Family): void {
+  const name = family === 4 ? 'net/ipv4/ip_forward' : 'net/ipv6/conf/all/forwarding';
+  let cur = '';
+  try {
+    cur = nl.sysctlGet(name).trim();
+  } catch {
+    // write below
+  }
+  if (cur !== '1') nl.sysctlSet(name, '1');
+}
+
+// ---------------------------------------------------------------------------------------------
+// links
+
+function toInfo(l: nl.Link): LinkInfo {
+  return {
+    name: l.name,
+    index: l.index,
+    kind: l.kind ?? '',
+    mac: l.mac,
+    promisc: l.promisc,
+    masterIndex: l.masterIndex ?? 0,
+    peerIndex: l.peerIndex ?? l.linkIndex,
+    operstate: l.operstate,
+    mtu: l.mtu,
+  };
+}
+
+/** The Go-style reason of a system error ('file exists'), else its message. */
+export function reason(err: unknown): string {
+  if (CniError.is(err)) return err.msg;
+  const r = (err as { reason?: unknown } | null)?.reason;
+  if (typeof r === 'string' && r) return r;
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** `veth` + 8 hex digits from 4 random bytes (ip.RandomVethName). */
+export function randomVethName(): string {
+  return `veth${randomBytes(4).toString('hex')}`;
+}
+
+export function linkByName(name: string): LinkInfo | undefined {
+  const l = nl.getLink(name);
+  return l ? toInfo(l) : undefined;
+}
+
+export function createBridge(name: string, mtu: number, vlanFiltering: boolean): void {
+  nl.createBridge({ name, mtu: mtu > 0 ? mtu : undefined, vlanFiltering: vlanFiltering ? true : undefined });
+}
+
+export function setPromisc(name: string, on: boolean): void {
+  nl.setPromisc(name, on);
+}
+
+export function setUp(name: string): void {
+  nl.setLinkUp(name);
+}
+
+export function setMaster(name: string, master: string): void {
+  nl.setMaster(name, master);
+}
+
+export function setPortFlags(name: string, flags: { hairpin?: boolean; isolated?: boolean }): void {
+  nl.setBridgePortFlags(name, flags);
+}
+
+export function vlanList(name: string): number[] {
+  const idx = nl.getLinkOrThrow(name).index;
+  return nl
+    .bridgeVlanList(name)
+    .filter((v) => v.index === idx)
+    .map((v) => v.vid);
+}
+
+export function vlanDel(name: string, vid: number): void {
+  nl.bridgeVlanDel(name, { vid, master: true });
+}
+
+export function vlanAdd(name: string, vid: number, opts: { pvid: boolean; untagged: boolean }): void {
+  nl.bridgeVlanAdd(name, { vid, pvid: opts.pvid, untagged: opts.untagged, master: true });
+}
+
+export function setMac(name: string, mac: string): void {
+  nl.setMac(name, mac);
+}
+
+export function deleteLinkQuiet(name: string): void {
+  try {
+    nl.deleteLink(name);
+  } catch (err) {
+    if (!nl.isNotFoundError(err)) throw err;
+  }
+}
+
+/**
+ * `ip.SetupVeth` (creation part): a veth pair `name` ↔ random `veth…`, the peer placed directly into
+ * the namespace open on `peerNsFd` (or here when undefined) in one RTM_NEWLINK. Retries on name
+ * collisions. Returns the peer name.
+ */
+export function createVethWithRandomPeer(
+  name: string,
+  mtu: number,
+  mac: string,
+  peerNsFd: number | undefined,
+): string {
+  for (let i = 0; i < 10; i++) {
+    const peer = randomVethName();
+    try {
+      nl.createVethPair({
+        name,
+        peerName: peer,
+        peerNetnsFd: peerNsFd,
+        mtu: mtu > 0 ? mtu : undefined,
+        peerMtu: mtu > 0 ? mtu : undefined,
+        mac: mac || undefined,
+      });
+      return peer;
+    } catch (err) {
+      if (isErrno(err, 'EEXIST')) {
+        // which name clashed? retry with a new peer name only if the peer exists
+        let peerExists = false;
+        if (peerNsFd === undefined) peerExists = nl.getLink(peer) !== undefined;
+        else peerExists = nl.withNetns(`/proc/self/fd/${peerNsFd}`, () => nl.getLink(peer) !== undefined);
+        if (peerExists) continue;
+        throw internal(
+          `container veth name (${JSON.stringify(name)}) peer provided (${JSON.stringify(peer)}) already exists`,
+          err,
+        );
+      }
+      throw internal(`failed to make veth pair: ${reason(err)}`, err);
+    }
+  }
+  throw internal('failed to find a unique veth name');
+}
+
+/** `ip.DelLinkByNameAddr`: the link's global-unicast addresses, then delete it; [] when absent. */
+export function delLinkByNameAddr(name: string): string[] {
+  const l = nl.getLink(name);
+  if (!l) return [];
+  const addrs = nl
+    .listAddrs({ link: name })
+    .map((a) => parseCIDR(a.cidr))
+    .filter((a): a is IPNet => a !== undefined && isGlobalUnicast(a.bytes))
+    .map(formatCIDR);
+  try {
+    nl.deleteLink(name);
+  } catch (err) {
+    if (!nl.isNotFoundError(err))
+      throw internal(`failed to delete ${JSON.stringify(name)}: ${reason(err)}`, err);
+  }
+  return addrs;
+}
+
+export function listAddrs(name: string, family: Family): IPNet[] {
+  return nl
+    .listAddrs({ link: name, family })
+    .map((a) => parseCIDR(a.cidr))
+    .filter((a): a is IPNet => a !== undefined);
+}
+
+export function addAddr(name: string, cidr: string): void {
+  nl.addAddr(name, cidr);
+}
+
+export function delAddr(name: string, cidr: string): void {
+  nl.delAddr(name, cidr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ipam.ConfigureIface (plugins.md §9.3), run inside the container namespace
+
+export function configureIface(ifName: string, res: Result): void {
+  const interfaces = res.interfaces ?? [];
+  if (interfaces.length === 0) throw internal('no interfaces to configure');
+  if (!nl.getLink(ifName)) throw internal(`failed to lookup ${JSON.stringify(ifName)}: Link not found`);
+  let v4gw: string | undefined;
+  let v6gw: string | undefined;
+  let v6enabled = false;
+  for (const ipc of res.ips ?? []) {
+    if (ipc.interface === undefined) continue;
+    const idx = ipc.interface;
+    if (idx < 0 || idx >= interfaces.length || interfaces[idx]?.name !== ifName) {
+      throw internal(
+        `failed to add IP addr ${JSON.stringify(ipc)} to ${JSON.stringify(ifName)}: invalid interface index`,
+      );
+    }
+    const addr = parseCIDR(ipc.address);
+    if (!addr)
+      throw internal(`failed to add IP addr ${ipc.address} to ${JSON.stringify(ifName)}: invalid address`);
+    if (!v6enabled && addr.family === 6) {
+      for (const iface of ['lo', ifName]) {
+        const key = `net/ipv6/conf/${iface}/disable_ipv6`;
+        let value: string;
+        try {
+          value = nl.sysctlGet(key).trim();
+        } catch {
+          continue;
+        }
+        if (value === '0') continue;
+        try {
+          nl.sysctlSet(key, '0');
+        } catch (err) {
+          throw internal(
+            `failed to enable IPv6 for interface ${JSON.stringify(iface)} (${key}=${value}): ${reason(err)}`,
+            err,
+          );
+        }
+      }
+      try {
+        nl.sysctlSet(`net/ipv6/conf/${ifName}/keep_addr_on_down`, '1');
+      } catch (err) {
+        throw internal(
+          `failed to enable keep_addr_on_down for interface ${JSON.stringify(ifName)}: ${reason(err)}`,
+          err,
+        );
+      }
+      v6enabled = true;
+    }
+    try {
+      nl.addAddr(ifName, formatCIDR(addr));
+    } catch (err) {
+      throw internal(
+        `failed to add IP addr ${ipc.address} to ${JSON.stringify(ifName)}: ${reason(err)}`,
+        err,
+      );
+    }
+    const gw = ipc.gateway ? parseIP(ipc.gateway) : undefined;
+    if (gw?.family === 4) v4gw ??= ipc.gateway;
+    else if (gw?.family === 6) v6gw ??= ipc.gateway;
+  }
+  try {
+    nl.setLinkUp(ifName);
+  } catch (err) {
+    throw internal(`failed to set ${JSON.stringify(ifName)} UP: ${reason(err)}`, err);
+  }
+  if (v6gw) {
+    try {
+      nl.waitDadSettled(ifName, 5000);
+    } catch (err) {
+      throw internal(`failed to settle addresses for ${JSON.stringify(ifName)}: ${reason(err)}`, err);
+    }
+  }
+  for (const r of res.routes ?? []) {
+    const dst = parseCIDR(r.dst);
+    if (!dst) throw internal(`failed to add route '${r.dst}': invalid destination`);
+    const gw = r.gw || (dst.family === 4 ? v4gw : v6gw);
+    try {
+      nl.addRoute(
+        { dst: formatCIDR(dst), gw, dev: ifName, priority: r.priority, table: r.table, scope: r.scope },
+        { exclusive: false },
+      );
+    } catch (err) {
+      throw internal(
+        `failed to add route '${r.dst} via ${gw ?? '<nil>'} dev ${ifName} metric ${r.priority ?? 0} (Scope: ${r.scope ?? 0}, Table: ${r.table ?? 0})': ${reason(err)}`,
+        err,
+      );
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CHECK's view
+
+export function checkEnv(netns: string): CheckEnv {
+  const routes = (family: Family): RouteView[] =>
+    nl.listRoutes({ family, table: 0 }).map((r) => ({
+      family,
+      dst: formatCIDR(parseCIDR(r.dst)!),
+      gw: r.gw,
+      table: r.table,
+    }));
+  return {
+    hostLink: (name) => linkByName(name),
+    containerLink: (name) => nl.withNetns(netns, () => linkByName(name)),
+    containerAddrs: (name) =>
+      nl.withNetns(netns, () =>
+        nl.listAddrs({ link: name }).map((a) => ({ cidr: formatCIDR(parseCIDR(a.cidr)!) })),
+      ),
+    containerRoutes: (family) => nl.withNetns(netns, () => routes(family)),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// firewall
+
+export function ipMasqSetup(
+  backend: string | undefined,
+  ips: string[],
+  network: string,
+  ifName: string,
+  containerID: string,
+): void {
+  fw.setupIPMasq({ backend, ips, network, ifName, containerID });
+}
+
+export function ipMasqTeardown(ips: string[], network: string, ifName: string, containerID: string): void {
+  fw.teardownIPMasq({ ips, network, ifName, containerID });
+}
+
+export function ipMasqGc(
+  network: string,
+  valid: ReadonlyArray<{ containerID: string; ifname: string }>,
+): void {
+  fw.gcIPMasq(
+    network,
+    valid.map((a) => ({ containerID: a.containerID, ifName: a.ifname })),
+  );
+}
+
+export function spoofCheckSetup(iface: string, mac: string, refID: string): void {
+  fw.setupSpoofCheck({ iface, mac, refID });
+}
+
+export function spoofCheckTeardown(refID: string): void {
+  fw.teardownSpoofCheck(refID);
+}

@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import * as nl from '@cnikit/netlink';
+import { plugin } from './index.ts';
+import { cni, enterHost, type HostEnv, snapshot, withoutBridge } from './testenv.ts';
+
+let env: HostEnv;
+before(() => {
+  env = enterHost('l2', 2);
+});
+after(() => env?.destroy());
+
+const conf = (extra: object = {}) => ({
+  cniVersion: '1.0.0',
+  name: 'l2net',
+  type: 'bridge',
+  bridge: 'brl2',
+  ...extra,
+});
+
+describe('bridge L2 (no IPAM)', () => {
+  test('ADD creates bridge + veth, container iface up; DEL restores the state', async () => {
+    const c = env.path(env.containers[0]!);
+    const before = snapshot();
+    const beforeC = snapshot(env.containers[0]);
+    const r = await cni(plugin, 'ADD', conf(), { netns: c });
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const res = JSON.parse(r.stdout);
+    assert.equal(res.cniVersion, '1.0.0');
+    assert.equal(res.interfaces.length, 3);
+    assert.equal(res.interfaces[0].name, 'brl2');
+    assert.match(res.interfaces[1].name, /^veth[0-9a-f]{8}$/);
+    assert.equal(res.interfaces[2].name, 'eth0');
+    assert.equal(res.interfaces[2].sandbox, c);
+    for (const i of res.interfaces) assert.equal(i.mac.length, 17);
+    assert.equal(res.ips, undefined);
+    const br = nl.getLink('brl2');
+    assert.equal(br?.kind, 'bridge');
+    assert.equal(br?.promisc, false);
+    const hv = nl.getLink(res.interfaces[1].name);
+    assert.equal(hv?.masterIndex, br?.index);
+    assert.equal(hv?.operstate, 'up');
+    assert.equal(hv?.bridgePort?.hairpin, false);
+    assert.equal(hv?.bridgePort?.isolated, false);
+    const cl = nl.withNetns(c, () => nl.getLink('eth0'));
+    assert.equal(cl?.up, true);
+    assert.equal(cl?.kind, 'veth');
+    assert.equal(cl?.mac, res.interfaces[2].mac);
+
+    const d = await cni(plugin, 'DEL', conf(), { netns: c });
+    assert.equal(d.code, 0, d.stdout);
+    assert.equal(withoutBridge(snapshot(), 'brl2'), withoutBridge(before, 'brl2'));
+    assert.equal(snapshot(env.containers[0]), beforeC);
+    // idempotent
+    assert.equal((await cni(plugin, 'DEL', conf(), { netns: c })).code, 0);
+    assert.equal((await cni(plugin, 'DEL', conf(), { netns: '' })).code, 0);
+    assert.equal((await cni(plugin, 'DEL', conf(), { netns: '/run/netns/cnikit-does-not-exist' })).code, 0);
+  });
+
+  test('0.2.0 L2 ADD fails with cannot convert', async () => {
+    const c = env.path(env.containers[1]!);
+    const r = await cni(plugin, 'ADD', conf({ cniVersion: '0.2.0' }), { netns: c, ifName: 'eth5' });
+    assert.notEqual(r.code, 0);
+    assert.match(JSON.parse(r.stdout).msg, /cannot convert: no valid IP addresses/);
+    await cni(plugin, 'DEL', conf({ cniVersion: '0.2.0' }), { netns: c, ifName: 'eth5' });
+  });
+
+  test('CHECK of an L2 config gives a clear error', async () => {
+    const c = env.path(env.containers[1]!);
+    const r = await cni(plugin, 'CHECK', { ...conf(), prevResult: { cniVersion: '1.0.0' } }, { netns: c });
+    assert.equal(r.code, 1);
+    assert.equal(JSON.parse(r.stdout).code, 7);
+    assert.match(JSON.parse(r.stdout).msg, /CHECK is not supported for a bridge without IPAM/);
+  });
+
+  test('existing link that is not a bridge', async () => {
+    nl.createVethPair({ name: 'notbr0', peerName: 'notbr0p' });
+    try {
+      const r = await cni(plugin, 'ADD', conf({ bridge: 'notbr0' }), { netns: env.path(env.containers[1]!) });
+      assert.notEqual(r.code, 0);
+      assert.equal(
+        JSON.parse(r.stdout).msg,
+        'failed to create bridge "notbr0": "notbr0" already exists but is not a bridge',
+      );
+    } finally {
+      nl.deleteLink('notbr0');
+    }
+  });
+
+  test('existing bridge reused (same ifindex), promisc, hairpin, isolation, MTU, disableContainerInterface', async () => {
+    const c = env.path(env.containers[1]!);
+    const pre = nl.createBridge({ name: 'brl2b' });
+    const cf = conf({
+      bridge: 'brl2b',
+      promiscMode: true,
+      portIsolation: true,
+      mtu: 1400,
+      disableContainerInterface: true,
+    });
+    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    assert.equal(r.code, 0, r.stdout);
+    const res = JSON.parse(r.stdout);
+    const br = nl.getLink('brl2b');
+    assert.equal(br?.index, pre.index);
+    assert.equal(br?.promisc, true);
+    const hv = nl.getLink(res.interfaces[1].name);
+    assert.equal(hv?.bridgePort?.isolated, true);
+    assert.equal(hv?.mtu, 1400);
+    const cl = nl.withNetns(c, () => nl.getLink('eth0'));
+    assert.equal(cl?.up, false, 'container side stays down');
+    assert.equal(cl?.mtu, 1400);
+    assert.equal((await cni(plugin, 'DEL', cf, { netns: c })).code, 0);
+    const cf2 = conf({ bridge: 'brl2b', hairpinMode: true });
+    const r2 = await cni(plugin, 'ADD', cf2, { netns: c });
+    assert.equal(r2.code, 0, r2.stdout);
+    assert.equal(nl.getLink(JSON.parse(r2.stdout).interfaces[1].name)?.bridgePort?.hairpin, true);
+    assert.equal((await cni(plugin, 'DEL', cf2, { netns: c })).code, 0);
+    assert.equal(
+      nl.withNetns(c, () => nl.getLink('eth0')),
+      undefined,
+    );
+  });
+
+  test('MAC precedence: runtimeConfig > args.cni > CNI_ARGS', async () => {
+    const c = env.path(env.containers[1]!);
+    const cases: Array<[object, string | undefined, string]> = [
+      [conf(), 'IgnoreUnknown=1;MAC=0a:58:00:00:00:03', '0a:58:00:00:00:03'],
+      [conf({ args: { cni: { mac: '0a:58:00:00:00:02' } } }), 'MAC=0a:58:00:00:00:03', '0a:58:00:00:00:02'],
+      [
+        conf({ args: { cni: { mac: '0a:58:00:00:00:02' } }, RuntimeConfig: { mac: '0a:58:00:00:00:01' } }),
+        'MAC=0a:58:00:00:00:03',
+        '0a:58:00:00:00:01',
+      ],
+    ];
+    for (const [cf, args, want] of cases) {
+      const r = await cni(plugin, 'ADD', cf, { netns: c, args });
+      assert.equal(r.code, 0, r.stdout);
+      assert.equal(JSON.parse(r.stdout).interfaces[2].mac, want);
+      assert.equal(nl.withNetns(c, () => nl.getLink('eth0'))?.mac, want);
+      assert.equal((await cni(plugin, 'DEL', cf, { netns: c, args })).code, 0);
+    }
+  });
+
+  test('VLAN: kernel support detected, otherwise skipped with the reason', async (t) => {
+    try {
+      nl.createBridge({ name: 'brvlprobe', vlanFiltering: true });
+      nl.deleteLink('brvlprobe');
+    } catch (err) {
+      t.skip(`kernel has no bridge VLAN filtering: ${(err as Error).message}`);
+      return;
+    }
+    const c = env.path(env.containers[1]!);
+    const cf = conf({ bridge: 'brvl', vlan: 100, vlanTrunk: [{ id: 101 }, { minID: 200, maxID: 210 }] });
+    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    assert.equal(r.code, 0, r.stdout);
+    const hv = JSON.parse(r.stdout).interfaces[1].name;
+    const vids = nl.bridgeVlanList(hv).map((v) => v.vid);
+    assert.deepEqual(
+      vids.sort((a, b) => a - b),
+      [100, 101, ...Array.from({ length: 11 }, (_, i) => 200 + i)],
+    );
+    assert.equal((await cni(plugin, 'DEL', cf, { netns: c })).code, 0);
+  });
+});
