@@ -1,17 +1,53 @@
+/**
+ * @cnikit/skel — the plugin side of the CNI protocol (spec 0.1.0–1.1.0).
+ *
+ * Entry points: `runPlugin(plugin)` (process), `dispatch(plugin, io)` / `invokeInProcess(plugin, env, stdin)`
+ * (in-process seam for tests), `s`/`decode` (typed config), `loadArgs` (CNI_ARGS), result helpers,
+ * delegation (`delegateAdd` & co., `withDelegateCleanup`, `registerInProcess`) and `createLogger`.
+ */
 export { type ArgField, type ArgsOf, loadArgs, parseArgBool } from './args.ts';
-export { dispatch, type InProcessResult, invokeInProcess, type PluginIO, runPlugin } from './dispatch.ts';
+export {
+  dispatch,
+  fdWriter,
+  type InProcessResult,
+  invokeInProcess,
+  netnsGuard,
+  type PluginIO,
+  readFdFully,
+  runPlugin,
+  type Writable,
+} from './dispatch.ts';
 export * from './errors.ts';
 export {
+  type DelegateOptions,
+  delegate,
   delegateAdd,
   delegateCheck,
   delegateDel,
   delegateGc,
   delegateStatus,
+  execPlugin,
+  findInPath,
+  getInProcess,
+  invokeHooks,
+  isRunningExecutable,
+  parseDelegateResult,
   registerInProcess,
+  splitPathList,
   withDelegateCleanup,
 } from './invoke.ts';
 export { createLogger, type FullLogger, type LoggerOptions, type LogLevel } from './log.ts';
-export { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
-export { decode, type Infer, type IntOptions, jsonTypeOf, ObjectSchema, Schema, s } from './schema.ts';
+export { convertResult, formatResult, parseResult, resultFamily, toCurrent } from './result.ts';
+export {
+  decode,
+  foldKey,
+  type Infer,
+  type IntOptions,
+  jsonTypeOf,
+  ObjectSchema,
+  Schema,
+  s,
+} from './schema.ts';
 export * from './types.ts';
-export { compareVersions, parseVersion, versionGte } from './version.ts';
+export { isGoSpace, validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
+export { compareVersions, goQuote, goQuoteList, parseVersion, versionGte } from './version.ts';

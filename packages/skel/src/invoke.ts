@@ -1,5 +1,22 @@
-/** Delegation to other plugins found in CNI_PATH (spec §14b), with in-process short-cut. */
+/**
+ * Delegation to other plugins found in CNI_PATH (spec §14b), mirroring Go's `pkg/invoke`:
+ * lookup (first regular file), env = the invocation's full env with CNI_COMMAND replaced, stdin = the
+ * same config bytes, the result parsed in its own version and converted to the current shape, a
+ * failing delegate's error object passed through unchanged (code 0 when it printed no parseable
+ * error), "text file busy" retried 1 s apart up to 6 attempts, stderr copied only on success.
+ *
+ * When the file found in CNI_PATH is this very executable (same dev+inode as `process.execPath`) and a
+ * plugin of that name was `registerInProcess`ed, it runs in-process through `dispatch` with identical
+ * semantics (same env, stdin, exit code and stdout handling) instead of starting a new process.
+ */
+import { statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { dispatch } from './dispatch.ts';
+import { CniError, ErrorCode } from './errors.ts';
+import { parseResult, toCurrent } from './result.ts';
+import { foldKey } from './schema.ts';
 import type { Plugin, Request, Result } from './types.ts';
+import { goQuote } from './version.ts';
 
 const registry = new Map<string, Plugin>();
 
@@ -8,39 +25,365 @@ export function registerInProcess(plugin: Plugin): void {
   registry.set(plugin.name, plugin);
 }
 
-export async function delegateAdd(type: string, req: Request): Promise<Result> {
-  void type;
-  void req;
-  throw new Error('not implemented yet');
-}
-export async function delegateDel(type: string, req: Request): Promise<void> {
-  void type;
-  void req;
-}
-export async function delegateCheck(type: string, req: Request): Promise<void> {
-  void type;
-  void req;
-}
-export async function delegateStatus(type: string, req: Request): Promise<void> {
-  void type;
-  void req;
-}
-export async function delegateGc(type: string, req: Request): Promise<void> {
-  void type;
-  void req;
+/** The registered in-process plugin of that name, if any. */
+export function getInProcess(name: string): Plugin | undefined {
+  return registry.get(name);
 }
 
-/** ADD the delegate, run `fn` with its result; if `fn` fails, DEL the delegate and rethrow. */
+let execStat: { dev: bigint; ino: bigint } | null | undefined;
+
+/** Default same-executable check: same dev+inode as process.execPath. */
+export function isRunningExecutable(path: string): boolean {
+  if (execStat === undefined) {
+    try {
+      execStat = statSync(process.execPath, { bigint: true });
+    } catch {
+      execStat = null;
+    }
+  }
+  if (!execStat) return false;
+  try {
+    const st = statSync(path, { bigint: true });
+    return st.dev === execStat.dev && st.ino === execStat.ino;
+  } catch {
+    return false;
+  }
+}
+
+/** Test seams (process-wide). */
+export const invokeHooks = {
+  /** Decides whether a resolved delegate path is this executable. */
+  isSelf: isRunningExecutable as (path: string) => boolean,
+  /** Delay between "text file busy" retries. */
+  retryDelayMs: 1000,
+};
+
+export interface DelegateOptions {
+  /** Config bytes to send instead of `req.stdin`. */
+  stdin?: Uint8Array | string;
+  /** Environment to start from instead of `req.env` (CNI_COMMAND is always replaced). */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** Go `invoke.FindInPath`: the first `<dir>/<plugin>` that is a regular file. Throws plain Errors. */
+export function findInPath(plugin: string, paths: readonly string[]): string {
+  if (plugin === '') throw new Error('no plugin name provided');
+  if (plugin.includes('/')) throw new Error(`invalid plugin name: ${plugin}`);
+  if (paths.length === 0) throw new Error('no paths provided');
+  for (const dir of paths) {
+    const full = join(dir, plugin);
+    try {
+      if (statSync(full).isFile()) return full;
+    } catch {
+      // not here
+    }
+  }
+  throw new Error(`failed to find plugin ${goQuote(plugin)} in path [${paths.join(' ')}]`);
+}
+
+/** Go `filepath.SplitList`: '' → []. */
+export function splitPathList(value: string | undefined): string[] {
+  return value ? value.split(':') : [];
+}
+
+const SIGNALS: Record<string, string> = {
+  SIGKILL: 'killed',
+  SIGTERM: 'terminated',
+  SIGSEGV: 'segmentation fault',
+  SIGABRT: 'aborted',
+  SIGINT: 'interrupt',
+  SIGHUP: 'hangup',
+  SIGPIPE: 'broken pipe',
+  SIGBUS: 'bus error',
+  SIGILL: 'illegal instruction',
+  SIGQUIT: 'quit',
+};
+
+const ERRNO_TEXT: Record<string, string> = {
+  ENOENT: 'no such file or directory',
+  EACCES: 'permission denied',
+  ENOEXEC: 'exec format error',
+  ETXTBSY: 'text file busy',
+  EISDIR: 'is a directory',
+  ENOTDIR: 'not a directory',
+};
+
+const decoder = new TextDecoder();
+
+/** Build the error a failed delegate surfaces as (Go `RawExec.pluginErr`). */
+function pluginErr(errText: string, stdout: Uint8Array, stderr: Uint8Array): CniError {
+  if (stdout.length === 0) {
+    if (stderr.length === 0)
+      return new CniError(ErrorCode.Unknown, `netplugin failed with no error message: ${errText}`);
+    return new CniError(
+      ErrorCode.Unknown,
+      `netplugin failed: ${goQuote(decoder.decode(stderr))}: ${errText}`,
+    );
+  }
+  const text = decoder.decode(stdout);
+  const bad = (why: string) =>
+    new CniError(
+      ErrorCode.Unknown,
+      `netplugin failed but error parsing its diagnostic message ${goQuote(text)}: ${why}`,
+    );
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return bad(e instanceof Error ? e.message : String(e));
+  }
+  if (json === null) return new CniError(ErrorCode.Unknown, '');
+  if (typeof json !== 'object' || Array.isArray(json)) {
+    return bad(
+      `json: cannot unmarshal ${Array.isArray(json) ? 'array' : typeof json} into Go value of type types.Error`,
+    );
+  }
+  let code = 0;
+  let msg = '';
+  let details = '';
+  for (const [k, v] of Object.entries(json as Record<string, unknown>)) {
+    if (v === null) continue;
+    const f = foldKey(k);
+    if (f === 'code') {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
+        return bad(
+          `json: cannot unmarshal ${typeof v === 'number' ? `number ${v}` : typeof v} into Go struct field Error.code of type uint`,
+        );
+      }
+      code = v;
+    } else if (f === 'msg' || f === 'details') {
+      if (typeof v !== 'string')
+        return bad(`json: cannot unmarshal ${typeof v} into Go struct field Error.${f} of type string`);
+      if (f === 'msg') msg = v;
+      else details = v;
+    }
+  }
+  return new CniError(code, msg, details);
+}
+
+interface RawOutcome {
+  stdout: Uint8Array;
+  stderr: Uint8Array;
+  /** Go's error text when the plugin failed (`exit status 1`), else undefined. */
+  failure?: string;
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const total = chunks.reduce((n, c) => n + c.length, 0);
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
+}
+
+async function spawnOnce(
+  path: string,
+  stdin: Uint8Array,
+  env: Record<string, string>,
+): Promise<RawOutcome & { busy?: boolean }> {
+  const { spawn } = await import('node:child_process');
+  return new Promise((resolve) => {
+    const out: Uint8Array[] = [];
+    const err: Uint8Array[] = [];
+    let settled = false;
+    const child = spawn(path, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stdout.on('data', (d: Uint8Array) => out.push(d));
+    child.stderr.on('data', (d: Uint8Array) => err.push(d));
+    child.stdin.on('error', () => undefined); // the delegate may not read stdin (EPIPE)
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      if (settled) return;
+      settled = true;
+      const text = (e.code && ERRNO_TEXT[e.code]) ?? e.message;
+      resolve({
+        stdout: concat(out),
+        stderr: concat(err),
+        failure: `fork/exec ${path}: ${text}`,
+        busy: e.code === 'ETXTBSY',
+      });
+    });
+    child.on('close', (code, signal) => {
+      if (settled) return;
+      settled = true;
+      const failure =
+        code === 0 ? undefined : signal ? `signal: ${SIGNALS[signal] ?? signal}` : `exit status ${code ?? 1}`;
+      resolve({ stdout: concat(out), stderr: concat(err), ...(failure ? { failure } : {}) });
+    });
+    child.stdin.end(stdin);
+  });
+}
+
+async function runInProcess(
+  plugin: Plugin,
+  stdin: Uint8Array,
+  env: Record<string, string>,
+): Promise<RawOutcome> {
+  let stdout = '';
+  let stderr = '';
+  const code = await dispatch(plugin, {
+    env,
+    stdin,
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+  });
+  const enc = new TextEncoder();
+  return {
+    stdout: enc.encode(stdout),
+    stderr: enc.encode(stderr),
+    ...(code === 0 ? {} : { failure: `exit status ${code}` }),
+  };
+}
+
+/**
+ * Execute the plugin at `path` with `stdin` and `env` (Go `RawExec.ExecPlugin`), in-process when it is
+ * this executable and registered. Resolves to its stdout; rejects with the delegate's CniError.
+ * Its stderr is copied to `stderr` on success only.
+ */
+export async function execPlugin(
+  path: string,
+  stdin: Uint8Array | string,
+  env: Readonly<Record<string, string | undefined>>,
+  stderr: { write(s: string): unknown } = process.stderr,
+): Promise<Uint8Array> {
+  const bytes = typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin;
+  const cleanEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) cleanEnv[k] = v;
+  const self = registry.get(basename(path));
+  let outcome: RawOutcome & { busy?: boolean };
+  if (self && invokeHooks.isSelf(path)) {
+    outcome = await runInProcess(self, bytes, cleanEnv);
+  } else {
+    for (let attempt = 0; ; attempt++) {
+      outcome = await spawnOnce(path, bytes, cleanEnv);
+      if (!outcome.busy || attempt >= 5) break;
+      await new Promise((r) => setTimeout(r, invokeHooks.retryDelayMs));
+    }
+  }
+  if (outcome.failure !== undefined) throw pluginErr(outcome.failure, outcome.stdout, outcome.stderr);
+  if (outcome.stderr.length > 0) {
+    try {
+      stderr.write(decoder.decode(outcome.stderr));
+    } catch {
+      // informational only
+    }
+  }
+  return outcome.stdout;
+}
+
+function configVersionOf(stdin: Uint8Array): string {
+  let json: unknown;
+  try {
+    json = JSON.parse(decoder.decode(stdin));
+  } catch (e) {
+    throw new Error(`decoding version from network config: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  let v = '';
+  if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
+    for (const [k, x] of Object.entries(json)) {
+      if (foldKey(k) !== 'cniversion' || x === null) continue;
+      if (typeof x !== 'string') {
+        throw new Error(
+          'decoding version from network config: json: cannot unmarshal into Go struct field .cniVersion of type string',
+        );
+      }
+      v = x;
+    }
+  }
+  return v === '' ? '0.1.0' : v;
+}
+
+/** Parse a delegate's ADD output like Go `ExecPluginWithResult` and convert it to the current shape. */
+export function parseDelegateResult(stdout: Uint8Array, netconf: Uint8Array): Result {
+  const confVersion = configVersionOf(netconf);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(decoder.decode(stdout));
+  } catch (e) {
+    const m =
+      stdout.length === 0 ? 'unexpected end of JSON input' : e instanceof Error ? e.message : String(e);
+    throw new Error(`failed to unmarshal raw result: ${m}`);
+  }
+  if (raw === null) raw = {};
+  if (typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new Error(
+      `failed to unmarshal raw result: json: cannot unmarshal ${Array.isArray(raw) ? 'array' : typeof raw} into Go value of type map[string]interface {}`,
+    );
+  }
+  const rec = { ...(raw as Record<string, unknown>) };
+  let version = confVersion;
+  if (typeof rec.cniVersion === 'string' && rec.cniVersion !== '') version = rec.cniVersion;
+  else rec.cniVersion = confVersion;
+  return toCurrent(parseResult(rec, version));
+}
+
+type Verb = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
+
+/**
+ * Run delegate `type` for `verb` on behalf of `req`: CNI_PATH lookup, env = req.env with CNI_COMMAND
+ * replaced, stdin = req.stdin unchanged. Resolves to the delegate's raw stdout.
+ */
+export async function delegate(
+  verb: Verb,
+  type: string,
+  req: Request,
+  opts: DelegateOptions = {},
+): Promise<Uint8Array> {
+  const baseEnv = opts.env ?? req.env;
+  const path = findInPath(type, splitPathList(baseEnv.CNI_PATH));
+  const stdin = opts.stdin ?? req.stdin;
+  return execPlugin(path, stdin, { ...baseEnv, CNI_COMMAND: verb }, req.stderr ?? process.stderr);
+}
+
+/** Delegate ADD; resolves to the delegate's result in the current (1.1.0) shape. */
+export async function delegateAdd(type: string, req: Request, opts: DelegateOptions = {}): Promise<Result> {
+  const out = await delegate('ADD', type, req, opts);
+  const stdin = opts.stdin ?? req.stdin;
+  return parseDelegateResult(out, typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin);
+}
+
+export async function delegateDel(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+  await delegate('DEL', type, req, opts);
+}
+
+export async function delegateCheck(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+  await delegate('CHECK', type, req, opts);
+}
+
+export async function delegateStatus(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+  await delegate('STATUS', type, req, opts);
+}
+
+export async function delegateGc(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+  await delegate('GC', type, req, opts);
+}
+
+/**
+ * ADD the delegate and run `fn` with its result; if `fn` throws, DEL the delegate (best effort, its
+ * failure is logged) and rethrow the original error. A failing delegate ADD itself is not cleaned up
+ * (like the reference plugins).
+ */
 export async function withDelegateCleanup<T>(
   type: string,
   req: Request,
   fn: (result: Result) => T | Promise<T>,
+  opts: DelegateOptions = {},
 ): Promise<T> {
-  const r = await delegateAdd(type, req);
+  const r = await delegateAdd(type, req, opts);
   try {
     return await fn(r);
   } catch (e) {
-    await delegateDel(type, req).catch(() => undefined);
+    try {
+      await delegateDel(type, req, opts);
+    } catch (delErr) {
+      req.log.warn(
+        'cleanup: delegate %s DEL failed: %s',
+        type,
+        delErr instanceof Error ? delErr.message : String(delErr),
+      );
+    }
     throw e;
   }
 }
