@@ -1,0 +1,732 @@
+/**
+ * host-local scenarios through the skel seam (invokeInProcess), with temp dataDirs: the reference's own
+ * test scenarios (host_local_test.go, allocator_test.go, config_test.go) plus GC/STATUS and hostile input.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { ALL_VERSIONS } from '@cnikit/skel';
+import { add, call, net, reservations, storeFiles, tempDir } from './test-helpers.ts';
+
+describe('ADD/DEL (reference host_local_test.go)', () => {
+  for (const ver of ALL_VERSIONS) {
+    test(`[${ver}] allocates and releases addresses with ADD/DEL`, async () => {
+      using tmp = tempDir();
+      writeFileSync(join(tmp.path, 'resolv.conf'), 'nameserver 192.0.2.3');
+      const conf = net(
+        tmp.path,
+        {
+          resolvConf: `${tmp.path}/resolv.conf`,
+          ranges: [[{ subnet: '10.1.2.0/24' }, { subnet: '10.2.2.0/24' }], [{ subnet: '2001:db8:1::0/64' }]],
+          routes: [
+            { dst: '0.0.0.0/0' },
+            { dst: '::/0' },
+            { dst: '192.168.0.0/16', gw: '1.1.1.1' },
+            { dst: '2001:db8:2::0/64', gw: '2001:db8:3::1' },
+          ],
+        },
+        { cniVersion: ver },
+      );
+      const r = await add(conf);
+      assert.equal(r.code, 0, r.stdout);
+      const dir = join(tmp.path, 'mynet');
+      if (ver === '0.1.0' || ver === '0.2.0') {
+        assert.deepEqual(r.json.ip4, {
+          ip: '10.1.2.2/24',
+          gateway: '10.1.2.1',
+          routes: [{ dst: '0.0.0.0/0' }, { dst: '192.168.0.0/16', gw: '1.1.1.1' }],
+        });
+        assert.equal(r.json.ip6.ip, '2001:db8:1::2/64');
+        assert.equal(r.json.ip6.gateway, '2001:db8:1::1');
+      } else {
+        const ips = r.json.ips.map((x: { address: string; gateway: string }) => [x.address, x.gateway]);
+        assert.deepEqual(ips, [
+          ['10.1.2.2/24', '10.1.2.1'],
+          ['2001:db8:1::2/64', '2001:db8:1::1'],
+        ]);
+        if (ver.startsWith('0.')) assert.match(r.stdout, /"version":/);
+        assert.deepEqual(r.json.routes, [
+          { dst: '0.0.0.0/0' },
+          { dst: '::/0' },
+          { dst: '192.168.0.0/16', gw: '1.1.1.1' },
+          { dst: '2001:db8:2::/64', gw: '2001:db8:3::1' },
+        ]);
+      }
+      assert.deepEqual(r.json.dns.nameservers, ['192.0.2.3']);
+      assert.deepEqual(storeFiles(dir), {
+        '10.1.2.2': 'dummy\r\neth0',
+        '2001:db8:1::2': 'dummy\r\neth0',
+        'last_reserved_ip.0': '10.1.2.2',
+        'last_reserved_ip.1': '2001:db8:1::2',
+        lock: '',
+      });
+      const del = await call(conf, { command: 'DEL' });
+      assert.equal(del.code, 0, del.stdout);
+      assert.equal(del.stdout, '');
+      assert.deepEqual(reservations(dir), {});
+      assert.ok(existsSync(join(dir, 'last_reserved_ip.0')), 'DEL never touches last_reserved_ip');
+    });
+  }
+
+  test('file modes: dir 0755, lock 0750, reservations and last_reserved_ip 0600', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    assert.equal((await add(conf)).code, 0);
+    const dir = join(tmp.path, 'mynet');
+    const mode = (p: string) => statSync(join(dir, p)).mode & 0o777;
+    assert.equal(statSync(dir).mode & 0o777, 0o755 & ~process.umask());
+    assert.equal(mode('lock'), 0o750 & ~process.umask());
+    assert.equal(mode('10.1.2.2'), 0o600);
+    assert.equal(mode('last_reserved_ip.0'), 0o600);
+  });
+
+  test('allocates and releases on a specific interface (two networks, eth0/eth1)', async () => {
+    using tmp = tempDir();
+    const conf0 = { ...net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }]] }), name: 'mynet0' };
+    const conf1 = { ...net(tmp.path, { ranges: [[{ subnet: '10.2.2.0/24' }]] }), name: 'mynet1' };
+    const r0 = await add(conf0, { ifname: 'eth0' });
+    const r1 = await add(conf1, { ifname: 'eth1' });
+    assert.equal(r0.json.ips[0].address, '10.1.2.2/24');
+    assert.equal(r1.json.ips[0].address, '10.2.2.2/24');
+    assert.deepEqual(reservations(join(tmp.path, 'mynet0')), { '10.1.2.2': 'dummy\r\neth0' });
+    assert.deepEqual(reservations(join(tmp.path, 'mynet1')), { '10.2.2.2': 'dummy\r\neth1' });
+    assert.equal((await call(conf0, { command: 'DEL', ifname: 'eth0' })).code, 0);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet0')), {});
+    assert.deepEqual(reservations(join(tmp.path, 'mynet1')), { '10.2.2.2': 'dummy\r\neth1' });
+    assert.equal((await call(conf1, { command: 'DEL', ifname: 'eth1' })).code, 0);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet1')), {});
+  });
+
+  test('eth0 and eth1 of one container in one network get two addresses; DEL eth0 keeps eth1', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    assert.equal((await add(conf, { ifname: 'eth0' })).json.ips[0].address, '10.1.2.2/24');
+    assert.equal((await add(conf, { ifname: 'eth1' })).json.ips[0].address, '10.1.2.3/24');
+    assert.equal((await call(conf, { command: 'DEL', ifname: 'eth0' })).code, 0);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.3': 'dummy\r\neth1' });
+  });
+
+  test('repeat ADD for the same container+ifname fails; another container gets the next address', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    assert.equal((await add(conf)).code, 0);
+    const again = await add(conf);
+    assert.equal(again.code, 1);
+    assert.deepEqual(again.json, {
+      code: 999,
+      msg: 'failed to allocate for range 0: 10.1.2.2 has been allocated to dummy, duplicate allocation is not allowed',
+    });
+    const other = await add(conf, { id: 'other' });
+    assert.equal(other.json.ips[0].address, '10.1.2.3/24');
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {
+      '10.1.2.2': 'dummy\r\neth0',
+      '10.1.2.3': 'other\r\neth0',
+    });
+  });
+
+  test('DEL works on backward-compatible (ID-only) files; CHECK finds them', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    const dir = join(tmp.path, 'mynet');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, '10.1.2.2'), 'dummy');
+    writeFileSync(join(dir, '10.1.2.3'), 'other');
+    assert.equal((await call(conf, { command: 'CHECK' })).code, 0);
+    const dup = await add(conf);
+    assert.equal(
+      dup.json.msg,
+      'failed to allocate for range 0: 10.1.2.2 has been allocated to dummy, duplicate allocation is not allowed',
+    );
+    assert.equal((await call(conf, { command: 'DEL' })).code, 0);
+    assert.deepEqual(reservations(dir), { '10.1.2.3': 'other' });
+  });
+
+  test('DEL prefers new-format files; with two range sets the second pass also removes legacy files (like Go)', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, '10.1.2.2'), 'dummy\r\neth0');
+    writeFileSync(join(dir, '10.1.2.3'), 'dummy');
+    const one = net(tmp.path, { subnet: '10.1.2.0/24' });
+    assert.equal((await call(one, { command: 'DEL' })).code, 0);
+    assert.deepEqual(reservations(dir), { '10.1.2.3': 'dummy' });
+    writeFileSync(join(dir, '10.1.2.2'), 'dummy\r\neth0');
+    const two = net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8::/64' }]] });
+    assert.equal((await call(two, { command: 'DEL' })).code, 0);
+    assert.deepEqual(reservations(dir), {});
+  });
+
+  test('no error on DEL of an unknown ID, without CNI_NETNS', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    const r = await call(conf, { command: 'DEL', id: 'nothere', netns: '' });
+    assert.equal(r.code, 0, r.stdout);
+  });
+
+  test('whitespace in the container ID is trimmed in the file (in-process; skel rejects it on the wire)', async () => {
+    using tmp = tempDir();
+    const { plugin } = await import('./index.ts');
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    const req = {
+      command: 'ADD' as const,
+      containerId: '   dummy\n ',
+      netns: '/x',
+      ifName: 'eth0',
+      args: '',
+      path: [],
+      stdin: new Uint8Array(),
+      config: conf as never,
+      cniVersion: '1.1.0',
+      env: {},
+      log: { debug() {}, info() {}, warn() {}, error() {} },
+    };
+    const res = await plugin.add!(req);
+    assert.equal(res.ips![0]!.address, '10.1.2.2/24');
+    assert.equal(readFileSync(join(tmp.path, 'mynet', '10.1.2.2'), 'latin1'), 'dummy\r\neth0');
+    await plugin.check!({ ...req, command: 'CHECK' });
+    await plugin.del!({ ...req, command: 'DEL' });
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+  });
+
+  test('no "Error retrieving last reserved ip" output on first allocation', async () => {
+    using tmp = tempDir();
+    const r = await add(net(tmp.path, { subnet: '10.1.2.0/24' }));
+    assert.equal(r.code, 0);
+    assert.doesNotMatch(r.stderr, /Error retrieving last reserved ip/);
+  });
+
+  test('CHECK succeeds iff a reservation exists', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    const miss = await call(conf, { command: 'CHECK' });
+    assert.deepEqual(miss.json, {
+      code: 999,
+      msg: 'host-local: Failed to find address added by container dummy',
+    });
+    await add(conf);
+    assert.equal((await call(conf, { command: 'CHECK' })).code, 0);
+    assert.equal((await call(conf, { command: 'CHECK', ifname: 'eth1' })).code, 1);
+  });
+});
+
+describe('requested IPs', () => {
+  test('custom IP via CNI_ARGS (with and without prefix)', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    assert.equal((await add(conf, { args: 'IP=10.1.2.88' })).json.ips[0].address, '10.1.2.88/24');
+    assert.equal(
+      (await add(conf, { id: 'b', args: 'IgnoreUnknown=1;IP=10.1.2.89/16;K8S_POD_NAME=x' })).json.ips[0]
+        .address,
+      '10.1.2.89/24',
+    );
+    assert.equal(readFileSync(join(tmp.path, 'mynet', 'last_reserved_ip.0'), 'latin1'), '10.1.2.89');
+  });
+
+  test('CNI_ARGS errors keep the reference text', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    assert.deepEqual((await add(conf, { args: 'IP=foo' })).json, {
+      code: 999,
+      msg: 'ARGS: error parsing value of pair "IP=foo": invalid IP address foo',
+    });
+    assert.deepEqual((await add(conf, { args: 'FOO=bar' })).json, {
+      code: 999,
+      msg: 'ARGS: unknown args ["FOO=bar"]',
+    });
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+  });
+
+  test('custom IPs across multiple ranges, v4 + v6, from args.cni.ips and runtimeConfig.ips', async () => {
+    using tmp = tempDir();
+    const conf = {
+      ...net(tmp.path, {
+        ranges: [
+          [{ subnet: '10.1.2.0/24' }, { subnet: '10.1.3.0/24' }],
+          [{ subnet: '11.1.2.0/24' }],
+          [{ subnet: '2001:db8:1::/64' }],
+        ],
+      }),
+      args: { cni: { ips: ['10.1.3.11/24', '2001:db8:1::11'] } },
+      runtimeConfig: { ips: ['11.1.2.11'] },
+    };
+    const r = await add(conf);
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(
+      r.json.ips.map((x: { address: string }) => x.address),
+      ['10.1.3.11/24', '11.1.2.11/24', '2001:db8:1::11/64'],
+    );
+  });
+
+  test('fails when a requested IP cannot be used, releasing everything', async () => {
+    using tmp = tempDir();
+    const conf = {
+      ...net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8:1::/64' }]] }),
+      args: { cni: { ips: ['10.1.2.88', '10.1.2.99', '12.1.1.1'] } },
+    };
+    const r = await add(conf);
+    assert.deepEqual(r.json, { code: 999, msg: 'failed to allocate all requested IPs: 10.1.2.99 12.1.1.1' });
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+  });
+
+  test('requested gateway / taken / out of range', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '192.168.1.0/29' });
+    assert.deepEqual((await add(conf, { args: 'IP=192.168.1.1' })).json, {
+      code: 999,
+      msg: "failed to allocate for range 0: requested ip 192.168.1.1 is subnet's gateway",
+    });
+    assert.equal((await add(conf, { args: 'IP=192.168.1.5' })).code, 0);
+    assert.deepEqual((await add(conf, { id: 'b', args: 'IP=192.168.1.5' })).json, {
+      code: 999,
+      msg: 'failed to allocate for range 0: requested IP address 192.168.1.5 is not available in range set 192.168.1.1-192.168.1.6',
+    });
+    // a requested IP outside every set is "not fulfilled"
+    assert.deepEqual((await add(conf, { id: 'c', args: 'IP=192.168.1.7' })).json, {
+      code: 999,
+      msg: 'failed to allocate all requested IPs: 192.168.1.7',
+    });
+  });
+
+  test('an empty args.cni.ips entry is rejected like the reference', async () => {
+    using tmp = tempDir();
+    const conf = { ...net(tmp.path, { subnet: '10.1.2.0/24' }), args: { cni: { ips: [''] } } };
+    const r = await add(conf);
+    assert.equal(r.json.msg, 'cannot understand ip: IP <nil> not v4 nor v6');
+  });
+});
+
+describe('round-robin allocation table (reference allocator_test.go)', () => {
+  const cases: Array<{ subnets: string[]; ipmap?: string[]; lastIP?: string; expect: string }> = [
+    { subnets: ['10.0.0.0/29'], expect: '10.0.0.2' },
+    { subnets: ['2001:db8:1::0/64'], expect: '2001:db8:1::2' },
+    { subnets: ['10.0.0.0/30'], expect: '10.0.0.2' },
+    { subnets: ['10.0.0.0/29'], ipmap: ['10.0.0.2'], expect: '10.0.0.3' },
+    { subnets: ['10.0.0.0/29'], lastIP: '10.0.0.5', expect: '10.0.0.6' },
+    { subnets: ['10.0.0.0/29'], ipmap: ['10.0.0.4', '10.0.0.5'], lastIP: '10.0.0.3', expect: '10.0.0.6' },
+    { subnets: ['10.0.0.0/29'], ipmap: ['10.0.0.6'], lastIP: '10.0.0.5', expect: '10.0.0.2' },
+    { subnets: ['10.0.0.0/29'], ipmap: ['10.0.0.2'], lastIP: '10.0.0.128', expect: '10.0.0.3' },
+    {
+      subnets: ['10.0.0.0/29'],
+      ipmap: ['10.0.0.2', '10.0.0.4', '10.0.0.5', '10.0.0.6'],
+      lastIP: '10.0.0.3',
+      expect: '10.0.0.3',
+    },
+    { subnets: ['10.0.0.0/30', '10.0.1.0/30'], expect: '10.0.0.2' },
+    { subnets: ['10.0.0.0/30', '10.0.1.0/30'], lastIP: '10.0.0.2', expect: '10.0.1.2' },
+    { subnets: ['10.0.0.0/30', '10.0.1.0/30', '10.0.2.0/30'], lastIP: '10.0.2.2', expect: '10.0.0.2' },
+  ];
+  cases.forEach((tc, idx) => {
+    test(`case ${idx}: ${tc.subnets.join(',')} ipmap=[${tc.ipmap ?? ''}] last=${tc.lastIP ?? ''} → ${tc.expect}`, async () => {
+      using tmp = tempDir();
+      const dir = join(tmp.path, 'mynet');
+      mkdirSync(dir, { recursive: true });
+      for (const ip of tc.ipmap ?? []) writeFileSync(join(dir, ip), 'id');
+      if (tc.lastIP) writeFileSync(join(dir, 'last_reserved_ip.0'), tc.lastIP);
+      const r = await add(net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] }), {
+        id: 'ID',
+      });
+      assert.equal(r.code, 0, r.stdout);
+      assert.equal(r.json.ips[0].address.split('/')[0], tc.expect);
+    });
+  });
+
+  const full: Array<{ subnets: string[]; ipmap: string[]; set: string }> = [
+    { subnets: ['10.0.0.0/30'], ipmap: ['10.0.0.2'], set: '10.0.0.1-10.0.0.2' },
+    {
+      subnets: ['10.0.0.0/29'],
+      ipmap: ['10.0.0.2', '10.0.0.3', '10.0.0.4', '10.0.0.5', '10.0.0.6'],
+      set: '10.0.0.1-10.0.0.6',
+    },
+    {
+      subnets: ['10.0.0.0/30', '10.0.1.0/30'],
+      ipmap: ['10.0.0.2', '10.0.1.2'],
+      set: '10.0.0.1-10.0.0.2,10.0.1.1-10.0.1.2',
+    },
+  ];
+  full.forEach((tc, idx) => {
+    test(`out of IPs ${idx}: meaningful error`, async () => {
+      using tmp = tempDir();
+      const dir = join(tmp.path, 'mynet');
+      mkdirSync(dir, { recursive: true });
+      for (const ip of tc.ipmap) writeFileSync(join(dir, ip), 'id');
+      const r = await add(net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] }), {
+        id: 'ID',
+      });
+      assert.deepEqual(r.json, {
+        code: 999,
+        msg: `failed to allocate for range 0: no IP addresses available in range set: ${tc.set}`,
+      });
+      assert.deepEqual(Object.keys(reservations(dir)).sort(), [...tc.ipmap].sort());
+    });
+  });
+
+  test('never allocates the broadcast address; the 6th ADD in a /29 fails', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '192.168.1.0/29' });
+    for (let i = 2; i < 7; i++) {
+      assert.equal((await add(conf, { id: `ID${i}` })).json.ips[0].address, `192.168.1.${i}/29`);
+    }
+    const r = await add(conf, { id: 'ID8' });
+    assert.equal(r.code, 1);
+    assert.match(r.json.msg, /no IP addresses available in range set: 192\.168\.1\.1-192\.168\.1\.6$/);
+  });
+
+  test('round-robin after release: .2 released, next is .3', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '192.168.1.0/29' });
+    assert.equal((await add(conf)).json.ips[0].address, '192.168.1.2/29');
+    await call(conf, { command: 'DEL' });
+    assert.equal((await add(conf)).json.ips[0].address, '192.168.1.3/29');
+  });
+
+  test('last reserved IP at the end of range 1 continues in range 2; rangeStart may equal the network', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'last_reserved_ip.0'), '192.168.1.3');
+    const conf = net(tmp.path, {
+      ranges: [
+        [
+          {
+            subnet: '192.168.1.0/30',
+            rangeStart: '192.168.1.1',
+            rangeEnd: '192.168.1.3',
+            gateway: '192.168.1.9',
+          },
+          {
+            subnet: '192.168.2.0/30',
+            rangeStart: '192.168.2.1',
+            rangeEnd: '192.168.2.3',
+            gateway: '192.168.2.9',
+          },
+        ],
+      ],
+    });
+    assert.equal((await add(conf)).json.ips[0].address, '192.168.2.1/30');
+  });
+
+  test('a failed ADD still advances last_reserved_ip (reference behaviour)', async () => {
+    using tmp = tempDir();
+    const conf = { ...net(tmp.path, { subnet: '10.1.2.0/24' }), args: { cni: { ips: ['10.9.9.9'] } } };
+    const r = await add(conf);
+    assert.equal(r.code, 1);
+    assert.equal(readFileSync(join(tmp.path, 'mynet', 'last_reserved_ip.0'), 'latin1'), '10.1.2.2');
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+  });
+});
+
+describe('large ranges', () => {
+  test('/8 and /64: first, round-robin and wrap at the end, without iterating the range', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { ranges: [[{ subnet: '10.0.0.0/8' }], [{ subnet: '2001:db8::/64' }]] });
+    const dir = join(tmp.path, 'mynet');
+    const t0 = performance.now();
+    const r = await add(conf);
+    assert.deepEqual(
+      r.json.ips.map((x: { address: string }) => x.address),
+      ['10.0.0.2/8', '2001:db8::2/64'],
+    );
+    writeFileSync(join(dir, 'last_reserved_ip.0'), '10.255.255.253');
+    writeFileSync(join(dir, 'last_reserved_ip.1'), '2001:db8::ffff:ffff:ffff:fffe');
+    const r2 = await add(conf, { id: 'b' });
+    assert.deepEqual(
+      r2.json.ips.map((x: { address: string }) => x.address),
+      ['10.255.255.254/8', '2001:db8::ffff:ffff:ffff:ffff/64'],
+    );
+    // wraps to the start: .1 is the gateway, .2 taken by "dummy", so .3
+    const r3 = await add(conf, { id: 'c' });
+    assert.deepEqual(
+      r3.json.ips.map((x: { address: string }) => x.address),
+      ['10.0.0.3/8', '2001:db8::3/64'],
+    );
+    assert.ok(performance.now() - t0 < 2000);
+  });
+
+  test('a /8 with 300 consecutive taken addresses allocates the next free one', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    mkdirSync(dir, { recursive: true });
+    for (let i = 2; i < 302; i++) writeFileSync(join(dir, `10.0.${i >> 8}.${i & 255}`), `c${i}\r\neth0`);
+    const r = await add(net(tmp.path, { subnet: '10.0.0.0/8' }));
+    assert.equal(r.json.ips[0].address, '10.0.1.46/8');
+  });
+});
+
+describe('configuration (reference config_test.go) and validation', () => {
+  test('old-style config (single range keys)', async () => {
+    using tmp = tempDir();
+    const r = await add(
+      net(tmp.path, {
+        subnet: '10.1.2.0/24',
+        rangeStart: '10.1.2.9',
+        rangeEnd: '10.1.2.20',
+        gateway: '10.1.2.30',
+      }),
+    );
+    assert.deepEqual(r.json.ips, [{ address: '10.1.2.9/24', gateway: '10.1.2.30' }]);
+  });
+
+  test('range-set order: runtime ipRanges, then legacy subnet, then ranges (rangeIDs follow)', async () => {
+    using tmp = tempDir();
+    const conf = {
+      ...net(tmp.path, { subnet: '10.1.2.0/24', ranges: [[{ subnet: '11.1.2.0/24' }]] }),
+      runtimeConfig: { ipRanges: [[{ subnet: '12.1.3.0/24' }]] },
+    };
+    const r = await add(conf);
+    assert.deepEqual(
+      r.json.ips.map((x: { address: string }) => x.address),
+      ['12.1.3.2/24', '10.1.2.2/24', '11.1.2.2/24'],
+    );
+    const files = storeFiles(join(tmp.path, 'mynet'));
+    assert.equal(files['last_reserved_ip.0'], '12.1.3.2');
+    assert.equal(files['last_reserved_ip.1'], '10.1.2.2');
+    assert.equal(files['last_reserved_ip.2'], '11.1.2.2');
+  });
+
+  const invalid: Array<[string, Record<string, unknown>, string, string?]> = [
+    ['no ipam key', {}, "IPAM config missing 'ipam' key"],
+    ['no ranges', { ipam: {} }, 'no IP ranges specified'],
+    [
+      'overlap between sets',
+      {
+        ipam: {
+          ranges: [[{ subnet: '10.1.2.0/24' }, { subnet: '10.2.2.0/24' }], [{ subnet: '10.1.2.0/24' }]],
+        },
+      },
+      'range set 0 overlaps with 1',
+    ],
+    [
+      'overlap within a set',
+      {
+        ipam: {
+          ranges: [
+            [{ subnet: '10.1.2.0/24' }, { subnet: '10.2.2.0/24' }],
+            [
+              { subnet: '10.1.4.0/24' },
+              { subnet: '10.1.6.0/24' },
+              { subnet: '10.1.8.0/24' },
+              { subnet: '10.1.6.0/24' },
+            ],
+          ],
+        },
+      },
+      'invalid range set 1: subnets 10.1.6.1-10.1.6.254 and 10.1.6.1-10.1.6.254 overlap',
+    ],
+    [
+      'mixed families',
+      { ipam: { ranges: [[{ subnet: '10.1.2.0/24' }, { subnet: '2001:db8:5::/64' }]] } },
+      'invalid range set 0: mixed address families',
+    ],
+    ['empty set', { ipam: { ranges: [[]] } }, 'invalid range set 0: empty range set'],
+    [
+      'too many ranges for 0.2.0',
+      { cniVersion: '0.2.0', ipam: { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '10.1.3.0/24' }]] } },
+      'CNI version 0.2.0 does not support more than 1 address per family',
+    ],
+    [
+      'too small',
+      { ipam: { subnet: '10.1.2.0/31' } },
+      'invalid range set 0: Network 10.1.2.0/31 too small to allocate from',
+    ],
+    [
+      'host bits',
+      { ipam: { subnet: '10.1.2.5/24' } },
+      'invalid range set 0: Network has host bits set. For a subnet mask of length 24 the network address is 10.1.2.0',
+    ],
+    [
+      'rangeStart outside',
+      { ipam: { subnet: '10.1.2.0/24', rangeStart: '10.1.3.1' } },
+      'invalid range set 0: RangeStart 10.1.3.1 not in network 10.1.2.0/24',
+    ],
+    [
+      'rangeEnd outside',
+      { ipam: { subnet: '10.1.2.0/24', rangeEnd: '10.1.3.1' } },
+      'invalid range set 0: RangeEnd 10.1.3.1 not in network 10.1.2.0/24',
+    ],
+    ['absurd prefix', { ipam: { subnet: '10.1.2.0/99' } }, 'invalid CIDR address: 10.1.2.0/99'],
+    [
+      'negative prefix',
+      { ipam: { ranges: [[{ subnet: '10.1.2.0/-1' }]] } },
+      'invalid CIDR address: 10.1.2.0/-1',
+    ],
+    ['bad gateway', { ipam: { subnet: '10.1.2.0/24', gateway: 'nope' } }, 'invalid IP address: nope'],
+    [
+      'subnet missing in a range',
+      { ipam: { ranges: [[{ rangeStart: '10.1.2.3' }]] } },
+      'invalid range set 0: IP <nil> not v4 nor v6',
+    ],
+    [
+      'bad runtimeConfig.ips',
+      { runtimeConfig: { ips: ['10.1.2.300'] }, ipam: { subnet: '10.1.2.0/24' } },
+      'invalid IP address 10.1.2.300',
+    ],
+    [
+      'mapped subnet',
+      { ipam: { subnet: '::ffff:10.0.0.0/104' } },
+      'invalid range set 0: IPNet IP and Mask version mismatch',
+    ],
+    ['ranges not an array', { ipam: { ranges: 'x' } }, 'ipam.ranges: expected array, got string'],
+    ['network name escaping the store', { name: '..', ipam: { subnet: '10.1.2.0/24' } }, '', 'name'],
+    [
+      'relative dataDir',
+      { ipam: { subnet: '10.1.2.0/24', dataDir: 'rel/dir' } },
+      'invalid dataDir "rel/dir": must be an absolute path without ".." components',
+    ],
+    [
+      'dataDir with ..',
+      { ipam: { subnet: '10.1.2.0/24', dataDir: '/tmp/../etc' } },
+      'invalid dataDir "/tmp/../etc": must be an absolute path without ".." components',
+    ],
+  ];
+  for (const [name, conf, msg, kind] of invalid) {
+    test(`rejects: ${name}`, async () => {
+      using tmp = tempDir();
+      const base = net(tmp.path, {});
+      const ipam = conf.ipam === undefined ? undefined : { ...base.ipam, ...(conf.ipam as object) };
+      const full: Record<string, unknown> = { ...base, ...conf };
+      if (ipam) full.ipam = ipam;
+      else delete full.ipam;
+      const r = await add(full);
+      assert.equal(r.code, 1);
+      if (kind === 'name') {
+        assert.ok([4, 7].includes(r.json.code), r.stdout);
+      } else {
+        assert.equal(r.json.msg, msg);
+        if (!msg.startsWith('ARGS')) assert.equal(r.json.code, 7, r.stdout);
+      }
+      // nothing written anywhere
+      assert.deepEqual(storeFiles(tmp.path), {});
+    });
+  }
+
+  test('one v4 + one v6 set is fine for 0.2.0', async () => {
+    using tmp = tempDir();
+    const r = await add(
+      net(
+        tmp.path,
+        { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8:1::/64' }]] },
+        { cniVersion: '0.2.0' },
+      ),
+    );
+    assert.equal(r.code, 0, r.stdout);
+    assert.equal(r.json.ip4.ip, '10.1.2.2/24');
+  });
+
+  test('route 1.1.0 fields pass through; zero mtu/advmss/priority omitted like Go', async () => {
+    using tmp = tempDir();
+    const routes = [
+      { dst: '10.9.0.0/16', gw: '10.1.2.1', mtu: 1400, advmss: 1360, priority: 10, table: 100, scope: 0 },
+    ];
+    const r = await add(net(tmp.path, { subnet: '10.1.2.0/24', routes }));
+    assert.deepEqual(r.json.routes, routes);
+    const zero = [{ dst: '10.8.0.0/16', mtu: 0, advmss: 0, priority: 0, table: 0 }];
+    const r0 = await add(net(tmp.path, { subnet: '10.1.2.0/24', routes: zero }), { id: 'b' });
+    assert.deepEqual(r0.json.routes, [{ dst: '10.8.0.0/16', table: 0 }]);
+  });
+
+  test('resolvConf: comments ignored, all fields, missing file is an error', async () => {
+    using tmp = tempDir();
+    const rc = join(tmp.path, 'resolv.conf');
+    writeFileSync(
+      rc,
+      '# comment\n;other\nnameserver 192.0.2.0\nnameserver 192.0.2.1\n  domain example.com\nsearch a.example.com   b.example.com\noptions ndots:5 rotate\noptions timeout:1\ndomain example.net\nnameserver\n',
+    );
+    const r = await add(net(tmp.path, { subnet: '10.1.2.0/24', resolvConf: rc }));
+    assert.deepEqual(r.json.dns, {
+      nameservers: ['192.0.2.0', '192.0.2.1'],
+      domain: 'example.net',
+      search: ['a.example.com', 'b.example.com'],
+      options: ['ndots:5', 'rotate', 'timeout:1'],
+    });
+    const missing = await add(net(tmp.path, { subnet: '10.1.2.0/24', resolvConf: join(tmp.path, 'nope') }), {
+      id: 'b',
+    });
+    assert.equal(missing.json.msg, `open ${join(tmp.path, 'nope')}: no such file or directory`);
+  });
+});
+
+describe('GC (spec 1.1.0)', () => {
+  test('keeps exactly the valid attachments, never touches other networks', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8::/64' }]] });
+    const other = { ...net(tmp.path, { subnet: '10.9.0.0/24' }), name: 'othernet' };
+    for (const id of ['a', 'b', 'c']) {
+      assert.equal((await add(conf, { id, ifname: 'eth0' })).code, 0);
+      assert.equal((await add(conf, { id, ifname: 'eth1' })).code, 0);
+    }
+    assert.equal((await add(other, { id: 'z' })).code, 0);
+    const dir = join(tmp.path, 'mynet');
+    writeFileSync(join(dir, '10.1.2.200'), 'b'); // legacy file of a valid container: kept
+    writeFileSync(join(dir, '10.1.2.201'), 'gone'); // legacy file of a gone container: removed
+    writeFileSync(join(dir, '10.1.2.202'), ''); // empty file (reference crash bug): removed
+    writeFileSync(join(dir, 'notes.txt'), 'x'); // not a reservation: untouched
+    const before = reservations(dir);
+    const r = await call(
+      {
+        ...conf,
+        'cni.dev/valid-attachments': [
+          { containerID: 'a', ifname: 'eth1' },
+          { containerID: 'b', ifname: 'eth0' },
+        ],
+      },
+      { command: 'GC' },
+    );
+    assert.equal(r.code, 0, r.stdout);
+    assert.equal(r.stdout, '');
+    const after = reservations(dir);
+    const expected = Object.fromEntries(
+      Object.entries(before).filter(
+        ([name, v]) => v === 'a\r\neth1' || v === 'b\r\neth0' || v === 'b' || name === 'notes.txt',
+      ),
+    );
+    assert.deepEqual(after, expected);
+    assert.equal(Object.keys(after).length, 2 * 2 + 2);
+    assert.deepEqual(reservations(join(tmp.path, 'othernet')), { '10.9.0.2': 'z\r\neth0' });
+  });
+
+  test('without valid attachments key nothing is removed; missing store dir is fine', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    assert.equal((await call(conf, { command: 'GC' })).code, 0);
+    assert.equal(existsSync(join(tmp.path, 'mynet')), false);
+    await add(conf);
+    const r = await call(conf, { command: 'GC' });
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'dummy\r\neth0' });
+    const empty = await call({ ...conf, 'cni.dev/valid-attachments': [] }, { command: 'GC' });
+    assert.equal(empty.code, 0);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+  });
+});
+
+describe('STATUS (spec 1.1.0)', () => {
+  test('succeeds with a usable store (created if missing)', async () => {
+    using tmp = tempDir();
+    const r = await call(net(tmp.path, { subnet: '10.1.2.0/24' }), { command: 'STATUS' });
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(Object.keys(storeFiles(join(tmp.path, 'mynet'))), ['lock']);
+  });
+
+  test('code 50 when the store cannot be created', async () => {
+    using tmp = tempDir();
+    writeFileSync(join(tmp.path, 'file'), '');
+    const r = await call(net(join(tmp.path, 'file'), { subnet: '10.1.2.0/24' }), { command: 'STATUS' });
+    assert.equal(r.json.code, 50);
+    assert.match(r.json.msg, /^host-local store is not usable: mkdir .*: not a directory$/);
+  });
+
+  test('code 50 when the store path is not a directory', async () => {
+    using tmp = tempDir();
+    writeFileSync(join(tmp.path, 'mynet'), '');
+    const r = await call(net(tmp.path, { subnet: '10.1.2.0/24' }), { command: 'STATUS' });
+    assert.equal(r.json.code, 50);
+    assert.match(r.json.msg, /^host-local store is not usable: /);
+  });
+
+  test('invalid config fails STATUS with the config error', async () => {
+    using tmp = tempDir();
+    const r = await call(net(tmp.path, { subnet: '10.1.2.0/31' }), { command: 'STATUS' });
+    assert.equal(r.json.code, 7);
+  });
+});
