@@ -444,7 +444,7 @@ describe('ip text helpers and names', () => {
       ['2001:db8:0:1:1:1:1:1', '2001:db8:0:1:1:1:1:1'],
       ['::ffff:10.1.2.3', '10.1.2.3'],
       ['64:ff9b::10.1.2.3', '64:ff9b::a01:203'],
-    ])
+    ] as const)
       assert.equal(formatIp(parseIp(inp)!.bytes), out, inp);
     for (const bad of [
       '1:2:3:4:5:6:7:8:9',

@@ -1,5 +1,6 @@
 // Links: list/get, veth pairs (peer created directly in another namespace), bridges, ifb, and link attributes.
-import { closeSync, openSync } from 'node:fs';
+import { closeSync } from 'node:fs';
+import { openNetnsFd } from './netns.ts';
 import {
   AF_UNSPEC,
   type Attrs,
@@ -342,16 +343,8 @@ export function buildVethPair(o: VethOptions, peerNsFd?: number): NlBuilder {
 export function createVethPair(o: VethOptions): Link {
   const op = `failed to create veth pair ${o.name}/${o.peerName}`;
   let fd: number | undefined;
-  if (o.peerNetnsPath !== undefined && o.peerNetnsFd === undefined) {
-    try {
-      fd = openSync(o.peerNetnsPath, 'r');
-    } catch (err) {
-      const e = err as NodeJS.ErrnoException;
-      throw new NetlinkError(e.errno ? -e.errno : 2, `${op}: cannot open namespace ${o.peerNetnsPath}`, {
-        cause: err,
-      });
-    }
-  }
+  // a missing path throws NetnsNotFoundError (isNetnsGone), another kind of file NotNetnsError
+  if (o.peerNetnsPath !== undefined && o.peerNetnsFd === undefined) fd = openNetnsFd(o.peerNetnsPath);
   try {
     return withSocket(() => {
       rtRequest(buildVethPair(o, fd), op);
@@ -510,20 +503,15 @@ export function renameLink(ref: LinkRef, newName: string): void {
   }, op);
 }
 
-/** Moves a link into the namespace open on `ns` (an fd) or at `ns` (a path). */
-export function moveToNetns(ref: LinkRef, ns: number | string): void {
-  const op = `failed to move ${describeLink(ref)} to namespace ${ns}`;
+/** Moves a link into the namespace open on `ns` (an fd, e.g. NetNS.fd) or at `ns` (a path, checked to be a netns). */
+export function moveToNetns(ref: LinkRef, ns: number | string | { readonly fd: number }): void {
+  const op = `failed to move ${describeLink(ref)} to namespace ${typeof ns === 'object' ? `fd ${ns.fd}` : ns}`;
   let fd: number;
   let opened = false;
   if (typeof ns === 'string') {
-    try {
-      fd = openSync(ns, 'r');
-      opened = true;
-    } catch (err) {
-      const e = err as NodeJS.ErrnoException;
-      throw new NetlinkError(e.errno ? -e.errno : 2, `${op}: cannot open namespace`, { cause: err });
-    }
-  } else fd = ns;
+    fd = openNetnsFd(ns); // NetnsNotFoundError / NotNetnsError for bad paths
+    opened = true;
+  } else fd = typeof ns === 'number' ? ns : ns.fd;
   try {
     rtRequest(linkChange(ref).attrU32(IFLA_NET_NS_FD, fd), op);
   } finally {
