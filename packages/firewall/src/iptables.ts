@@ -264,7 +264,7 @@ type Op =
 const BUILTIN = new Set(['INPUT', 'OUTPUT', 'FORWARD', 'PREROUTING', 'POSTROUTING']);
 
 function checkName(what: string, name: string): void {
-  if (!/^[^\s"'\\!-][^\s"'\\]{0,28}$/.test(name)) {
+  if (!/^[^\s"'\\!-][^\s"'\\]{0,27}$/.test(name)) {
     throw new TypeError(`invalid iptables ${what} name ${JSON.stringify(name)}`);
   }
 }

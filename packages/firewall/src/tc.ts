@@ -124,7 +124,9 @@ export class TcBatch {
   /** Redirect everything arriving on `dev` (ingress) to `to`'s egress: mirred egress redirect. */
   addRedirectFilter(s: RedirectFilterSpec): this {
     const kind = s.kind ?? 'u32';
-    const args = ['filter', 'add', 'dev', tok('device', s.dev), 'parent', tok('parent', s.parent ?? 'ffff:')];
+    const parent = s.parent ?? 'ffff:';
+    const where = parent === 'ingress' || parent === 'egress' ? [parent] : ['parent', tok('parent', parent)];
+    const args = ['filter', 'add', 'dev', tok('device', s.dev), ...where];
     args.push('protocol', tok('protocol', s.protocol ?? 'all'), 'prio', uint('prio', s.prio ?? 1));
     if (kind === 'u32')
       args.push('u32', 'match', 'u32', '0', '0', 'classid', tok('classid', s.classid ?? '1:1'));
