@@ -1,0 +1,258 @@
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import * as nl from '@cnikit/netlink';
+import { testHooks } from './add.ts';
+import { plugin } from './index.ts';
+import { cni, enterHost, type HostEnv, hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
+
+let env: HostEnv;
+before(() => {
+  env = enterHost('l3', 2);
+});
+after(() => env?.destroy());
+
+let n = 0;
+function conf(version: string, subnet: string | string[][], extra: object = {}) {
+  const name = `net${n++}`;
+  return {
+    cniVersion: version,
+    name,
+    type: 'bridge',
+    bridge: `brl3x${n}`,
+    ipam: hostLocal(env.dataDir, subnet),
+    ...extra,
+  };
+}
+
+function reservations(name: string): string[] {
+  try {
+    return readdirSync(join(env.dataDir, name)).filter((f) => !f.startsWith('last_reserved') && f !== 'lock');
+  } catch {
+    return [];
+  }
+}
+
+async function ok(cmd: string, cf: object, o: Parameters<typeof cni>[3]) {
+  const r = await cni(plugin, cmd, cf, o);
+  assert.equal(r.code, 0, `${cmd}: ${r.stdout}${r.stderr}`);
+  return r.stdout ? JSON.parse(r.stdout) : undefined;
+}
+
+describe('bridge L3 with host-local', () => {
+  for (const version of ['0.3.0', '0.3.1', '0.4.0', '1.0.0']) {
+    test(`IPv4 default gateway ADD/CHECK/DEL (${version})`, async () => {
+      const cn = env.newContainer();
+      const c = env.path(cn);
+      const cf = conf(version, '10.10.0.0/24', { isDefaultGateway: true });
+      const before = snapshot();
+      const beforeC = snapshot(cn);
+      const res = await ok('ADD', cf, { netns: c });
+      assert.equal(res.cniVersion, version);
+      assert.equal(res.interfaces.length, 3);
+      assert.equal(res.ips.length, 1);
+      assert.equal(res.ips[0].address, '10.10.0.2/24');
+      assert.equal(res.ips[0].gateway, '10.10.0.1');
+      assert.equal(res.ips[0].interface, 2);
+      if (version !== '1.0.0') assert.equal(res.ips[0].version, '4');
+      assert.deepEqual(res.routes, [{ dst: '0.0.0.0/0', gw: '10.10.0.1' }]);
+      // kernel state
+      assert.ok(nl.listAddrs({ link: cf.bridge, family: 4 }).some((a) => a.cidr === '10.10.0.1/24'));
+      assert.equal(nl.sysctlGet('net.ipv4.ip_forward').trim(), '1');
+      assert.equal(nl.sysctlGet(`net/ipv6/conf/${cf.bridge}/accept_ra`).trim(), '0');
+      nl.withNetns(c, () => {
+        assert.ok(nl.listAddrs({ link: 'eth0', family: 4 }).some((a) => a.cidr === '10.10.0.2/24'));
+        assert.ok(nl.listRoutes({ family: 4 }).some((r) => r.dst === '0.0.0.0/0' && r.gw === '10.10.0.1'));
+        assert.equal(nl.sysctlGet('net/ipv6/conf/eth0/accept_dad').trim(), '0');
+        assert.equal(nl.sysctlGet('net/ipv4/conf/eth0/arp_notify').trim(), '1');
+      });
+      assert.deepEqual(reservations(cf.name), ['10.10.0.2']);
+      if (version === '0.4.0' || version === '1.0.0') {
+        await ok('CHECK', { ...cf, prevResult: res }, { netns: c });
+        const bad = structuredClone(res);
+        bad.ips[0].address = '10.10.0.99/24';
+        const r = await cni(plugin, 'CHECK', { ...cf, prevResult: bad }, { netns: c });
+        assert.notEqual(r.code, 0);
+      }
+      await ok('DEL', cf, { netns: c });
+      assert.deepEqual(reservations(cf.name), []);
+      assert.equal(withoutBridge(snapshot(), cf.bridge), withoutBridge(before, cf.bridge));
+      assert.equal(snapshot(cn), beforeC);
+      await ok('DEL', cf, { netns: c });
+    });
+  }
+
+  for (const version of ['0.1.0', '0.2.0']) {
+    test(`IPv4 ADD/DEL (${version})`, async () => {
+      const cn = env.newContainer();
+      const c = env.path(cn);
+      const cf = conf(version, '10.11.0.0/24', { isGateway: true });
+      const res = await ok('ADD', cf, { netns: c });
+      assert.deepEqual(res.ip4, { ip: '10.11.0.2/24', gateway: '10.11.0.1' });
+      await ok('DEL', cf, { netns: c });
+      assert.deepEqual(reservations(cf.name), []);
+    });
+  }
+
+  test('IPv6 and dual-stack with default routes (1.0.0)', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', [['10.12.0.0/24'], ['fd12::/64'], ['fd13::/64']], { isDefaultGateway: true });
+    const before = snapshot();
+    const res = await ok('ADD', cf, { netns: c });
+    assert.deepEqual(
+      res.ips.map((i: { address: string; gateway: string }) => [i.address, i.gateway]),
+      [
+        ['10.12.0.2/24', '10.12.0.1'],
+        ['fd12::2/64', 'fd12::1'],
+        ['fd13::2/64', 'fd13::1'],
+      ],
+    );
+    assert.deepEqual(res.routes, [
+      { dst: '0.0.0.0/0', gw: '10.12.0.1' },
+      { dst: '::/0', gw: 'fd12::1' },
+    ]);
+    const brAddrs = nl.listAddrs({ link: cf.bridge }).map((a) => a.cidr);
+    for (const a of ['10.12.0.1/24', 'fd12::1/64', 'fd13::1/64']) assert.ok(brAddrs.includes(a), a);
+    assert.equal(nl.sysctlGet('net/ipv6/conf/all/forwarding').trim(), '1');
+    nl.withNetns(c, () => {
+      assert.equal(nl.sysctlGet('net/ipv6/conf/eth0/keep_addr_on_down').trim(), '1');
+      assert.ok(nl.listRoutes({ family: 6 }).some((r) => r.dst === '::/0' && r.gw === 'fd12::1'));
+      const v6 = nl.listAddrs({ link: 'eth0', family: 6 }).map((a) => a.cidr);
+      assert.ok(v6.includes('fd12::2/64') && v6.includes('fd13::2/64'));
+    });
+    await ok('CHECK', { ...cf, prevResult: res }, { netns: c });
+    await ok('DEL', cf, { netns: c });
+    assert.equal(withoutBridge(snapshot(), cf.bridge), withoutBridge(before, cf.bridge));
+  });
+
+  test('bridge keeps a stable MAC across ADD/DEL', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.13.0.0/24', { bridge: 'brmac', isGateway: true });
+    const res = await ok('ADD', cf, { netns: c });
+    const mac = nl.getLink('brmac')?.mac;
+    assert.equal(res.interfaces[0].mac, mac);
+    await ok('DEL', cf, { netns: c });
+    assert.equal(nl.getLink('brmac')?.mac, mac);
+    const res2 = await ok('ADD', cf, { netns: c });
+    assert.equal(res2.interfaces[0].mac, mac);
+    await ok('DEL', cf, { netns: c });
+  });
+
+  test('ensure bridge address: IPv4 conflict needs forceAddress; IPv6 overlap likewise; non-overlapping v6 coexist', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    nl.createBridge({ name: 'braddr' });
+    nl.addAddr('braddr', '10.14.0.1/16');
+    const cf = conf('1.0.0', '10.14.1.0/24', { bridge: 'braddr', isGateway: true });
+    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    assert.notEqual(r.code, 0);
+    assert.equal(
+      JSON.parse(r.stdout).msg,
+      'failed to set bridge addr: "braddr" already has an IP address different from 10.14.1.1/24',
+    );
+    assert.deepEqual(reservations(cf.name), [], 'IP released after failure');
+    assert.equal(
+      nl.withNetns(c, () => nl.getLink('eth0')),
+      undefined,
+      'veth removed after failure',
+    );
+    const forced = { ...cf, forceAddress: true };
+    await ok('ADD', forced, { netns: c });
+    assert.deepEqual(
+      nl.listAddrs({ link: 'braddr', family: 4 }).map((a) => a.cidr),
+      ['10.14.1.1/24'],
+    );
+    await ok('DEL', forced, { netns: c });
+
+    nl.addAddr('braddr', 'fd14::1/48');
+    const cf6 = conf('1.0.0', 'fd14:0:0:1::/64', { bridge: 'braddr', isGateway: true });
+    const r6 = await cni(plugin, 'ADD', cf6, { netns: c });
+    assert.match(JSON.parse(r6.stdout).msg, /already has an IP address different from fd14:0:0:1::1\/64/);
+    const cf6b = conf('1.0.0', 'fd15::/64', { bridge: 'braddr', isGateway: true });
+    await ok('ADD', cf6b, { netns: c });
+    const v6 = nl.listAddrs({ link: 'braddr', family: 6 }).map((a) => a.cidr);
+    assert.ok(v6.includes('fd14::1/48') && v6.includes('fd15::1/64'));
+    await ok('DEL', cf6b, { netns: c });
+  });
+
+  test('IP released and veth removed on a post-IPAM error', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.15.0.0/24', { isGateway: true });
+    const before = snapshot(cn);
+    testHooks.postIpamError = new Error('injected failure');
+    try {
+      const r = await cni(plugin, 'ADD', cf, { netns: c });
+      assert.notEqual(r.code, 0);
+      assert.equal(JSON.parse(r.stdout).msg, 'injected failure');
+    } finally {
+      testHooks.postIpamError = undefined;
+    }
+    assert.deepEqual(reservations(cf.name), []);
+    assert.equal(snapshot(cn), before);
+    assert.ok(
+      !nl.listLinks().some((l) => l.kind === 'veth' && l.masterIndex === nl.getLink(cf.bridge)?.index),
+    );
+  });
+
+  for (const backend of ['iptables', 'nftables', undefined]) {
+    test(`ipMasq with backend ${backend ?? 'default'}: rules present, then gone after DEL (also when the interface is gone)`, async () => {
+      const cn = env.newContainer();
+      const c = env.path(cn);
+      const cf = conf('1.0.0', '10.16.0.0/24', {
+        isGateway: true,
+        ipMasq: true,
+        ...(backend ? { ipMasqBackend: backend } : {}),
+      });
+      const before = snapshot();
+      await ok('ADD', cf, { netns: c, containerId: 'masq1' });
+      if (backend === 'nftables') {
+        const rules = run('nft', ['list', 'chain', 'inet', 'cni_plugins_masquerade', 'masq_checks']);
+        assert.match(rules, /ip saddr 10\.16\.0\.2 ip daddr != 10\.16\.0\.0\/24 masquerade/);
+      } else {
+        const nat = run('iptables', ['-t', 'nat', '-S']);
+        assert.match(nat, /-A POSTROUTING -s 10\.16\.0\.2\/32 .*-j CNI-/);
+        assert.match(nat, /! -d 224\.0\.0\.0\/4 .*-j MASQUERADE/);
+      }
+      await ok('DEL', cf, { netns: c, containerId: 'masq1' });
+      // iptables-nft leaves the (empty) built-in nat chains and the reference keeps its nft table: compare the rest
+      const core = (x: string) => JSON.stringify({ ...JSON.parse(withoutBridge(x)), nft: undefined });
+      assert.equal(core(snapshot()), core(before));
+      assert.doesNotMatch(run('nft', ['list', 'ruleset']), /10\.16\.0\./);
+      assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+      // interface already gone before DEL: rules must still go
+      await ok('ADD', cf, { netns: c, containerId: 'masq2' });
+      nl.withNetns(c, () => nl.deleteLink('eth0'));
+      await ok('DEL', cf, { netns: c, containerId: 'masq2' });
+      assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+      const nft = run('nft', ['list', 'ruleset']);
+      assert.doesNotMatch(nft, /10\.16\.0\./);
+      assert.deepEqual(reservations(cf.name), []);
+    });
+  }
+
+  test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.17.0.0/24', { macspoofchk: true });
+    const res = await ok('ADD', cf, { netns: c, containerId: 'dummy' });
+    const table = run('nft', ['list', 'table', 'bridge', 'nat']);
+    assert.match(table, new RegExp(`iifname "${res.interfaces[1].name}" jump cni-br-iface-dummy-eth0`));
+    assert.match(table, new RegExp(`ether saddr ${res.interfaces[2].mac} return`));
+    assert.match(table, /comment "macspoofchk-dummy-eth0"/);
+    await ok('DEL', cf, { netns: c, containerId: 'dummy' });
+    assert.doesNotMatch(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-dummy-eth0/);
+  });
+
+  test('IPAM + disableContainerInterface is rejected before anything is created', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.18.0.0/24', { bridge: 'brnever', disableContainerInterface: true });
+    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    assert.equal(JSON.parse(r.stdout).msg, 'cannot use IPAM when DisableContainerInterface flag is set');
+    assert.equal(nl.getLink('brnever'), undefined);
+  });
+});
