@@ -37,8 +37,9 @@ function internal(msg: string): CniError {
 
 function add(req: Request): Result {
   const conf = loadIPAMConfig(req);
-  const result: Result = { cniVersion: CURRENT_VERSION };
-  if (conf.resolvConf !== '') result.dns = parseResolvConf(conf.resolvConf);
+  // the reference's result always carries a (possibly empty) dns object, printed last
+  const dns = conf.resolvConf !== '' ? parseResolvConf(conf.resolvConf) : {};
+  const ips: IPConfig[] = [];
 
   const store = Store.open(conf.dataDir, conf.name);
   try {
@@ -46,7 +47,6 @@ function add(req: Request): Result {
     const session = new AddSession(store, req.containerId, req.ifName, (m) => req.log.error(m));
     try {
       const pending = [...conf.requestedIPs];
-      const ips: IPConfig[] = [];
       for (let idx = 0; idx < conf.ranges.length; idx++) {
         const set = conf.ranges[idx]!;
         // one requested IP inside this range set (the reference picks one in Go map order)
@@ -73,14 +73,15 @@ function add(req: Request): Result {
         session.rollback();
         throw internal(`failed to allocate all requested IPs: ${pending.map(formatIP).join(' ')}`);
       }
-      result.ips = ips;
     } finally {
       session.finish();
     }
   } finally {
     store.close();
   }
+  const result: Result = { cniVersion: CURRENT_VERSION, ips };
   if (conf.routes.length > 0) result.routes = conf.routes;
+  result.dns = dns;
   return result;
 }
 
