@@ -9,8 +9,7 @@
  *
  * Run it as a process: `node --import tsx packages/skel/examples/passthrough.ts` (env + stdin as CNI).
  */
-import { appendFileSync } from 'node:fs';
-import { realpathSync } from 'node:fs';
+import { appendFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
   CniError,

@@ -159,7 +159,7 @@ function stringField(obj: Record<string, unknown>, field: string, onType: (kind:
 }
 
 function parseConfigText(bytes: Uint8Array): unknown {
-  const text = new TextDecoder().decode(bytes);
+  const text = new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
   if (text.trim() === '') {
     throw new CniError(
       ErrorCode.DecodingFailure,
@@ -249,7 +249,7 @@ function netnsOverride(v: string): boolean {
 }
 
 /** Test seam: the path of the plugin's own network namespace. */
-export const netnsGuard = { selfPath: '/proc/thread-self/ns/net' };
+export const netnsGuard = { selfPath: '/proc/thread-self/ns/net', fallbackPath: '/proc/self/ns/net' };
 
 function checkNetns(path: string): void {
   if (path === '') return;
@@ -264,7 +264,7 @@ function checkNetns(path: string): void {
     self = statSync(netnsGuard.selfPath, { bigint: true });
   } catch {
     try {
-      self = statSync('/proc/self/ns/net', { bigint: true });
+      self = statSync(netnsGuard.fallbackPath, { bigint: true });
     } catch {
       throw new CniError(ErrorCode.InvalidNetNS, "get plugin's netns failed");
     }

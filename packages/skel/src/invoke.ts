@@ -108,7 +108,7 @@ const ERRNO_TEXT: Record<string, string> = {
   ENOTDIR: 'not a directory',
 };
 
-const decoder = new TextDecoder();
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
 
 /** Build the error a failed delegate surfaces as (Go `RawExec.pluginErr`). */
 function pluginErr(errText: string, stdout: Uint8Array, stderr: Uint8Array): CniError {
