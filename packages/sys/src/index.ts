@@ -115,11 +115,11 @@ export class NetlinkSocket {
     return this.#fd;
   }
 
-  /** Sends one datagram (one or more netlink messages) to the kernel. */
-  send(msg: Uint8Array): void {
+  /** Sends one datagram (one or more netlink messages) to the kernel, or to another socket's `portId`. */
+  send(msg: Uint8Array, portId = 0): void {
     const fd = this.#live();
     const n = loadNative();
-    call(() => n.nlSend(fd, msg));
+    call(() => n.nlSend(fd, msg, portId));
   }
 
   /**

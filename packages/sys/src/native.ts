@@ -27,7 +27,7 @@ export interface NativeAddon {
   closeFd(fd: number): void;
   nlOpen(protocol: number, rcvbuf: number): [number, number];
   nlSetOpt(fd: number, option: number, value: number): void;
-  nlSend(fd: number, msg: Uint8Array): void;
+  nlSend(fd: number, msg: Uint8Array, portId?: number): void;
   nlRecv(fd: number, timeoutMs: number): Buffer | null;
   errnoName(errno: number): string;
   errnoMessage(errno: number): string;

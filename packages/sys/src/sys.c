@@ -16,7 +16,7 @@
 //                                                  false when non-blocking and busy)
 //   gettid()                          -> number
 //   nlOpen(protocol, rcvbuf)          -> [fd, portId]
-//   nlSend(fd, buffer)                -> undefined
+//   nlSend(fd, buffer[, portId])      -> undefined (to the kernel, or to another socket's port id)
 //   nlRecv(fd, timeoutMs)             -> Buffer | null (null on timeout; <0 waits forever)
 //   nlSetOpt(fd, option, value)       -> undefined (setsockopt SOL_NETLINK, int value)
 //   closeFd(fd)                       -> undefined
@@ -322,7 +322,7 @@ static napi_value js_nl_set_opt(napi_env env, napi_callback_info info) {
 }
 
 static napi_value js_nl_send(napi_env env, napi_callback_info info) {
-  ARGS(2);
+  ARGS(3);
   int32_t fd;
   if (!arg_int(env, argv, argc, 0, &fd, "nlSend: fd must be a number")) return NULL;
   void *data = NULL;
@@ -339,9 +339,15 @@ static napi_value js_nl_send(napi_env env, napi_callback_info info) {
     return throw_type(env, "nlSend: message must be a Uint8Array");
   }
   len = length;
+  uint32_t dest = 0;  // nl_pid 0: the kernel
+  if (argc > 2) {
+    napi_valuetype t;
+    if (napi_typeof(env, argv[2], &t) == napi_ok && t == napi_number) napi_get_value_uint32(env, argv[2], &dest);
+  }
   struct sockaddr_nl sa;
   memset(&sa, 0, sizeof(sa));
-  sa.nl_family = AF_NETLINK;  // nl_pid 0: the kernel
+  sa.nl_family = AF_NETLINK;
+  sa.nl_pid = dest;
   ssize_t n;
   do {
     n = sendto(fd, data, len, 0, (struct sockaddr *)&sa, sizeof(sa));

@@ -1,6 +1,6 @@
 // Addon + loader tests that need no root (the addon must be built: npm run build:native).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -195,5 +195,58 @@ describe('Bun', () => {
     );
     assert.equal(api.status, 0, api.stderr);
     assert.deepEqual(JSON.parse(api.stdout), { same: true, code: 'EBADF' });
+  });
+});
+
+describe('netlink datagram sizes', () => {
+  test('datagrams larger than the 64 KiB receive buffer arrive whole, in order, byte for byte', () => {
+    const a = NetlinkSocket.open(0, { receiveBufferSize: 4 << 20 });
+    const b = NetlinkSocket.open(0);
+    try {
+      const sizes = [16, 65535, 65536, 65537, 200_000, 16];
+      const sent = sizes.map((n, i) => {
+        const buf = Buffer.alloc(n);
+        for (let j = 0; j < n; j++) buf[j] = (j * 7 + i) & 0xff;
+        return buf;
+      });
+      for (const m of sent) b.send(m, a.portId);
+      for (const m of sent) {
+        const got = a.recv(1000);
+        assert.ok(got, 'received');
+        assert.equal(got.length, m.length);
+        assert.ok(got.equals(m), `payload of ${m.length} bytes intact`);
+      }
+      assert.equal(a.recv(0), null);
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+});
+
+describe('EINTR', () => {
+  test('a signal during recv does not cut the wait short or surface EINTR', async () => {
+    let signals = 0;
+    const onSignal = () => {
+      signals++;
+    };
+    process.on('SIGUSR2', onSignal);
+    const s = NetlinkSocket.open(0);
+    try {
+      const child = spawn(process.execPath, [
+        '-e',
+        `setTimeout(() => { process.kill(${process.pid}, 'SIGUSR2'); setTimeout(() => process.kill(${process.pid}, 'SIGUSR2'), 100); }, 150)`,
+      ]);
+      const t0 = Date.now();
+      assert.equal(s.recv(1500), null);
+      const waited = Date.now() - t0;
+      assert.ok(waited >= 1450, `waited ${waited} ms`);
+      await new Promise((r) => child.once('exit', r));
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(signals, 2, 'both signals arrived while recv was blocked');
+    } finally {
+      s.close();
+      process.off('SIGUSR2', onSignal);
+    }
   });
 });
