@@ -1,0 +1,193 @@
+/**
+ * host-local as separate processes: concurrency (ours alone, ours mixed with the Go reference on one
+ * dataDir), SIGKILL during ADD, and on-disk/output compatibility with the Go reference.
+ * Ours runs as dist-bin/host-local when built, else as a bundle of src/run.ts (see exec-helpers.ts).
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { parseIP } from '@cnikit/ip';
+import { type Cmd, cniEnv, exec, goHostLocal, ourHostLocal } from './exec-helpers.ts';
+import { reservations, storeFiles, tempDir } from './test-helpers.ts';
+
+const go = goHostLocal();
+// The Go binary here (Debian 1.1.1) supports spec versions up to 1.0.0.
+function conf(dataDir: string, ipam: Record<string, unknown>, name = 'mynet'): string {
+  return JSON.stringify({
+    cniVersion: '1.0.0',
+    name,
+    type: 'bridge',
+    ipam: { type: 'host-local', dataDir, ...ipam },
+  });
+}
+
+function assertStoreInvariant(dir: string): void {
+  for (const name of readdirSync(dir)) {
+    if (name === 'lock' || name.startsWith('last_reserved_ip.') || name.startsWith('.cnikit-')) continue;
+    assert.ok(parseIP(name), `unexpected file ${name}`);
+    const content = readFileSync(join(dir, name), 'latin1');
+    assert.match(
+      content,
+      /^c[0-9]+\r\neth0$/,
+      `reservation ${name} is incomplete: ${JSON.stringify(content)}`,
+    );
+  }
+}
+
+describe(`concurrency (ours: ${ourHostLocal().kind})`, () => {
+  test('64 concurrent ADDs of different containers → 64 distinct addresses; 64 concurrent DELs → empty store', async () => {
+    using tmp = tempDir();
+    const c = conf(tmp.path, { ranges: [[{ subnet: '10.10.0.0/24' }], [{ subnet: 'fd00:10::/64' }]] });
+    const ours = ourHostLocal();
+    const adds = await Promise.all(
+      Array.from({ length: 64 }, (_, i) => exec(ours, cniEnv('ADD', `c${i}`), c)),
+    );
+    const v4 = new Set<string>();
+    const v6 = new Set<string>();
+    for (const [i, r] of adds.entries()) {
+      assert.equal(r.code, 0, `ADD c${i}: ${r.stdout} ${r.stderr}`);
+      const res = JSON.parse(r.stdout);
+      v4.add(res.ips[0].address);
+      v6.add(res.ips[1].address);
+    }
+    assert.equal(v4.size, 64);
+    assert.equal(v6.size, 64);
+    const dir = join(tmp.path, 'mynet');
+    assert.equal(Object.keys(reservations(dir)).length, 128);
+    assertStoreInvariant(dir);
+    const dels = await Promise.all(
+      Array.from({ length: 64 }, (_, i) => exec(ours, cniEnv('DEL', `c${i}`), c)),
+    );
+    for (const r of dels) assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(Object.keys(storeFiles(dir)).sort(), [
+      'last_reserved_ip.0',
+      'last_reserved_ip.1',
+      'lock',
+    ]);
+  });
+
+  test('half of the calls by the Go reference on the same dataDir: never one address twice', {
+    skip: go ? false : 'Go host-local not installed',
+  }, async () => {
+    using tmp = tempDir();
+    const c = conf(tmp.path, { ranges: [[{ subnet: '10.20.0.0/24' }], [{ subnet: 'fd00:20::/64' }]] });
+    const impl = (i: number): Cmd => (i % 2 === 0 ? ourHostLocal() : go!);
+    const adds = await Promise.all(
+      Array.from({ length: 64 }, (_, i) => exec(impl(i), cniEnv('ADD', `c${i}`), c)),
+    );
+    const seen = new Map<string, number>();
+    for (const [i, r] of adds.entries()) {
+      assert.equal(r.code, 0, `ADD c${i} (${impl(i).kind}): ${r.stdout} ${r.stderr}`);
+      for (const ip of JSON.parse(r.stdout).ips) {
+        assert.equal(seen.get(ip.address), undefined, `${ip.address} handed out twice`);
+        seen.set(ip.address, i);
+      }
+    }
+    assert.equal(seen.size, 128);
+    const dir = join(tmp.path, 'mynet');
+    const files = reservations(dir);
+    assert.equal(Object.keys(files).length, 128);
+    for (const [ip, i] of seen) assert.equal(files[ip.split('/')[0]!], `c${i}\r\neth0`);
+    // DELs crossed over: Go releases what ours reserved and vice versa
+    const dels = await Promise.all(
+      Array.from({ length: 64 }, (_, i) => exec(impl(i + 1), cniEnv('DEL', `c${i}`), c)),
+    );
+    for (const r of dels) assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(Object.keys(storeFiles(dir)).sort(), [
+      'last_reserved_ip.0',
+      'last_reserved_ip.1',
+      'lock',
+    ]);
+  });
+});
+
+describe('SIGKILL during ADD', () => {
+  test('killed at random times: every reservation is complete, and the next ADD works', async () => {
+    using tmp = tempDir();
+    // 12 range sets → 12 reservations written per ADD, so kills land inside the store work often
+    const ranges = Array.from({ length: 12 }, (_, k) => [{ subnet: `10.${30 + k}.0.0/24` }]);
+    const c = conf(tmp.path, { ranges });
+    const ours = ourHostLocal();
+    // calibrate: how long one ADD takes
+    const t0 = performance.now();
+    const first = await exec(ours, cniEnv('ADD', 'c0'), c);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    const span = Math.max(20, performance.now() - t0);
+    const dir = join(tmp.path, 'mynet');
+    let killed = 0;
+    for (let i = 1; i <= 40; i++) {
+      const r = await exec(ours, cniEnv('ADD', `c${i}`), c, Math.random() * span * 1.2);
+      if (r.signal === 'SIGKILL') killed++;
+      assertStoreInvariant(dir);
+    }
+    assert.ok(killed > 0, 'no process was killed');
+    const after = await exec(ours, cniEnv('ADD', 'c999'), c);
+    assert.equal(after.code, 0, after.stdout + after.stderr);
+    assert.equal(JSON.parse(after.stdout).ips.length, 12);
+    // the locked scan of that ADD removed every stale temp file
+    assert.deepEqual(
+      readdirSync(dir).filter((n) => n.startsWith('.cnikit-')),
+      [],
+    );
+    assertStoreInvariant(dir);
+  });
+});
+
+describe('byte compatibility with the Go reference', {
+  skip: go ? false : 'Go host-local not installed',
+}, () => {
+  test('same sequence of calls → same outputs and same file contents', async () => {
+    using tmpGo = tempDir('go');
+    using tmpOurs = tempDir('ours');
+    const resolv = join(tmpGo.path, 'resolv.conf');
+    writeFileSync(resolv, 'nameserver 192.0.2.3\nsearch example.com\noptions ndots:2\n');
+    const ipam = (dataDir: string) => ({
+      resolvConf: resolv,
+      ranges: [
+        [{ subnet: '10.1.2.0/29' }, { subnet: '10.2.2.0/30', gateway: '10.2.2.2' }],
+        [{ subnet: '2001:db8:1::/64', rangeStart: '2001:db8:1::fffe' }],
+      ],
+      routes: [{ dst: '0.0.0.0/0' }, { dst: '2001:db8:2::0/64', gw: '2001:db8:3::1' }],
+      dataDir,
+    });
+    const steps: Array<[string, string, string, Record<string, string>?]> = [
+      ['ADD', 'a', 'eth0'],
+      ['ADD', 'b', 'eth0'],
+      ['ADD', 'a', 'eth1'],
+      ['ADD', 'a', 'eth0'], // duplicate
+      ['CHECK', 'a', 'eth0'],
+      ['CHECK', 'z', 'eth0'],
+      ['DEL', 'b', 'eth0'],
+      ['ADD', 'c', 'eth0', { CNI_ARGS: 'IgnoreUnknown=1;IP=10.1.2.6' }],
+      ['ADD', 'd', 'eth0', { CNI_ARGS: 'IP=10.1.2.6' }], // taken
+      ['ADD', 'e', 'eth0'],
+      ['ADD', 'f', 'eth0'],
+      ['ADD', 'g', 'eth0'],
+      ['ADD', 'h', 'eth0'], // range set exhausted
+      ['DEL', 'a', 'eth0'],
+      ['DEL', 'nobody', 'eth0'],
+      ['ADD', 'i', 'eth0', { CNI_ARGS: 'IP=nonsense' }],
+    ];
+    for (const [cmd, id, ifname, extra] of steps) {
+      const rGo = await exec(go!, cniEnv(cmd, id, ifname, extra), conf(tmpGo.path, ipam(tmpGo.path)));
+      const rOurs = await exec(
+        ourHostLocal(),
+        cniEnv(cmd, id, ifname, extra),
+        conf(tmpOurs.path, ipam(tmpOurs.path)),
+      );
+      const what = `${cmd} ${id} ${ifname} ${JSON.stringify(extra ?? {})}`;
+      assert.equal(rOurs.code, rGo.code, `${what}: exit status\nGo: ${rGo.stdout}\nours: ${rOurs.stdout}`);
+      const jGo = rGo.stdout ? JSON.parse(rGo.stdout) : undefined;
+      const jOurs = rOurs.stdout ? JSON.parse(rOurs.stdout) : undefined;
+      if (rGo.code === 0) assert.deepEqual(jOurs, jGo, what);
+      else assert.equal(jOurs?.msg, jGo?.msg, what);
+      const norm = (files: Record<string, string>) => files;
+      assert.deepEqual(
+        norm(storeFiles(join(tmpOurs.path, 'mynet'))),
+        norm(storeFiles(join(tmpGo.path, 'mynet'))),
+        `${what}: store contents`,
+      );
+    }
+  });
+});
