@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import * as nl from '@cnikit/netlink';
+import { plugin } from './index.ts';
+import { cni, enterHost, type HostEnv, hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
+
+const GO = '/usr/lib/cni/bridge';
+const haveGo = existsSync(GO) && existsSync('/usr/lib/cni/host-local');
+
+let env: HostEnv;
+before(() => {
+  if (haveGo) env = enterHost('io', 4);
+});
+after(() => env?.destroy());
+
+function goCall(cmd: string, conf: object, netns: string, id: string): { code: number; out: string } {
+  const r = spawnSync(GO, [], {
+    env: {
+      CNI_COMMAND: cmd,
+      CNI_CONTAINERID: id,
+      CNI_NETNS: netns,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/usr/lib/cni',
+      PATH: process.env.PATH,
+    },
+    input: JSON.stringify(conf),
+    encoding: 'utf8',
+  });
+  return { code: r.status ?? -1, out: r.stdout + r.stderr };
+}
+
+async function ours(cmd: string, conf: object, netns: string, id: string) {
+  const r = await cni(plugin, cmd, conf, { netns, containerId: id });
+  return { code: r.code, out: r.stdout + r.stderr };
+}
+
+// iptables-nft leaves empty built-in nat chains; compare links/addresses/routes and the CNI rules explicitly
+const core = (s: string) =>
+  JSON.stringify({ ...JSON.parse(withoutBridge(s)), nft: undefined, ipt4: undefined, ipt6: undefined });
+
+describe('interoperability with the Go reference bridge (Debian 1.1.1)', {
+  skip: haveGo ? false : 'Go reference plugins not installed in /usr/lib/cni',
+}, () => {
+  const conf = () => ({
+    cniVersion: '1.0.0',
+    name: 'ionet',
+    type: 'bridge',
+    bridge: 'brio',
+    isDefaultGateway: true,
+    ipMasq: true,
+    hairpinMode: true,
+    ipam: hostLocal(env.dataDir, '10.40.0.0/24'),
+  });
+  const reservations = () => readdirSync(join(env.dataDir, 'ionet')).filter((f) => /^\d/.test(f));
+
+  for (const [adder, deleter] of [
+    ['Go', 'ours'],
+    ['ours', 'Go'],
+  ] as const) {
+    test(`ADD by ${adder}, DEL by ${deleter}: no leftovers`, async () => {
+      const cn = env.newContainer();
+      const c = env.path(cn);
+      const before = snapshot();
+      const beforeC = snapshot(cn);
+      const add =
+        adder === 'Go'
+          ? goCall('ADD', conf(), c, `io-${adder}`)
+          : await ours('ADD', conf(), c, `io-${adder}`);
+      assert.equal(add.code, 0, add.out);
+      const res = JSON.parse(add.out);
+      assert.equal(res.interfaces[0].name, 'brio');
+      assert.match(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+      assert.equal(reservations().length, 1);
+      const del =
+        deleter === 'Go'
+          ? goCall('DEL', conf(), c, `io-${adder}`)
+          : await ours('DEL', conf(), c, `io-${adder}`);
+      assert.equal(del.code, 0, del.out);
+      assert.equal(core(snapshot()), core(before));
+      assert.equal(snapshot(cn), beforeC);
+      assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+      assert.deepEqual(reservations(), []);
+    });
+  }
+
+  test('both on the same bridge and store at once; cross DEL; CHECK of a Go attachment by ours', async () => {
+    const [a, b] = [env.newContainer(), env.newContainer()];
+    const ga = goCall('ADD', conf(), env.path(a), 'io-a');
+    const ob = await ours('ADD', conf(), env.path(b), 'io-b');
+    assert.equal(ga.code, 0, ga.out);
+    assert.equal(ob.code, 0, ob.out);
+    const ipA = JSON.parse(ga.out).ips[0].address;
+    const ipB = JSON.parse(ob.out).ips[0].address;
+    assert.notEqual(ipA, ipB);
+    assert.equal(JSON.parse(ga.out).interfaces[0].mac, nl.getLink('brio')?.mac);
+    const chk = await cni(
+      plugin,
+      'CHECK',
+      { ...conf(), prevResult: JSON.parse(ga.out) },
+      { netns: env.path(a), containerId: 'io-a' },
+    );
+    assert.equal(chk.code, 0, chk.stdout);
+    const goChk = spawnSync(GO, [], {
+      env: {
+        CNI_COMMAND: 'CHECK',
+        CNI_CONTAINERID: 'io-b',
+        CNI_NETNS: env.path(b),
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/usr/lib/cni',
+      },
+      input: JSON.stringify({ ...conf(), prevResult: JSON.parse(ob.out) }),
+      encoding: 'utf8',
+    });
+    assert.equal(goChk.status, 0, goChk.stdout);
+    assert.equal((await ours('DEL', conf(), env.path(a), 'io-a')).code, 0);
+    assert.equal(goCall('DEL', conf(), env.path(b), 'io-b').code, 0);
+    assert.deepEqual(reservations(), []);
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+  });
+
+  test('DEL after the namespace is gone removes the masquerade rules (the reference leaks them)', async () => {
+    const cn = env.newContainer();
+    const add = await ours('ADD', conf(), env.path(cn), 'io-gone');
+    assert.equal(add.code, 0, add.out);
+    run('ip', ['netns', 'del', cn]);
+    const del = await ours('DEL', conf(), env.path(cn), 'io-gone');
+    assert.equal(del.code, 0, del.out);
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+    assert.deepEqual(reservations(), []);
+    // and the host veth went with the namespace
+    assert.equal(nl.listLinks().filter((l) => l.masterIndex === nl.getLink('brio')?.index).length, 0);
+  });
+});
