@@ -1,7 +1,7 @@
 // Link operations against the real kernel, inside namespaces this file creates; state is verified
 // independently with `ip -json` / `bridge -json`.
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -340,6 +340,29 @@ describe('links (kernel)', () => {
       );
       const j = bridgeJson(ns, 'vlan', 'show', 'dev', 'q0');
       assert.ok(JSON.stringify(j).includes('"vlan":10'));
+    }));
+
+  test('no socket or namespace descriptors leak, also on errors', () =>
+    withTestNs(2, (a, b) => {
+      const fds = () =>
+        readdirSync('/proc/self/fd').filter((fd) => {
+          try {
+            return /^(socket|net):\[/.test(readlinkSync(`/proc/self/fd/${fd}`));
+          } catch {
+            return false;
+          }
+        }).length;
+      inNs(a, () => listLinks()); // warm up (loads the addon)
+      const before = fds();
+      for (let i = 0; i < 20; i++) {
+        inNs(a, () => {
+          createVethPair({ name: `l${i}`, peerName: `lp${i}`, peerNetnsPath: b.path });
+          assert.throws(() => createVethPair({ name: `l${i}`, peerName: 'x', peerNetnsPath: b.path }));
+          assert.throws(() => setLinkUp('missing0'));
+          listLinks();
+        });
+      }
+      assert.equal(fds(), before);
     }));
 
   test('operations on a namespace-less fd number fail cleanly', () =>
