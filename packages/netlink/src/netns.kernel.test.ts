@@ -1,7 +1,16 @@
 // withNetns / NetNS / helpers against the real kernel, in namespaces this file creates.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -17,6 +26,7 @@ import {
   openNetnsFd,
   sameNetns,
   withNetns,
+  withNetnsFd,
 } from './netns.ts';
 
 const THREAD_NS = '/proc/thread-self/ns/net';
@@ -121,6 +131,39 @@ describe('withNetns', () => {
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
+    assert.equal(inode(THREAD_NS), original);
+  });
+
+  test('withNetnsFd runs in a namespace open on a descriptor (e.g. the host handle) and checks it', () => {
+    const seen = withNetns(pathA, (host) => {
+      const back = withNetnsFd(host.fd, () => inode(THREAD_NS));
+      return [back, inode(THREAD_NS)];
+    });
+    assert.deepEqual(seen, [original, inode(pathA)]);
+    const fd = openNetnsFd(pathB);
+    try {
+      assert.equal(
+        withNetnsFd(fd, () => inode(THREAD_NS)),
+        inode(pathB),
+      );
+      assert.throws(() => withNetnsFd(fd, () => Promise.resolve()), TypeError);
+    } finally {
+      closeSync(fd);
+    }
+    const plain = openSync('/etc/hostname', 'r');
+    try {
+      assert.throws(
+        () => withNetnsFd(plain, () => 1, 'hostname file'),
+        (e: unknown) =>
+          e instanceof NotNetnsError && e.message === 'hostname file is not a network namespace',
+      );
+    } finally {
+      closeSync(plain);
+    }
+    assert.throws(
+      () => withNetnsFd(987654, () => 1),
+      (e: unknown) => isSysError(e) && e.code === 'EBADF',
+    );
     assert.equal(inode(THREAD_NS), original);
   });
 

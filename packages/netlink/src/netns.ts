@@ -276,3 +276,20 @@ export function withNetns<T>(path: string, fn: (hostNs: NetNS) => T): T {
     closeSync(fd);
   }
 }
+
+/**
+ * Like withNetns, for a namespace already open on `fd` (e.g. NetNS.fd, the `hostNs` handle of an outer withNetns,
+ * or a descriptor from openNetnsFd). Checks the descriptor is a network namespace; does not close it.
+ */
+export function withNetnsFd<T>(fd: number, fn: (hostNs: NetNS) => T, label = `fd ${fd}`): T {
+  if (poisoned) throw poisoned;
+  let type: number;
+  try {
+    type = nsType(fd);
+  } catch (err) {
+    if (isSysError(err) && (err.code === 'ENOTTY' || err.code === 'EINVAL')) type = -1;
+    else throw err;
+  }
+  if (type !== CLONE_NEWNET) throw new NotNetnsError(label, `${label} is not a network namespace`);
+  return runIn(fd, label, fn);
+}
