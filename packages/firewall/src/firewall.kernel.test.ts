@@ -254,7 +254,7 @@ describe('ipmasq, iptables backend', () => {
 
   test('GC keeps exactly the valid attachments of the network', () => {
     const ids = ['gc-a', 'gc-b', 'gc-c'];
-    ids.forEach((id, i) =>
+    for (const [i, id] of ids.entries()) {
       setupIPMasq({
         backend: 'iptables',
         ips: [`10.5.0.${i + 2}/24`, `fd05::${i + 2}/64`],
@@ -262,8 +262,8 @@ describe('ipmasq, iptables backend', () => {
         ifName: 'eth0',
         containerID: id,
         ...ns,
-      }),
-    );
+      });
+    }
     setupIPMasq({
       backend: 'iptables',
       ips: ['10.6.0.2/24'],
@@ -568,13 +568,13 @@ describe('tc batch', () => {
     const tbf = q.find((x) => x.kind === 'tbf');
     assert.equal(tbf?.handle, '1:');
     assert.equal(tbf?.root, true);
-    assert.equal((tbf?.options as { rate: number }).rate, 125000);
+    assert.equal((tbf!.options as { rate: number }).rate, 125000);
     assert.ok(q.some((x) => x.kind === 'ingress' && x.handle === 'ffff:'));
     const ifbTbf = tcQdiscs('bwptest', ns).find((x) => x.kind === 'tbf');
-    assert.equal((ifbTbf?.options as { rate: number }).rate, 2);
+    assert.equal((ifbTbf!.options as { rate: number }).rate, 2);
     const filters = tcFilters('tcv0', 'ffff:', ns);
     const redirect = filters.find((f) => Array.isArray(f.options?.actions));
-    const action = (redirect?.options?.actions as Record<string, unknown>[])[0]!;
+    const action = (redirect!.options!.actions as Record<string, unknown>[])[0]!;
     assert.equal(redirect?.kind, 'u32');
     assert.equal(action.kind, 'mirred');
     assert.equal(action.mirred_action, 'redirect');
@@ -586,7 +586,7 @@ describe('tc batch', () => {
       .delQdisc('tcv0', 'ingress')
       .commit();
     assert.equal(
-      (tcQdiscs('tcv0', ns).find((x) => x.kind === 'tbf')?.options as { rate: number }).rate,
+      (tcQdiscs('tcv0', ns).find((x) => x.kind === 'tbf')!.options as { rate: number }).rate,
       1000,
     );
     assert.ok(!tcQdiscs('tcv0', ns).some((x) => x.kind === 'ingress'));

@@ -1,0 +1,185 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readlinkSync } from 'node:fs';
+import { describe, test } from 'node:test';
+import { currentNetnsPath, sameNetns } from '@cnikit/netlink';
+import { createSandbox, deleteNamedNetns, withSandbox } from './sandbox.ts';
+import { diffSnapshots, formatDiff, type Snapshot, snapshotNetns } from './snapshot.ts';
+
+const rootNs = readlinkSync('/proc/self/ns/net');
+
+describe('sandbox lifecycle', () => {
+  test('two private namespaces with lo up; destroy removes them and is idempotent', () => {
+    const sb = createSandbox();
+    try {
+      assert.match(sb.host.name, new RegExp(`^cnikit-host-${process.pid}-[0-9a-f]{6}$`));
+      assert.match(sb.container.name, new RegExp(`^cnikit-container-${process.pid}-[0-9a-f]{6}$`));
+      assert.equal(sb.host.path, `/run/netns/${sb.host.name}`);
+      assert.ok(existsSync(sb.host.path) && existsSync(sb.container.path));
+      assert.ok(!sameNetns(sb.host.path, sb.container.path));
+      assert.ok(!sameNetns(sb.host.path, '/proc/self/ns/net'));
+      for (const ns of ['host', 'container'] as const) {
+        const lo = JSON.parse(sb.exec('ip', ['-json', 'link', 'show', 'lo'], { ns }).stdout)[0];
+        assert.ok(lo.flags.includes('UP'), `lo up in ${ns}`);
+      }
+    } finally {
+      sb.destroy();
+    }
+    assert.ok(sb.destroyed);
+    assert.ok(!existsSync(sb.host.path) && !existsSync(sb.container.path));
+    sb.destroy(); // idempotent
+    assert.throws(() => sb.exec('true'), /destroyed/);
+  });
+
+  test('destroy tolerates namespaces already removed by someone else', () => {
+    const sb = createSandbox();
+    deleteNamedNetns(sb.container);
+    sb.destroy();
+    assert.ok(!existsSync(sb.host.path));
+  });
+
+  test('withSandbox destroys after a failure and passes the error through', async () => {
+    let paths: string[] = [];
+    await assert.rejects(
+      withSandbox((sb) => {
+        paths = [sb.host.path, sb.container.path];
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.equal(paths.length, 2);
+    for (const p of paths) assert.ok(!existsSync(p));
+  });
+
+  for (const how of ['exit', 'SIGTERM'] as const) {
+    test(`namespaces left alive are removed when the process ends (${how})`, () => {
+      const end =
+        how === 'exit'
+          ? 'process.exit(3)'
+          : "setTimeout(() => {}, 10000); process.kill(process.pid, 'SIGTERM')";
+      const code = `import('@cnikit/testing').then((m) => { const sb = m.createSandbox(); console.log(sb.host.path + ' ' + sb.container.path); ${end}; })`;
+      const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', code], {
+        encoding: 'utf8',
+        cwd: import.meta.dirname,
+      });
+      assert.equal(how === 'exit' ? r.status : r.signal, how === 'exit' ? 3 : 'SIGTERM', r.stderr);
+      const paths = r.stdout.trim().split(' ');
+      assert.equal(paths.length, 2);
+      for (const p of paths) assert.ok(p.startsWith('/run/netns/cnikit-') && !existsSync(p), `${p} removed`);
+    });
+  }
+
+  test('runInHost / runInContainer switch the thread and come back', async () => {
+    await withSandbox((sb) => {
+      assert.ok(sb.runInHost(() => sameNetns(currentNetnsPath(), sb.host.path)));
+      assert.ok(sb.runInContainer(() => sameNetns(currentNetnsPath(), sb.container.path)));
+      assert.equal(readlinkSync('/proc/thread-self/ns/net'), rootNs);
+    });
+  });
+
+  test('exec: runs in the chosen namespace, reports failures', async () => {
+    await withSandbox((sb) => {
+      sb.exec('ip', ['link', 'add', 'only-host', 'type', 'veth', 'peer', 'name', 'only-host-p']);
+      assert.match(sb.exec('ip', ['-br', 'link']).stdout, /only-host/);
+      assert.doesNotMatch(sb.exec('ip', ['-br', 'link'], { ns: 'container' }).stdout, /only-host/);
+      assert.equal(sb.exec('cat', [], { input: 'hello' }).stdout, 'hello');
+      assert.equal(sb.exec('sh', ['-c', 'echo $X'], { env: { X: 'y' } }).stdout, 'y\n');
+      assert.throws(() => sb.exec('ip', ['link', 'del', 'nope']), /exited 1/);
+      assert.equal(sb.exec('ip', ['link', 'del', 'nope'], { check: false }).status, 1);
+    });
+  });
+});
+
+describe('snapshots', () => {
+  test('an unchanged namespace snapshots equal; each kind of change is detected', async () => {
+    await withSandbox((sb) => {
+      const s0 = sb.snapshot();
+      assert.deepEqual(diffSnapshots(s0, sb.snapshot()), []);
+      assert.ok(s0.links.some((l) => l.includes('"ifname":"lo"')));
+      assert.ok(s0.sysctls.includes('net/ipv4/ip_forward = 0'));
+
+      const changes: [string, () => void][] = [
+        ['links', () => sb.exec('ip', ['link', 'add', 'snapv0', 'type', 'veth', 'peer', 'name', 'snapv1'])],
+        ['addresses', () => sb.exec('ip', ['addr', 'add', '10.99.0.1/24', 'dev', 'snapv0'])],
+        ['routes', () => sb.exec('ip', ['route', 'add', '10.98.0.0/16', 'dev', 'lo', 'table', '100'])],
+        ['iptables', () => sb.exec('iptables', ['-t', 'nat', '-N', 'SNAPTEST'])],
+        ['ip6tables', () => sb.exec('ip6tables', ['-t', 'filter', '-N', 'SNAPTEST6'])],
+        ['nftables', () => sb.exec('nft', ['add', 'table', 'inet', 'snaptest'])],
+        [
+          'tc',
+          () =>
+            sb.exec('tc', [
+              'qdisc',
+              'add',
+              'dev',
+              'snapv0',
+              'root',
+              'tbf',
+              'rate',
+              '1mbit',
+              'burst',
+              '10k',
+              'limit',
+              '20k',
+            ]),
+        ],
+        ['sysctls', () => sb.exec('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1'])],
+      ];
+      let prev: Snapshot = sb.snapshot();
+      for (const [section, change] of changes) {
+        change();
+        const next = sb.snapshot();
+        const d = diffSnapshots(prev, next);
+        assert.ok(
+          d.some((x) => x.section === section && x.added.length > 0),
+          `${section} change detected:\n${formatDiff(d)}`,
+        );
+        prev = next;
+      }
+      // Changes in the host namespace are not visible in the container one.
+      const c = sb.snapshot('container');
+      assert.ok(!c.links.some((l) => l.includes('snapv0')));
+      assert.deepEqual(c.iptables, []);
+      // Undo: a removal shows up as "removed" lines.
+      sb.exec('ip', ['link', 'del', 'snapv0']);
+      const d = diffSnapshots(prev, sb.snapshot());
+      const links = d.find((x) => x.section === 'links');
+      assert.equal(links?.removed.length, 2);
+      assert.match(formatDiff(d), /^\[links\]\n- /m);
+    });
+  });
+
+  test('volatile data is ignored (traffic counters, iptables counters)', async () => {
+    await withSandbox((sb) => {
+      sb.exec('iptables', ['-A', 'OUTPUT', '-o', 'lo', '-j', 'ACCEPT']);
+      sb.exec('nft', [
+        'add table inet t; add chain inet t c { type filter hook output priority 0; }; add rule inet t c counter',
+      ]);
+      const s1 = sb.snapshot();
+      // Some traffic over lo (UDP datagrams sent by a node child inside the namespace).
+      const send =
+        "const s=require('dgram').createSocket('udp4');let n=0;const f=()=>s.send('x',9,'127.0.0.1',()=>{if(++n<5)f();else s.close()});f();";
+      sb.exec(process.execPath, ['-e', send]);
+      const s2 = sb.snapshot();
+      assert.match(
+        sb.exec('iptables-save', ['-c']).stdout,
+        /^\[[1-9]\d*:\d+\] -A OUTPUT -o lo -j ACCEPT$/m,
+        'counters did move',
+      );
+      const d = diffSnapshots(s1, s2);
+      assert.deepEqual(d, [], formatDiff(d));
+    });
+  });
+
+  test('sections option and extra sysctls; snapshotNetns by path', async () => {
+    await withSandbox((sb) => {
+      const s = snapshotNetns(sb.container.path, {
+        sections: ['sysctls'],
+        sysctls: ['net.ipv4.conf.lo.arp_ignore'],
+      });
+      assert.deepEqual(s.links, []);
+      assert.ok(s.sysctls.includes('net/ipv4/conf/lo/arp_ignore = 0'));
+      assert.ok(s.sysctls.some((l) => l.startsWith('net/ipv6/conf/lo/disable_ipv6 = ')));
+    });
+  });
+});
