@@ -37,7 +37,11 @@ if (!nodeGyp) {
   console.error('build-native: node-gyp not found in node_modules/.bin; run `npm ci` first');
   process.exit(1);
 }
-const args = ['rebuild', '--release'];
+// `build` in an already-configured tree replaces the .node only at the end (processes loading it meanwhile keep
+// working); `rebuild` (clean + configure + build) is for a fresh tree or --force.
+const configured =
+  existsSync(join(pkg, 'build', 'Makefile')) && existsSync(join(pkg, 'build', 'config.gypi'));
+const args = [configured && !force ? 'build' : 'rebuild', '--release'];
 const prefix = dirname(dirname(process.execPath));
 if (
   existsSync(join(prefix, 'include', 'node', 'node_api.h')) &&
@@ -46,7 +50,12 @@ if (
   args.push(`--nodedir=${prefix}`);
 }
 console.log(`build-native: ${nodeGyp} ${args.join(' ')} (in ${pkg})`);
-const r = spawnSync(nodeGyp, args, { cwd: pkg, stdio: ['ignore', 'inherit', 'inherit'] });
+let r = spawnSync(nodeGyp, args, { cwd: pkg, stdio: ['ignore', 'inherit', 'inherit'] });
+if (!r.error && r.status !== 0 && args[0] === 'build') {
+  console.log('build-native: incremental build failed; retrying with a clean rebuild');
+  args[0] = 'rebuild';
+  r = spawnSync(nodeGyp, args, { cwd: pkg, stdio: ['ignore', 'inherit', 'inherit'] });
+}
 if (r.error) {
   console.error(`build-native: cannot run node-gyp: ${r.error.message}`);
   process.exit(1);
