@@ -62,7 +62,7 @@ export class Schema<T> {
   _run(value: unknown, path: string): T {
     if (value === undefined || value === null) {
       if (this._fallback === MISSING)
-        throw new CniError(ErrorCode.InvalidNetworkConfig, `${path}: missing required value`);
+        throw new CniError(ErrorCode.InvalidNetworkConfig, `${path || '(value)'}: missing required value`);
       return this._fallback();
     }
     return this._dec(value, path);
@@ -75,7 +75,7 @@ function applyRefine<T, U>(fn: (value: T, path: string) => U, value: T, path: st
   } catch (e) {
     if (CniError.is(e)) throw e;
     const msg = typeof e === 'string' ? e : e instanceof Error ? e.message : String(e);
-    throw new CniError(ErrorCode.InvalidNetworkConfig, `${path}: ${msg}`, '', { cause: e });
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `${path || '(value)'}: ${msg}`, '', { cause: e });
   }
 }
 
@@ -104,7 +104,10 @@ export function jsonTypeOf(v: unknown): string {
 function mismatch(path: string, expected: string, v: unknown): CniError {
   let got = jsonTypeOf(v);
   if (typeof v === 'number' || typeof v === 'boolean') got += ` ${String(v)}`;
-  return new CniError(ErrorCode.InvalidNetworkConfig, `${path}: expected ${expected}, got ${got}`);
+  return new CniError(
+    ErrorCode.InvalidNetworkConfig,
+    `${path || '(value)'}: expected ${expected}, got ${got}`,
+  );
 }
 
 function childPath(path: string, key: string): string {

@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { createLogger } from './log.ts';
+
+function sink() {
+  const lines: string[] = [];
+  return { lines, write: (s: string) => lines.push(s) };
+}
+
+describe('createLogger', () => {
+  test('default level warn, stderr only, formatted', () => {
+    const err = sink();
+    const log = createLogger('p', { stderr: err, env: {} });
+    log.debug('d');
+    log.info('i');
+    log.warn('w %d', 1);
+    log.error('e %s', 'x');
+    assert.equal(err.lines.length, 2);
+    assert.match(err.lines[0]!, /^\S+ WARN p\[\d+\]: w 1\n$/);
+    assert.match(err.lines[1]!, /ERROR p\[\d+\]: e x\n$/);
+  });
+  test('level and file from config keys (case-insensitive) or env', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cnikit-log-'));
+    try {
+      const f1 = join(dir, 'a.log');
+      const err = sink();
+      const log = createLogger('p', { config: { LogFile: f1, logLevel: 'DEBUG' }, stderr: err, env: {} });
+      log.debug('hello');
+      assert.equal(log.level, 'debug');
+      assert.match(readFileSync(f1, 'utf8'), /DEBUG p\[\d+\]: hello\n/);
+      assert.equal(err.lines.length, 1);
+      const f2 = join(dir, 'b.log');
+      const log2 = createLogger('q', {
+        stderr: sink(),
+        env: { CNIKIT_LOG_FILE: f2, CNIKIT_LOG_LEVEL: 'info' },
+      });
+      log2.info('from env');
+      log2.debug('hidden');
+      assert.equal(readFileSync(f2, 'utf8').trim().split('\n').length, 1);
+      const quiet = sink();
+      createLogger('r', { stderr: quiet, env: { CNIKIT_LOG_LEVEL: 'none' } }).error('x');
+      assert.equal(quiet.lines.length, 0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  test('an unwritable log file or a broken stderr never throws', () => {
+    const log = createLogger('p', {
+      logFile: '/nonexistent/dir/x.log',
+      stderr: {
+        write() {
+          throw new Error('closed');
+        },
+      },
+      env: {},
+    });
+    assert.doesNotThrow(() => log.error('x'));
+  });
+  test('child logger prefixes the name', () => {
+    const err = sink();
+    createLogger('p', { stderr: err, env: {} }).child('ipam').warn('w');
+    assert.match(err.lines[0]!, /WARN p\/ipam\[/);
+  });
+});
