@@ -1,0 +1,240 @@
+/**
+ * static IPAM: drop-in replacement for the reference plugin (`plugins/ipam/static`). Returns fixed
+ * addresses, routes and DNS; keeps no state.
+ *
+ * Address sources and precedence (as the reference): `runtimeConfig.ips` replaces `args.cni.ips`, which
+ * replaces `ipam.addresses` + CNI_ARGS `IP` (appended). CNI_ARGS `GATEWAY` sets the gateway of every
+ * CNI_ARGS address whose subnet contains it (config addresses are not parsed yet at that point in the
+ * reference, so they never match — kept deliberately).
+ *
+ * Codes: configuration errors are CNI code 7 (the reference answers 999 with the same message); errors
+ * caused by CNI_ARGS and CHECK failures keep code 999.
+ */
+import { type CIDR, contains, equal, formatCIDR, formatIP, type IP, parseCIDR, parseIP } from '@cnikit/ip';
+import {
+  CniError,
+  CURRENT_VERSION,
+  type DNS,
+  decode,
+  ErrorCode,
+  type Infer,
+  type IPConfig,
+  loadArgs,
+  type Plugin,
+  type Request,
+  type Result,
+  type Route,
+  s,
+  versionGte,
+} from '@cnikit/skel';
+
+const VERSION = '0.1.0';
+
+function configError(msg: string): CniError {
+  return new CniError(ErrorCode.InvalidNetworkConfig, msg);
+}
+
+const cidrField = s.string().refine((text) => {
+  const c = parseCIDR(text);
+  if (!c) throw configError(`invalid CIDR address: ${text}`);
+  return c;
+});
+
+const ipField = s.string().refine((text): IP | undefined => {
+  if (text === '') return undefined;
+  const ip = parseIP(text);
+  if (!ip) throw configError(`invalid IP address: ${text}`);
+  return ip;
+});
+
+const routeSchema = s.object({
+  dst: cidrField,
+  gw: ipField.optional(),
+  mtu: s.int().optional(),
+  advmss: s.int().optional(),
+  priority: s.int().optional(),
+  table: s.int().optional(),
+  scope: s.int().optional(),
+});
+
+const dnsSchema = s.object({
+  nameservers: s.array(s.string()).optional(),
+  domain: s.string().optional(),
+  search: s.array(s.string()).optional(),
+  options: s.array(s.string()).optional(),
+});
+
+const netSchema = s.object({
+  name: s.string().optional(),
+  cniVersion: s.string().optional(),
+  ipam: s
+    .object({
+      type: s.string().optional(),
+      routes: s.array(routeSchema).optional(),
+      addresses: s
+        .array(s.object({ address: s.string().default(''), gateway: ipField.optional() }))
+        .optional(),
+      dns: dnsSchema.optional(),
+    })
+    .optional(),
+  runtimeConfig: s.object({ ips: s.array(s.string()).optional() }).optional(),
+  args: s.object({ cni: s.object({ ips: s.array(s.string()).optional() }).optional() }).optional(),
+});
+
+interface Address {
+  text: string;
+  /** Parsed address (host bits kept); undefined until parsed (config addresses are parsed last). */
+  cidr?: CIDR;
+  gateway?: IP;
+}
+
+export interface StaticConfig {
+  name: string;
+  cniVersion: string;
+  addresses: Array<{ cidr: CIDR; gateway?: IP }>;
+  routes: Route[];
+  dns: DNS;
+}
+
+function toRoute(r: Infer<typeof routeSchema>): Route {
+  const out: Route = { dst: formatCIDR(r.dst) };
+  if (r.gw) out.gw = formatIP(r.gw);
+  if (r.mtu) out.mtu = r.mtu;
+  if (r.advmss) out.advmss = r.advmss;
+  if (r.priority) out.priority = r.priority;
+  if (r.table !== undefined) out.table = r.table;
+  if (r.scope !== undefined) out.scope = r.scope;
+  return out;
+}
+
+function toDNS(d: Infer<typeof dnsSchema> | undefined): DNS {
+  const out: DNS = {};
+  if (!d) return out;
+  if (d.nameservers?.length) out.nameservers = d.nameservers;
+  if (d.domain) out.domain = d.domain;
+  if (d.search?.length) out.search = d.search;
+  if (d.options?.length) out.options = d.options;
+  return out;
+}
+
+function fromList(list: string[]): Address[] {
+  return list.map((text) => {
+    const cidr = parseCIDR(text);
+    if (!cidr) throw configError(`an entry in the 'ips' field is NOT in CIDR notation, got: '${text}'`);
+    return { text, cidr };
+  });
+}
+
+/** Go `LoadIPAMConfig(stdin, CNI_ARGS)` of the static plugin. */
+export function loadStaticConfig(req: Pick<Request, 'config' | 'args'>): StaticConfig {
+  const n = decode(netSchema, req.config);
+  const ipam = n.ipam;
+  if (!ipam) throw configError("IPAM config missing 'ipam' key");
+  let addresses: Address[] = (ipam.addresses ?? []).map((a) => {
+    const out: Address = { text: a.address };
+    if (a.gateway) out.gateway = a.gateway;
+    return out;
+  });
+
+  if (req.args !== '') {
+    const e = loadArgs(req.args, { IP: 'string', GATEWAY: 'string' });
+    if (e.IP) {
+      for (const item of e.IP.split(',')) {
+        const text = item.trim();
+        const cidr = parseCIDR(text);
+        if (!cidr) throw new Error(`the 'ip' field is expected to be in CIDR notation, got: '${text}'`);
+        addresses.push({ text, cidr });
+      }
+    }
+    if (e.GATEWAY) {
+      for (const item of e.GATEWAY.split(',')) {
+        const gw = parseIP(item.trim());
+        if (!gw) throw new Error(`invalid gateway address: ${item}`);
+        for (const a of addresses) if (a.cidr && contains(a.cidr, gw)) a.gateway = gw;
+      }
+    }
+  }
+
+  const argIPs = n.args?.cni?.ips ?? [];
+  if (argIPs.length > 0) addresses = fromList(argIPs);
+  const rtIPs = n.runtimeConfig?.ips ?? [];
+  if (rtIPs.length > 0) addresses = fromList(rtIPs);
+
+  let numV4 = 0;
+  let numV6 = 0;
+  const out: StaticConfig['addresses'] = [];
+  for (const a of addresses) {
+    let cidr = a.cidr;
+    if (!cidr) {
+      cidr = parseCIDR(a.text);
+      if (!cidr)
+        throw configError(`the 'address' field is expected to be in CIDR notation, got: '${a.text}'`);
+    }
+    if (cidr.ip.family === 4) numV4++;
+    else numV6++;
+    out.push(a.gateway ? { cidr, gateway: a.gateway } : { cidr });
+  }
+
+  const cniVersion = n.cniVersion ?? '';
+  if (numV4 > 1 || numV6 > 1) {
+    let ok = false;
+    try {
+      ok = versionGte(cniVersion, '0.3.0');
+    } catch {
+      ok = false;
+    }
+    if (!ok) throw configError(`CNI version ${cniVersion} does not support more than 1 address per family`);
+  }
+
+  return {
+    name: n.name ?? '',
+    cniVersion,
+    addresses: out,
+    routes: (ipam.routes ?? []).map(toRoute),
+    dns: toDNS(ipam.dns),
+  };
+}
+
+function add(req: Request): Result {
+  const conf = loadStaticConfig(req);
+  const ips: IPConfig[] = conf.addresses.map((a) =>
+    a.gateway
+      ? { address: formatCIDR(a.cidr), gateway: formatIP(a.gateway) }
+      : { address: formatCIDR(a.cidr) },
+  );
+  const result: Result = { cniVersion: CURRENT_VERSION };
+  if (ips.length > 0) result.ips = ips;
+  if (conf.routes.length > 0) result.routes = conf.routes;
+  result.dns = conf.dns;
+  return result;
+}
+
+function check(req: Request): void {
+  const conf = loadStaticConfig(req);
+  const raw = (req.config as Record<string, unknown>).prevResult;
+  if (raw === undefined || raw === null)
+    throw new CniError(ErrorCode.Internal, 'Required prevResult missing');
+  const prev = req.prevResult;
+  for (const want of conf.addresses) {
+    for (const got of prev?.ips ?? []) {
+      const gotIP = parseCIDR(got.address)?.ip;
+      if (!gotIP || !equal(gotIP, want.cidr.ip)) continue;
+      if (!want.gateway) break;
+      const gotGw = got.gateway ? parseIP(got.gateway) : undefined;
+      if (equal(gotGw, want.gateway)) break;
+      throw new CniError(
+        ErrorCode.Internal,
+        `static: Failed to match addr ${formatIP(gotIP)} on interface ${req.ifName}`,
+      );
+    }
+  }
+}
+
+export const plugin: Plugin = {
+  name: 'static',
+  about: `CNI static plugin cnikit ${VERSION}`,
+  add,
+  // Nothing to release: static keeps no state (the reference does not even read the config on DEL).
+  del() {},
+  check,
+};
