@@ -153,9 +153,10 @@ describe('conversion details', () => {
       ips: [{ interface: 0, address: '10.0.0.1/8' }, { address: '10.0.0.2/8' }],
     };
     for (const v of ['0.3.0', '0.3.1', '0.4.0', '1.1.0']) {
-      const out = convertResult(r, v) as { ips: Array<Record<string, unknown>> };
-      assert.equal(out.ips[0]!.interface, 0);
-      assert.ok(!('interface' in out.ips[1]!));
+      const out = convertResult(r, v);
+      const ips = (out as unknown as { ips: Array<Record<string, unknown>> }).ips;
+      assert.equal(ips[0]!.interface, 0);
+      assert.ok(!('interface' in ips[1]!));
       assert.match(formatResult(out), /"interface": 0/);
     }
   });
