@@ -509,18 +509,26 @@ export class IptablesBatch {
 
   /**
    * Apply the batch: one iptables-save per table touched, then (only if something must change)
-   * one iptables-restore --noflush --wait. If restore fails because another process changed the
-   * tables in between, the state is read again and the batch re-rendered (up to 3 attempts).
+   * one iptables-restore --noflush --wait. If restore fails and the tables changed meanwhile
+   * (another process raced us), the batch is re-rendered against the new state and retried (up
+   * to 3 attempts); if nothing changed, the error is genuine and thrown at once.
    */
   commit(): CommitResult {
     let execs = 0;
+    const read = () => {
+      const raw = new Map<string, string>();
+      for (const t of this.tables()) {
+        raw.set(t, iptablesSave(this.family, t, this.opts).replace(/^#.*\n/gm, ''));
+        execs++;
+      }
+      return raw;
+    };
+    let raw = read();
     let lastErr: unknown;
     for (let attempt = 0; attempt < 3; attempt++) {
       const state = new Map<string, SavedTable>();
-      for (const t of this.tables()) {
-        state.set(t, readTable(this.family, t, this.opts));
-        execs++;
-      }
+      for (const [t, text] of raw)
+        state.set(t, parseSave(text).get(t) ?? { name: t, chains: new Map(), rules: [] });
       const script = this.render(state);
       if (script === '') return { script, execs };
       const args = ['--noflush', '--wait'];
@@ -531,8 +539,9 @@ export class IptablesBatch {
         return { script, execs };
       }
       lastErr = new ToolError(restoreTool(this.family), args, r, `${restoreTool(this.family)} --noflush`);
-      // Exit status 4 = resource problem (e.g. xtables lock); 1/2 = rule problem. Re-read and retry both:
-      // a concurrent change is the usual cause and a genuine error fails the same way again.
+      const again = read();
+      if ([...again].every(([t, text]) => raw.get(t) === text)) break;
+      raw = again;
     }
     throw lastErr;
   }

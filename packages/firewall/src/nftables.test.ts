@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { NftBatch, nftQuote, parseNftJson } from './nftables.ts';
+import { tcBatch } from './tc.ts';
+
+describe('nft batch rendering', () => {
+  test('tables, chains (base and regular, with comments), rules, deletes', () => {
+    const b = new NftBatch()
+      .addTable('inet', 'cni_plugins_masquerade', { comment: 'T c' })
+      .addChain({ family: 'inet', table: 'cni_plugins_masquerade', name: 'masq_checks', comment: 'C c' })
+      .addChain({
+        family: 'inet',
+        table: 'cni_plugins_masquerade',
+        name: 'postrouting',
+        type: 'nat',
+        hook: 'postrouting',
+        priority: 100,
+      })
+      .addChain({
+        family: 'bridge',
+        table: 'nat',
+        name: 'PREROUTING',
+        type: 'filter',
+        hook: 'prerouting',
+        priority: -300,
+        policy: 'accept',
+      })
+      .flushChain('inet', 'cni_plugins_masquerade', 'postrouting')
+      .addRule('inet', 'cni_plugins_masquerade', 'postrouting', 'goto masq_checks')
+      .insertRule('inet', 'cni_plugins_masquerade', 'postrouting', 'ip daddr 1.2.3.4 return', {
+        comment: 'x',
+      })
+      .deleteRule('inet', 'cni_plugins_masquerade', 'masq_checks', 7)
+      .deleteChain('bridge', 'nat', 'cni-br-iface-abc.1-eth0')
+      .deleteTable('ip', 'old');
+    assert.equal(b.size, 10);
+    assert.equal(
+      b.render(),
+      [
+        'add table inet cni_plugins_masquerade { comment "T c" ; }',
+        'add chain inet cni_plugins_masquerade masq_checks { comment "C c" ; }',
+        'add chain inet cni_plugins_masquerade postrouting { type nat hook postrouting priority 100 ; }',
+        'add chain bridge nat PREROUTING { type filter hook prerouting priority -300 ; policy accept ; }',
+        'flush chain inet cni_plugins_masquerade postrouting',
+        'add rule inet cni_plugins_masquerade postrouting goto masq_checks',
+        'insert rule inet cni_plugins_masquerade postrouting ip daddr 1.2.3.4 return comment "x"',
+        'delete rule inet cni_plugins_masquerade masq_checks handle 7',
+        'delete chain bridge nat cni-br-iface-abc.1-eth0',
+        'delete table ip old',
+        '',
+      ].join('\n'),
+    );
+    assert.deepEqual(new NftBatch().commit(), { script: '' });
+  });
+
+  test('names, strings and rule text are validated', () => {
+    const b = new NftBatch();
+    assert.throws(() => b.addTable('inet', '1abc'), /invalid nftables table name/);
+    assert.throws(() => b.addTable('foo' as 'ip', 'x'), /invalid nftables family/);
+    assert.throws(() => b.addChain({ family: 'ip', table: 't', name: 'a b' }), /invalid nftables chain name/);
+    assert.throws(() => b.addChain({ family: 'ip', table: 't', name: 'c', type: 'nat' }), /base chain needs/);
+    assert.throws(() => b.addRule('ip', 't', 'c', 'accept; flush ruleset'), /invalid nftables rule text/);
+    assert.throws(() => b.addRule('ip', 't', 'c', 'accept', { comment: 'a"b' }), /cannot be used/);
+    assert.throws(() => b.deleteRule('ip', 't', 'c', 0), /handle/);
+    assert.throws(() => nftQuote('x\ny'), TypeError);
+    assert.equal(b.size, 0);
+  });
+});
+
+describe('nft JSON parsing', () => {
+  test('tables, chains, rules with handles and comments', () => {
+    const json = JSON.stringify({
+      nftables: [
+        { metainfo: { version: '1.0.6', json_schema_version: 1 } },
+        { table: { family: 'inet', name: 't', handle: 6 } },
+        {
+          chain: {
+            family: 'inet',
+            table: 't',
+            name: 'c',
+            handle: 1,
+            type: 'nat',
+            hook: 'postrouting',
+            prio: 100,
+            policy: 'accept',
+          },
+        },
+        {
+          rule: {
+            family: 'inet',
+            table: 't',
+            chain: 'c',
+            handle: 2,
+            comment: 'hi',
+            expr: [{ masquerade: null }],
+          },
+        },
+        { rule: { family: 'inet', table: 't', chain: 'c', handle: 3 } },
+        { set: { family: 'inet', table: 't', name: 's' } },
+      ],
+    });
+    const l = parseNftJson(json);
+    assert.equal(l.tables[0]!.handle, 6);
+    assert.equal(l.chains[0]!.prio, 100);
+    assert.deepEqual(
+      l.rules.map((r) => [r.handle, r.comment, r.expr.length]),
+      [
+        [2, 'hi', 1],
+        [3, undefined, 0],
+      ],
+    );
+    assert.equal(l.objects.length, 5);
+    assert.deepEqual(parseNftJson('').rules, []);
+  });
+});
+
+describe('tc batch rendering', () => {
+  test('tbf, ingress, clsact, redirect filters, raw', () => {
+    const b = tcBatch()
+      .addTbf({ dev: 'veth1', rateBytes: 1, burstBytes: 1, limitBytes: 1 })
+      .replaceTbf({
+        dev: 'bwp1',
+        parent: '1:1',
+        handle: '10:',
+        rateBytes: 2,
+        burstBytes: 3,
+        latencyUs: 25000,
+      })
+      .addIngress('veth1')
+      .addRedirectFilter({ dev: 'veth1', to: 'bwp1' })
+      .addClsact('veth2')
+      .addRedirectFilter({ dev: 'veth2', parent: 'ingress', kind: 'matchall', to: 'bwp1', prio: 2 })
+      .delQdisc('veth1', 'ingress')
+      .delQdisc('veth1', '1:1')
+      .raw(['qdisc', 'show']);
+    assert.equal(
+      b.render(),
+      [
+        'qdisc add dev veth1 root handle 1: tbf rate 1bps burst 1 limit 1',
+        'qdisc replace dev bwp1 parent 1:1 handle 10: tbf rate 2bps burst 3 latency 25000us',
+        'qdisc add dev veth1 ingress',
+        'filter add dev veth1 parent ffff: protocol all prio 1 u32 match u32 0 0 classid 1:1 action mirred egress redirect dev bwp1',
+        'qdisc add dev veth2 clsact',
+        'filter add dev veth2 ingress protocol all prio 2 matchall action mirred egress redirect dev bwp1',
+        'qdisc del dev veth1 ingress',
+        'qdisc del dev veth1 parent 1:1',
+        'qdisc show',
+        '',
+      ].join('\n'),
+    );
+  });
+  test('bad tokens are rejected', () => {
+    assert.throws(() => tcBatch().raw([]), /empty/);
+    assert.throws(() => tcBatch().raw(['qdisc', 'add', 'dev', 'a#b']), /invalid tc argument/);
+    assert.throws(
+      () => tcBatch().addTbf({ dev: 'x', rateBytes: 1.5, burstBytes: 1, limitBytes: 1 }),
+      /invalid tc rate/,
+    );
+    assert.throws(
+      () => tcBatch().addRedirectFilter({ dev: 'x', to: 'y', kind: 'bpf' as 'u32' }),
+      /invalid tc filter kind/,
+    );
+  });
+});
