@@ -1,0 +1,99 @@
+/** static vs the Go reference binary (Debian 1.1.1, spec ≤ 1.0.0): same inputs → same results and messages. */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { describe, test } from 'node:test';
+import { invokeInProcess } from '@cnikit/skel';
+import { plugin } from './index.ts';
+
+const GO = '/usr/lib/cni/static';
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON under comparison
+function normalise(j: any): any {
+  // 1.1.1 prints an empty "dns": {} that HEAD (and cnikit) omit for 1.x results
+  if (
+    j &&
+    typeof j === 'object' &&
+    j.dns &&
+    Object.keys(j.dns).length === 0 &&
+    !j.cniVersion?.startsWith('0.')
+  ) {
+    const { dns: _dns, ...rest } = j;
+    return rest;
+  }
+  return j;
+}
+
+const cases: Array<[string, Record<string, unknown>, string?, string?]> = [
+  [
+    'addresses, routes, dns',
+    {
+      addresses: [{ address: '10.10.0.1/24', gateway: '10.10.0.254' }, { address: '3ffe:ffff:0:01ff::1/64' }],
+      routes: [
+        { dst: '0.0.0.0/0' },
+        { dst: '192.168.0.0/16', gw: '10.10.5.1' },
+        { dst: '192.168.0.0/16', gw: '10.10.5.2' },
+      ],
+      dns: { nameservers: ['8.8.8.8'], domain: 'example.com', search: ['a', 'b'], options: ['ndots:1'] },
+    },
+  ],
+  [
+    'CNI_ARGS IPs and gateways',
+    { addresses: [{ address: '10.10.0.1/24' }] },
+    'IP=10.10.3.1/24, 11.11.0.1/24;GATEWAY=11.11.0.9,10.10.3.7',
+  ],
+  ['bad CNI_ARGS ip', {}, 'IP=10.10.3.1'],
+  ['bad CNI_ARGS gateway', {}, 'IP=10.10.3.1/24;GATEWAY=x'],
+  ['unknown CNI_ARGS', {}, 'FOO=1'],
+  ['bad address', { addresses: [{ address: '10.0.0.1' }] }],
+  [
+    'host bits and mapped text kept',
+    { addresses: [{ address: '::ffff:10.1.2.3/120' }, { address: '2001:DB8::5/64' }] },
+  ],
+  [
+    'too many for 0.2.0',
+    { addresses: [{ address: '10.0.0.1/24' }, { address: '10.0.1.1/24' }] },
+    undefined,
+    '0.2.0',
+  ],
+  [
+    '0.2.0 ok',
+    { addresses: [{ address: '10.0.0.1/24', gateway: '10.0.0.254' }, { address: 'fd00::1/64' }] },
+    undefined,
+    '0.2.0',
+  ],
+  [
+    '0.4.0',
+    { addresses: [{ address: '10.0.0.1/24', gateway: '10.0.0.254' }, { address: 'fd00::1/64' }] },
+    undefined,
+    '0.4.0',
+  ],
+];
+
+describe('static vs Go reference', { skip: existsSync(GO) ? false : 'Go static not installed' }, () => {
+  for (const [name, ipam, args, ver] of cases) {
+    test(name, async () => {
+      const conf = JSON.stringify({
+        cniVersion: ver ?? '1.0.0',
+        name: 'n',
+        type: 'static',
+        ipam: { type: 'static', ...ipam },
+      });
+      const env: Record<string, string> = {
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: 'a',
+        CNI_NETNS: '/x',
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/x',
+      };
+      if (args) env.CNI_ARGS = args;
+      const go = spawnSync(GO, [], { env, input: conf, encoding: 'utf8' });
+      const ours = await invokeInProcess(plugin, env, conf);
+      assert.equal(ours.code === 0, go.status === 0, `Go: ${go.stdout}\nours: ${ours.stdout}`);
+      const jGo = normalise(JSON.parse(go.stdout));
+      const jOurs = normalise(JSON.parse(ours.stdout));
+      if (go.status === 0) assert.deepEqual(jOurs, jGo);
+      else assert.equal(jOurs.msg, jGo.msg);
+    });
+  }
+});
