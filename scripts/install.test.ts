@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import {
+  chmodSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { copyAtomic, InstallError, install, linkAtomic, parseArgs, plan, sourcePlugins } from './install.ts';
+
+const base = mkdtempSync(join(tmpdir(), 'cnikit-install-test-'));
+after(() => rmSync(base, { recursive: true, force: true }));
+let n = 0;
+
+/** A fake dist-bin: cnikit + hard links, plus an unrelated file. */
+function fakeSource(content = 'binary-v1', names = ['bridge', 'host-local', 'loopback']): string {
+  const dir = join(base, `src-${n++}`);
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'cnikit'), content, { mode: 0o755 });
+  for (const name of names) linkSync(join(dir, 'cnikit'), join(dir, name));
+  writeFileSync(join(dir, 'BUILD-INFO.json'), '{}');
+  mkdirSync(join(dir, 'bun'));
+  return dir;
+}
+function target(): string {
+  return join(base, `dst-${n++}`);
+}
+const quiet = { out: () => {} };
+
+describe('scripts/install', () => {
+  test('sourcePlugins lists the hard links of cnikit only', () => {
+    const src = fakeSource();
+    assert.deepEqual(sourcePlugins(src), ['bridge', 'host-local', 'loopback']);
+    assert.throws(() => sourcePlugins(join(base, 'missing')), InstallError);
+  });
+
+  test('fresh install: one file, hard links, mode 0755', () => {
+    const src = fakeSource();
+    const dst = target();
+    const lines: string[] = [];
+    install({ source: src, target: dst, dryRun: false, out: (l) => lines.push(l) });
+    assert.deepEqual(readdirSync(dst).sort(), ['bridge', 'cnikit', 'host-local', 'loopback']);
+    const ino = statSync(join(dst, 'cnikit')).ino;
+    for (const name of ['bridge', 'host-local', 'loopback']) assert.equal(statSync(join(dst, name)).ino, ino);
+    assert.equal(statSync(join(dst, 'cnikit')).nlink, 4);
+    assert.equal(statSync(join(dst, 'cnikit')).mode & 0o777, 0o755);
+    assert.equal(readFileSync(join(dst, 'loopback'), 'utf8'), 'binary-v1');
+    assert.match(lines.join('\n'), /done: 4 change/);
+  });
+
+  test('second install changes nothing', () => {
+    const src = fakeSource();
+    const dst = target();
+    install({ source: src, target: dst, dryRun: false, ...quiet });
+    const ino = statSync(join(dst, 'cnikit')).ino;
+    const steps = install({ source: src, target: dst, dryRun: false, ...quiet });
+    assert.ok(steps.every((s) => s.action === 'unchanged'));
+    assert.equal(statSync(join(dst, 'cnikit')).ino, ino);
+  });
+
+  test('upgrade replaces the file and relinks; unrelated files (incl. other Go plugins) stay', () => {
+    const dst = target();
+    mkdirSync(dst);
+    writeFileSync(join(dst, 'bridge'), 'go-bridge');
+    writeFileSync(join(dst, 'portmap'), 'go-portmap');
+    writeFileSync(join(dst, 'README'), 'keep me');
+    symlinkSync('/nonexistent', join(dst, 'dangling'));
+    install({ source: fakeSource('v1'), target: dst, dryRun: false, ...quiet });
+    const steps = install({ source: fakeSource('v2'), target: dst, dryRun: false, ...quiet });
+    assert.deepEqual(
+      steps.map((s) => s.action),
+      ['replace', 'relink', 'relink', 'relink'],
+    );
+    assert.equal(readFileSync(join(dst, 'bridge'), 'utf8'), 'v2');
+    assert.equal(readFileSync(join(dst, 'portmap'), 'utf8'), 'go-portmap');
+    assert.equal(readFileSync(join(dst, 'README'), 'utf8'), 'keep me');
+    assert.ok(readdirSync(dst).includes('dangling'));
+    assert.equal(statSync(join(dst, 'bridge')).ino, statSync(join(dst, 'cnikit')).ino);
+    assert.ok(!readdirSync(dst).some((f) => f.startsWith('.cnikit-tmp-')), 'no temp files left');
+  });
+
+  test('--dry-run prints the plan and changes nothing', () => {
+    const dst = target();
+    mkdirSync(dst);
+    writeFileSync(join(dst, 'bridge'), 'go-bridge');
+    writeFileSync(join(dst, 'other'), 'x');
+    const lines: string[] = [];
+    install({ source: fakeSource(), target: dst, dryRun: true, out: (l) => lines.push(l) });
+    assert.deepEqual(readdirSync(dst).sort(), ['bridge', 'other']);
+    assert.equal(readFileSync(join(dst, 'bridge'), 'utf8'), 'go-bridge');
+    const text = lines.join('\n');
+    assert.match(text, /would install/);
+    assert.match(text, /install\s+cnikit/);
+    assert.match(text, /relink\s+bridge: replace existing file of 9 bytes/);
+    assert.match(text, /link\s+loopback/);
+    assert.match(text, /1 other file\(s\) left untouched: other/);
+    const dst2 = target();
+    install({ source: fakeSource(), target: dst2, dryRun: true, ...quiet });
+    assert.throws(() => statSync(dst2), /ENOENT/, 'dry run does not create the directory');
+  });
+
+  test('missing target directory is created', () => {
+    const dst = join(target(), 'opt', 'cni', 'bin');
+    assert.ok(plan(fakeSource(), dst).createDir);
+    install({ source: fakeSource(), target: dst, dryRun: false, ...quiet });
+    assert.ok(statSync(join(dst, 'cnikit')).isFile());
+  });
+
+  test('unwritable target is refused with a clear message (non-root via setpriv)', () => {
+    const dst = target();
+    mkdirSync(dst);
+    chmodSync(dst, 0o555);
+    chmodSync(base, 0o755);
+    const src = fakeSource();
+    const r = spawnSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        '--import',
+        'tsx',
+        join(import.meta.dirname, 'install.ts'),
+        '--source',
+        src,
+        '--target',
+        dst,
+      ],
+      { encoding: 'utf8', cwd: join(import.meta.dirname, '..') },
+    );
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /cannot install into .*: it is not writable by uid 65534 \(EACCES/);
+    assert.deepEqual(readdirSync(dst), []);
+  });
+
+  test('a target that is a file is refused', () => {
+    const f = join(base, `file-${n++}`);
+    writeFileSync(f, 'x');
+    assert.throws(
+      () => install({ source: fakeSource(), target: join(f, 'bin'), dryRun: false, ...quiet }),
+      /is not a directory/,
+    );
+  });
+
+  test('missing build output is a clear error', () => {
+    assert.throws(
+      () => install({ source: join(base, 'nothing'), target: target(), dryRun: false, ...quiet }),
+      /run `npm run build` first/,
+    );
+  });
+
+  test('copyAtomic / linkAtomic replace in place and leave no temp files', () => {
+    const dir = join(base, `atomic-${n++}`);
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'a'), 'new');
+    writeFileSync(join(dir, 'b'), 'old');
+    copyAtomic(join(dir, 'a'), join(dir, 'b'));
+    assert.equal(readFileSync(join(dir, 'b'), 'utf8'), 'new');
+    linkAtomic(join(dir, 'a'), join(dir, 'c'));
+    linkAtomic(join(dir, 'a'), join(dir, 'b'));
+    assert.equal(statSync(join(dir, 'b')).ino, statSync(join(dir, 'a')).ino);
+    assert.deepEqual(readdirSync(dir).sort(), ['a', 'b', 'c']);
+  });
+
+  test('argument parsing', () => {
+    const o = parseArgs(['--dry-run', '--target', '/x', '--source=/y']);
+    assert.ok(o !== 'help');
+    assert.equal(o.dryRun, true);
+    assert.equal(o.target, '/x');
+    assert.equal(o.source, '/y');
+    assert.equal(parseArgs(['-h']), 'help');
+    assert.throws(() => parseArgs(['--bogus']), /unknown argument "--bogus"/);
+    assert.throws(() => parseArgs(['--target']), /--target needs a value/);
+  });
+
+  test('the scripts/install wrapper runs from any directory', () => {
+    const r = spawnSync(join(import.meta.dirname, 'install'), ['--help'], { encoding: 'utf8', cwd: '/' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /usage: scripts\/install/);
+  });
+});

@@ -1,0 +1,289 @@
+/**
+ * scripts/install [--dry-run] [--target DIR] [--source DIR]
+ *
+ * Installs the multicall executable into DIR (default /opt/cni/bin) as DIR/cnikit, then one hard link per plugin
+ * name (DIR/bridge, DIR/loopback, …) — the same layout as dist-bin/.
+ *
+ * - Atomic: every file is written under a temporary name inside DIR (same filesystem), fsynced, then renamed over
+ *   the old name, so a runtime executing DIR/bridge at that moment sees the old or the new file, never a partial one.
+ *   The hard links are created the same way (link to a temporary name, rename).
+ * - Never deletes anything it did not create: only DIR/cnikit and DIR/<plugin> for our plugin names are replaced;
+ *   every other file is left untouched (and counted in the plan).
+ * - --dry-run prints the plan and changes nothing.
+ * - A target that cannot be written is refused up front with a clear message (exit 1).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const MAIN = 'cnikit';
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface InstallOptions {
+  source: string;
+  target: string;
+  dryRun: boolean;
+  out: (line: string) => void;
+}
+
+export interface PlanStep {
+  name: string;
+  action: 'install' | 'replace' | 'unchanged' | 'link' | 'relink';
+  detail: string;
+}
+
+export class InstallError extends Error {}
+
+/** Plugin names in `source`: the files that are hard links of source/cnikit (same inode). */
+export function sourcePlugins(source: string): string[] {
+  const main = join(source, MAIN);
+  let ino: number;
+  try {
+    const st = statSync(main);
+    if (!st.isFile()) throw new Error('not a file');
+    ino = st.ino;
+  } catch {
+    throw new InstallError(`${main} not found: run \`npm run build\` first`);
+  }
+  return readdirSync(source)
+    .filter((n) => n !== MAIN && !n.startsWith('.'))
+    .filter((n) => {
+      const st = lstatSync(join(source, n));
+      return st.isFile() && st.ino === ino;
+    })
+    .sort();
+}
+
+function hashFile(p: string): string {
+  return createHash('sha256').update(readFileSync(p)).digest('hex');
+}
+
+function fileState(p: string): ReturnType<typeof lstatSync> | undefined {
+  try {
+    return lstatSync(p);
+  } catch {
+    return undefined;
+  }
+}
+
+/** What install would do; pure inspection. */
+export function plan(
+  source: string,
+  target: string,
+): { steps: PlanStep[]; others: string[]; createDir: boolean } {
+  const names = sourcePlugins(source);
+  const createDir = !existsSync(target);
+  const steps: PlanStep[] = [];
+  const srcMain = join(source, MAIN);
+  const dstMain = join(target, MAIN);
+  const cur = createDir ? undefined : fileState(dstMain);
+  let mainChanges = true;
+  if (!cur) steps.push({ name: MAIN, action: 'install', detail: `copy ${srcMain}` });
+  else if (cur.isFile() && cur.size === statSync(srcMain).size && hashFile(dstMain) === hashFile(srcMain)) {
+    steps.push({ name: MAIN, action: 'unchanged', detail: 'same content' });
+    mainChanges = false;
+  } else steps.push({ name: MAIN, action: 'replace', detail: `copy ${srcMain} over the existing file` });
+  const mainIno = cur?.ino;
+  for (const n of names) {
+    const st = createDir ? undefined : fileState(join(target, n));
+    if (!st) steps.push({ name: n, action: 'link', detail: `hard link to ${MAIN}` });
+    else if (!mainChanges && st.ino === mainIno)
+      steps.push({ name: n, action: 'unchanged', detail: `already a link to ${MAIN}` });
+    else if (st.ino === mainIno)
+      steps.push({ name: n, action: 'relink', detail: `update the link to the new ${MAIN}` });
+    else {
+      const what = st.isSymbolicLink() ? 'symlink' : st.isFile() ? `file of ${st.size} bytes` : 'entry';
+      steps.push({ name: n, action: 'relink', detail: `replace existing ${what} by a hard link to ${MAIN}` });
+    }
+  }
+  const ours = new Set([MAIN, ...names]);
+  const others = createDir
+    ? []
+    : readdirSync(target).filter((n) => !ours.has(n) && !n.startsWith('.cnikit-tmp-'));
+  return { steps, others, createDir };
+}
+
+function tmpName(target: string, name: string): string {
+  return join(target, `.cnikit-tmp-${name}-${process.pid}-${randomBytes(4).toString('hex')}`);
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Copy src to dst atomically: O_EXCL temp file in dst's directory, write, fsync, rename. */
+export function copyAtomic(src: string, dst: string, mode = 0o755): void {
+  const dir = dirname(dst);
+  const tmp = tmpName(dir, 'copy');
+  const data = readFileSync(src);
+  const fd = openSync(
+    tmp,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    mode,
+  );
+  try {
+    let off = 0;
+    while (off < data.length) off += writeSync(fd, data, off, data.length - off);
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(tmp, dst);
+  } catch (err) {
+    try {
+      closeSync(fd);
+    } catch {}
+    try {
+      unlinkSync(tmp);
+    } catch {}
+    throw err;
+  }
+}
+
+/** Make dst a hard link of src atomically: link to a temp name, rename over dst. */
+export function linkAtomic(src: string, dst: string): void {
+  const tmp = tmpName(dirname(dst), 'link');
+  linkSync(src, tmp);
+  try {
+    renameSync(tmp, dst);
+  } catch (err) {
+    try {
+      unlinkSync(tmp);
+    } catch {}
+    throw err;
+  }
+}
+
+/** Throws InstallError when `target` (or the directory that would hold it) cannot be written. */
+export function checkWritable(target: string): void {
+  let dir = target;
+  while (!existsSync(dir)) {
+    const parent = dirname(dir);
+    if (parent === dir) break;
+    dir = parent;
+  }
+  const st = statSync(dir);
+  if (!st.isDirectory()) throw new InstallError(`cannot install into ${target}: ${dir} is not a directory`);
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === 'EROFS'
+        ? 'it is on a read-only file system'
+        : `it is not writable by uid ${process.getuid?.()} (${code}; run as root, or pick another --target)`;
+    throw new InstallError(`cannot install into ${target}: ${why}`);
+  }
+  // access() ignores read-only mounts in some cases; probe with a real file.
+  if (dir === target) {
+    const probe = tmpName(target, 'probe');
+    try {
+      closeSync(openSync(probe, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600));
+      unlinkSync(probe);
+    } catch (err) {
+      throw new InstallError(`cannot install into ${target}: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** mkdir -p without relying on recursive mkdir (which spins on some pseudo filesystems). */
+function mkdirParents(dir: string): void {
+  const missing: string[] = [];
+  for (let d = dir; !existsSync(d); d = dirname(d)) {
+    missing.unshift(d);
+    if (dirname(d) === d) break;
+  }
+  for (const d of missing) {
+    try {
+      mkdirSync(d, { mode: 0o755 });
+    } catch (err) {
+      throw new InstallError(`cannot create ${d}: ${(err as Error).message}`);
+    }
+  }
+}
+
+export function install(opts: InstallOptions): PlanStep[] {
+  const source = resolve(opts.source);
+  const target = resolve(opts.target);
+  const p = plan(source, target);
+  const say = opts.out;
+  say(`${opts.dryRun ? 'would install' : 'installing'} ${join(source, MAIN)} into ${target}`);
+  if (p.createDir) say(`  create directory ${target}`);
+  for (const s of p.steps) say(`  ${s.action.padEnd(9)} ${s.name}: ${s.detail}`);
+  if (p.others.length) say(`  ${p.others.length} other file(s) left untouched: ${p.others.join(', ')}`);
+  checkWritable(target);
+  if (opts.dryRun) return p.steps;
+  if (p.createDir) mkdirParents(target);
+  const main = join(target, MAIN);
+  if (p.steps[0]?.action !== 'unchanged') copyAtomic(join(source, MAIN), main);
+  for (const s of p.steps.slice(1)) if (s.action !== 'unchanged') linkAtomic(main, join(target, s.name));
+  fsyncDir(target);
+  say(`done: ${p.steps.filter((s) => s.action !== 'unchanged').length} change(s)`);
+  return p.steps;
+}
+
+const USAGE = 'usage: scripts/install [--dry-run] [--target DIR] [--source DIR]\n';
+
+export function parseArgs(argv: string[]): InstallOptions | 'help' {
+  const opts: InstallOptions = {
+    source: join(ROOT, 'dist-bin'),
+    target: '/opt/cni/bin',
+    dryRun: false,
+    out: (l) => process.stdout.write(`${l}\n`),
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const value = (flag: string) => {
+      const eq = a.indexOf('=');
+      if (eq >= 0) return a.slice(eq + 1);
+      const v = argv[++i];
+      if (!v) throw new InstallError(`${flag} needs a value\n${USAGE}`);
+      return v;
+    };
+    if (a === '--dry-run' || a === '-n') opts.dryRun = true;
+    else if (a === '--target' || a.startsWith('--target=')) opts.target = value('--target');
+    else if (a === '--source' || a.startsWith('--source=')) opts.source = value('--source');
+    else if (a === '--help' || a === '-h') return 'help';
+    else throw new InstallError(`unknown argument ${JSON.stringify(a)}\n${USAGE}`);
+  }
+  return opts;
+}
+
+export function cli(argv: string[]): number {
+  try {
+    const opts = parseArgs(argv);
+    if (opts === 'help') {
+      process.stdout.write(USAGE);
+      return 0;
+    }
+    install(opts);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`install: ${(err as Error).message}\n`);
+    return 1;
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = cli(process.argv.slice(2));
+}
