@@ -190,11 +190,7 @@ async function spawnOnce(
     const out: Uint8Array[] = [];
     const err: Uint8Array[] = [];
     let settled = false;
-    const child = spawn(path, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-    child.stdout.on('data', (d: Uint8Array) => out.push(d));
-    child.stderr.on('data', (d: Uint8Array) => err.push(d));
-    child.stdin.on('error', () => undefined); // the delegate may not read stdin (EPIPE)
-    child.on('error', (e: NodeJS.ErrnoException) => {
+    const fail = (e: NodeJS.ErrnoException) => {
       if (settled) return;
       settled = true;
       const text = (e.code && ERRNO_TEXT[e.code]) ?? e.message;
@@ -204,7 +200,19 @@ async function spawnOnce(
         failure: `fork/exec ${path}: ${text}`,
         busy: e.code === 'ETXTBSY',
       });
-    });
+    };
+    let child: ReturnType<typeof spawn>;
+    try {
+      // some exec failures (ETXTBSY, EACCES) are thrown synchronously by Node
+      child = spawn(path, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    } catch (e) {
+      fail(e as NodeJS.ErrnoException);
+      return;
+    }
+    child.stdout!.on('data', (d: Uint8Array) => out.push(d));
+    child.stderr!.on('data', (d: Uint8Array) => err.push(d));
+    child.stdin!.on('error', () => undefined); // the delegate may not read stdin (EPIPE)
+    child.on('error', fail);
     child.on('close', (code, signal) => {
       if (settled) return;
       settled = true;
@@ -212,7 +220,7 @@ async function spawnOnce(
         code === 0 ? undefined : signal ? `signal: ${SIGNALS[signal] ?? signal}` : `exit status ${code ?? 1}`;
       resolve({ stdout: concat(out), stderr: concat(err), ...(failure ? { failure } : {}) });
     });
-    child.stdin.end(stdin);
+    child.stdin!.end(stdin);
   });
 }
 

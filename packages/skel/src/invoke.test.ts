@@ -1,0 +1,469 @@
+import assert from 'node:assert/strict';
+import {
+  chmodSync,
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { plugin as passthrough } from '../examples/passthrough.ts';
+import { invokeInProcess } from './dispatch.ts';
+import { CniError } from './errors.ts';
+import {
+  delegateAdd,
+  delegateCheck,
+  delegateDel,
+  delegateGc,
+  delegateStatus,
+  findInPath,
+  invokeHooks,
+  registerInProcess,
+  withDelegateCleanup,
+} from './invoke.ts';
+import { createLogger } from './log.ts';
+import type { Plugin, Request } from './types.ts';
+
+let dir: string;
+let bin: string;
+const enc = new TextEncoder();
+
+/** Write an executable `#!/usr/bin/env node` fake delegate. */
+function fake(name: string, body: string, where = bin): string {
+  const p = join(where, name);
+  writeFileSync(p, `#!/usr/bin/env node\n${body}\n`);
+  chmodSync(p, 0o755);
+  return p;
+}
+
+/** Body that records argv0/env/stdin to $FAKE_RECORD (one JSON line) and then runs `then`. */
+const RECORD = `
+const fs = require('node:fs');
+const stdin = fs.readFileSync(0, 'utf8');
+if (process.env.FAKE_RECORD) fs.appendFileSync(process.env.FAKE_RECORD, JSON.stringify({ cmd: process.env.CNI_COMMAND, env: process.env, stdin }) + '\\n');
+`;
+
+function records(file: string): Array<{ cmd: string; env: Record<string, string>; stdin: string }> {
+  try {
+    return readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+  } catch {
+    return [];
+  }
+}
+
+let stderrSink: string[];
+function request(
+  overrides: Partial<Request> & { conf?: object; extraEnv?: Record<string, string> } = {},
+): Request {
+  const conf = overrides.conf ?? { cniVersion: '1.0.0', name: 'net', type: 'upper', ipam: { type: 'fake' } };
+  const stdin = enc.encode(JSON.stringify(conf));
+  stderrSink = [];
+  return {
+    command: 'ADD',
+    containerId: 'c1',
+    netns: '/var/run/netns/x',
+    ifName: 'eth0',
+    args: '',
+    path: [bin],
+    stdin,
+    config: conf as Request['config'],
+    cniVersion: (conf as { cniVersion?: string }).cniVersion ?? '0.1.0',
+    env: {
+      PATH: process.env.PATH,
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'c1',
+      CNI_NETNS: '/var/run/netns/x',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: `/nonexistent:${bin}`,
+      OTHER_VAR: 'kept',
+      ...overrides.extraEnv,
+    },
+    log: createLogger('test', { stderr: { write: () => true }, env: {} }),
+    stderr: { write: (s: string) => stderrSink.push(s) },
+    ...overrides,
+  };
+}
+
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), `cnikit-invoke-${process.pid}-`));
+  bin = join(dir, 'bin');
+  mkdirSync(bin);
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('findInPath', () => {
+  test('errors with Go texts', () => {
+    assert.throws(() => findInPath('', ['/x']), { message: 'no plugin name provided' });
+    assert.throws(() => findInPath('a/b', ['/x']), { message: 'invalid plugin name: a/b' });
+    assert.throws(() => findInPath('x', []), { message: 'no paths provided' });
+    assert.throws(() => findInPath('nothere', ['/a', '/b']), {
+      message: 'failed to find plugin "nothere" in path [/a /b]',
+    });
+  });
+  test('first regular file wins; directories are skipped; execute bit not checked', () => {
+    const d1 = join(dir, 'p1');
+    const d2 = join(dir, 'p2');
+    const d3 = join(dir, 'p3');
+    mkdirSync(join(d1, 'tool'), { recursive: true });
+    mkdirSync(d2);
+    mkdirSync(d3);
+    writeFileSync(join(d2, 'tool'), 'x', { mode: 0o644 });
+    writeFileSync(join(d3, 'tool'), 'x', { mode: 0o755 });
+    assert.equal(findInPath('tool', [d1, d2, d3]), join(d2, 'tool'));
+  });
+});
+
+describe('delegation to a child process', () => {
+  test('ADD: full env with CNI_COMMAND replaced, stdin byte-identical, 0.2.0 answer converted to 1.1.0', async () => {
+    const rec = join(dir, 'add.rec');
+    fake(
+      'ipam020',
+      `${RECORD}
+process.stderr.write('delegate says hi\\n');
+process.stdout.write(JSON.stringify({ cniVersion: '0.2.0', ip4: { ip: '10.1.0.5/16', gateway: '10.1.0.1', routes: [{ dst: '0.0.0.0/0' }] }, dns: {} }));`,
+    );
+    const req = request({ command: 'DEL', extraEnv: { CNI_COMMAND: 'DEL', FAKE_RECORD: rec } });
+    const res = await delegateAdd('ipam020', req);
+    assert.deepEqual(res, {
+      cniVersion: '1.1.0',
+      ips: [{ address: '10.1.0.5/16', gateway: '10.1.0.1' }],
+      routes: [{ dst: '0.0.0.0/0' }],
+    });
+    const [r] = records(rec);
+    assert.equal(r!.cmd, 'ADD');
+    assert.equal(r!.env.OTHER_VAR, 'kept');
+    assert.equal(r!.env.CNI_CONTAINERID, 'c1');
+    assert.equal(r!.env.CNI_IFNAME, 'eth0');
+    assert.equal(r!.stdin, new TextDecoder().decode(req.stdin));
+    assert.deepEqual(stderrSink, ['delegate says hi\n']);
+  });
+  test('answer without cniVersion takes the config version', async () => {
+    fake(
+      'ipamnover',
+      `${RECORD}process.stdout.write(JSON.stringify({ ips: [{ version: '4', address: '10.2.0.5/16' }] }));`,
+    );
+    const res = await delegateAdd(
+      'ipamnover',
+      request({ conf: { cniVersion: '0.4.0', name: 'n', type: 't' } }),
+    );
+    assert.deepEqual(res, { cniVersion: '1.1.0', ips: [{ address: '10.2.0.5/16' }] });
+    // same body under a 1.x config: version "4" is an unknown key there, still fine
+    const res1 = await delegateAdd('ipamnover', request());
+    assert.deepEqual(res1, { cniVersion: '1.1.0', ips: [{ address: '10.2.0.5/16' }] });
+  });
+  test('error JSON passes through unchanged (code 11), stderr not copied', async () => {
+    fake(
+      'ipam11',
+      `${RECORD}process.stderr.write('noise'); process.stdout.write(JSON.stringify({ code: 11, msg: 'busy', details: 'later' })); process.exitCode = 1;`,
+    );
+    await assert.rejects(delegateAdd('ipam11', request()), (e: unknown) => {
+      assert.ok(CniError.is(e));
+      assert.deepEqual(e.toJSON(), { code: 11, msg: 'busy', details: 'later' });
+      return true;
+    });
+    assert.deepEqual(stderrSink, []);
+  });
+  const failures: Array<[string, string, RegExp | string]> = [
+    [
+      'stderronly',
+      `${RECORD}process.stderr.write('boom\\n'); process.exitCode = 2;`,
+      'netplugin failed: "boom\\n": exit status 2',
+    ],
+    ['silent', `${RECORD}process.exitCode = 3;`, 'netplugin failed with no error message: exit status 3'],
+    [
+      'garbage',
+      `${RECORD}process.stdout.write('not json'); process.exitCode = 1;`,
+      /^netplugin failed but error parsing its diagnostic message "not json": /,
+    ],
+    [
+      'killed',
+      `${RECORD}process.kill(process.pid, 'SIGKILL');`,
+      'netplugin failed with no error message: signal: killed',
+    ],
+  ];
+  for (const [name, body, msg] of failures) {
+    test(`failure without error JSON → code 0 (${name})`, async () => {
+      fake(name, body);
+      await assert.rejects(delegateAdd(name, request()), (e: unknown) => {
+        assert.ok(CniError.is(e));
+        assert.equal(e.code, 0);
+        if (typeof msg === 'string') assert.equal(e.msg, msg);
+        else assert.match(e.msg, msg);
+        return true;
+      });
+    });
+  }
+  test('a file that cannot be executed', async () => {
+    writeFileSync(join(bin, 'noexec'), '#!/usr/bin/env node\n', { mode: 0o644 });
+    await assert.rejects(delegateDel('noexec', request()), {
+      code: 0,
+      msg: `netplugin failed with no error message: fork/exec ${join(bin, 'noexec')}: permission denied`,
+    });
+  });
+  test('lookup errors surface as plain errors', async () => {
+    await assert.rejects(delegateAdd('missing', request()), {
+      message: `failed to find plugin "missing" in path [/nonexistent ${bin}]`,
+    });
+    await assert.rejects(delegateAdd('', request()), { message: 'no plugin name provided' });
+    await assert.rejects(delegateAdd('../x', request()), { message: 'invalid plugin name: ../x' });
+    await assert.rejects(delegateAdd('x', request({ extraEnv: { CNI_PATH: '' } })), {
+      message: 'no paths provided',
+    });
+  });
+  test('unparseable ADD output on success', async () => {
+    fake('badresult', `${RECORD}process.stdout.write('[1]');`);
+    await assert.rejects(delegateAdd('badresult', request()), /^Error: failed to unmarshal raw result: /);
+    fake('emptyresult', `${RECORD}`);
+    await assert.rejects(delegateAdd('emptyresult', request()), {
+      message: 'failed to unmarshal raw result: unexpected end of JSON input',
+    });
+    fake(
+      'crossfam',
+      `${RECORD}process.stdout.write(JSON.stringify({ cniVersion: '0.4.0', ips: [{ version: '4', address: 'bogus' }] }));`,
+    );
+    await assert.rejects(delegateAdd('crossfam', request()), { message: 'invalid CIDR address: bogus' });
+  });
+  test('DEL, CHECK, GC, STATUS forward the verb and succeed silently', async () => {
+    const rec = join(dir, 'verbs.rec');
+    fake('verbs', `${RECORD}`);
+    const req = request({ extraEnv: { FAKE_RECORD: rec } });
+    await delegateDel('verbs', req);
+    await delegateCheck('verbs', req);
+    await delegateGc('verbs', req);
+    await delegateStatus('verbs', req);
+    assert.deepEqual(
+      records(rec).map((r) => r.cmd),
+      ['DEL', 'CHECK', 'GC', 'STATUS'],
+    );
+  });
+  test('"text file busy" is retried', async () => {
+    const p = fake(
+      'busy',
+      `${RECORD}process.stdout.write(JSON.stringify({ cniVersion: '1.0.0', ips: [{ address: '10.3.0.1/24' }] }));`,
+    );
+    const fd = openSync(p, 'r+'); // open for writing: exec fails with ETXTBSY
+    const saved = invokeHooks.retryDelayMs;
+    invokeHooks.retryDelayMs = 50;
+    const t = setTimeout(() => closeSync(fd), 120);
+    try {
+      const res = await delegateAdd('busy', request());
+      assert.deepEqual(res.ips, [{ address: '10.3.0.1/24' }]);
+    } finally {
+      clearTimeout(t);
+      try {
+        closeSync(fd);
+      } catch {
+        // already closed
+      }
+      invokeHooks.retryDelayMs = saved;
+    }
+  });
+  test('"text file busy" gives up after 6 attempts', async () => {
+    const p = fake('busyforever', `${RECORD}`);
+    const fd = openSync(p, 'r+');
+    const saved = invokeHooks.retryDelayMs;
+    invokeHooks.retryDelayMs = 5;
+    try {
+      await assert.rejects(delegateDel('busyforever', request()), {
+        code: 0,
+        msg: `netplugin failed with no error message: fork/exec ${p}: text file busy`,
+      });
+    } finally {
+      closeSync(fd);
+      invokeHooks.retryDelayMs = saved;
+    }
+  });
+});
+
+describe('withDelegateCleanup', () => {
+  test('a failure after the delegate ADD runs delegate DEL and rethrows', async () => {
+    const rec = join(dir, 'cleanup.rec');
+    fake(
+      'ipamok',
+      `${RECORD}if (process.env.CNI_COMMAND === 'ADD') process.stdout.write(JSON.stringify({ cniVersion: '1.0.0', ips: [{ address: '10.4.0.2/24' }] }));`,
+    );
+    const req = request({ extraEnv: { FAKE_RECORD: rec } });
+    await assert.rejects(
+      withDelegateCleanup('ipamok', req, (r) => {
+        assert.equal(r.ips![0]!.address, '10.4.0.2/24');
+        throw new CniError(101, 'route failed');
+      }),
+      { code: 101, msg: 'route failed' },
+    );
+    assert.deepEqual(
+      records(rec).map((r) => r.cmd),
+      ['ADD', 'DEL'],
+    );
+    const ok = await withDelegateCleanup('ipamok', req, (r) => r.ips!.length);
+    assert.equal(ok, 1);
+    assert.deepEqual(
+      records(rec).map((r) => r.cmd),
+      ['ADD', 'DEL', 'ADD'],
+    );
+  });
+  test('a failing delegate ADD is not followed by DEL', async () => {
+    const rec = join(dir, 'nodel.rec');
+    fake(
+      'ipamfail',
+      `${RECORD}process.stdout.write(JSON.stringify({ code: 11, msg: 'no' })); process.exitCode = 1;`,
+    );
+    await assert.rejects(
+      withDelegateCleanup('ipamfail', request({ extraEnv: { FAKE_RECORD: rec } }), () => 1),
+      { code: 11 },
+    );
+    assert.deepEqual(
+      records(rec).map((r) => r.cmd),
+      ['ADD'],
+    );
+  });
+});
+
+describe('in-process delegation', () => {
+  const tsxApi = import.meta.resolve('tsx/esm/api');
+  const skelIndex = new URL('./index.ts', import.meta.url).href;
+  const example = new URL('../examples/passthrough.ts', import.meta.url).href;
+
+  test('same executable + registered plugin → dispatch in-process with identical results', async () => {
+    const selfPath = join(bin, 'passthrough');
+    // real executable for the child-process run: the example plugin through tsx
+    fake(
+      'passthrough',
+      `(async () => {
+  const { register } = await import(${JSON.stringify(tsxApi)});
+  register();
+  const { runPlugin } = await import(${JSON.stringify(skelIndex)});
+  const { plugin } = await import(${JSON.stringify(example)});
+  await runPlugin(plugin);
+})();`,
+    );
+    const recChild = join(dir, 'pt-child.rec');
+    const recSelf = join(dir, 'pt-self.rec');
+    const mk = (recordFile: string) =>
+      request({
+        conf: {
+          cniVersion: '0.3.1',
+          name: 'net',
+          type: 'upper',
+          recordFile,
+          result: { cniVersion: '0.3.1', ips: [{ version: '6', address: 'FD00::5/64' }], dns: {} },
+        },
+      });
+    const viaChild = await delegateAdd('passthrough', mk(recChild));
+
+    registerInProcess(passthrough);
+    const saved = invokeHooks.isSelf;
+    invokeHooks.isSelf = (p) => p === selfPath;
+    try {
+      const viaSelf = await delegateAdd('passthrough', mk(recSelf));
+      assert.deepEqual(viaSelf, viaChild);
+      assert.deepEqual(viaSelf, { cniVersion: '1.1.0', ips: [{ address: 'fd00::5/64' }] });
+      const [c] = records(recChild) as unknown as Array<Record<string, unknown>>;
+      const [s] = records(recSelf) as unknown as Array<Record<string, unknown>>;
+      // identical request seen by the plugin either way (except the record file name in stdin)
+      for (const k of ['command', 'containerId', 'netns', 'ifName', 'args', 'path', 'cniVersion', 'env']) {
+        assert.deepEqual(s![k], c![k], k);
+      }
+      // errors pass through identically
+      const failConf = {
+        cniVersion: '1.0.0',
+        name: 'n',
+        type: 't',
+        fail: { code: 11, msg: 'nope', details: 'd' },
+      };
+      const e1 = await delegateAdd('passthrough', request({ conf: failConf })).catch((e) => e);
+      invokeHooks.isSelf = saved;
+      const e2 = await delegateAdd('passthrough', request({ conf: failConf })).catch((e) => e);
+      assert.deepEqual(e1.toJSON(), { code: 11, msg: 'nope', details: 'd' });
+      assert.deepEqual(e2.toJSON(), e1.toJSON());
+    } finally {
+      invokeHooks.isSelf = saved;
+    }
+  });
+  test('in-process path never spawns: the file may be anything', async () => {
+    const selfPath = join(bin, 'inproc');
+    writeFileSync(selfPath, 'not an executable', { mode: 0o644 });
+    const calls: Request[] = [];
+    const p: Plugin = {
+      name: 'inproc',
+      add(req) {
+        calls.push(req);
+        return { cniVersion: '1.1.0', ips: [{ address: '192.0.2.7/24' }] };
+      },
+      del(req) {
+        calls.push(req);
+        throw new Error('plain failure');
+      },
+    };
+    registerInProcess(p);
+    const saved = invokeHooks.isSelf;
+    invokeHooks.isSelf = (x) => x === selfPath;
+    try {
+      const res = await delegateAdd(
+        'inproc',
+        request({ conf: { cniVersion: '0.2.0', name: 'n', type: 't' } }),
+      );
+      assert.deepEqual(res, { cniVersion: '1.1.0', ips: [{ address: '192.0.2.7/24' }] });
+      assert.equal(calls[0]!.command, 'ADD');
+      assert.equal(calls[0]!.env.OTHER_VAR, 'kept');
+      await assert.rejects(delegateDel('inproc', request()), { code: 999, msg: 'plain failure' });
+      assert.equal(calls[1]!.command, 'DEL');
+    } finally {
+      invokeHooks.isSelf = saved;
+    }
+  });
+  test('not registered → child process even when it is the same executable', async () => {
+    fake('unregistered', `${RECORD}process.stdout.write(JSON.stringify({ cniVersion: '1.0.0' }));`);
+    const saved = invokeHooks.isSelf;
+    invokeHooks.isSelf = () => true;
+    try {
+      assert.deepEqual(await delegateAdd('unregistered', request()), { cniVersion: '1.1.0' });
+    } finally {
+      invokeHooks.isSelf = saved;
+    }
+  });
+  test('a plugin delegating from inside dispatch (bridge → ipam shape)', async () => {
+    fake(
+      'ipamx',
+      `${RECORD}process.stdout.write(JSON.stringify({ cniVersion: '0.2.0', ip4: { ip: '10.9.0.2/16', gateway: '10.9.0.1' }, dns: {} }));`,
+    );
+    const upper: Plugin = {
+      name: 'upper',
+      async add(req) {
+        const ipam = await delegateAdd('ipamx', req);
+        return {
+          ...ipam,
+          interfaces: [{ name: req.ifName, sandbox: req.netns }],
+          ips: ipam.ips!.map((i) => ({ ...i, interface: 0 })),
+        };
+      },
+    };
+    const env = {
+      PATH: process.env.PATH,
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'c',
+      CNI_NETNS: '/nonexistent',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: bin,
+    };
+    const r = await invokeInProcess(
+      upper,
+      env,
+      JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'upper', ipam: { type: 'ipamx' } }),
+    );
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(JSON.parse(r.stdout), {
+      cniVersion: '1.0.0',
+      interfaces: [{ name: 'eth0', sandbox: '/nonexistent' }],
+      ips: [{ address: '10.9.0.2/16', gateway: '10.9.0.1', interface: 0 }],
+    });
+  });
+});
