@@ -299,9 +299,8 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
     if (testHooks.postIpamError) throw testHooks.postIpamError;
 
-    const dns = chooseDns(conf.dns, result.dns);
-    if (dns) result.dns = dns;
-    else delete result.dns;
+    // like the reference, the result always carries a DNS object (printed as {} when empty)
+    result.dns = chooseDns(conf.dns, result.dns) ?? {};
     return result;
   } catch (err) {
     // Undo in reverse order; keep going on failures, report them on stderr.

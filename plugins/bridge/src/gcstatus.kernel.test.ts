@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { plugin } from './index.ts';
+import { cni, enterHost, type HostEnv, hostLocal, run } from './testenv.ts';
+
+const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const haveDist = existsSync(join(DIST, 'host-local'));
+
+let env: HostEnv;
+before(() => {
+  if (haveDist) env = enterHost('gc', 3);
+});
+after(() => env?.destroy());
+
+describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', {
+  skip: haveDist ? false : 'dist-bin/host-local not built (npm run build)',
+}, () => {
+  const conf = (backend: string, extra: object = {}) => ({
+    cniVersion: '1.1.0',
+    name: `gcnet-${backend}`,
+    type: 'bridge',
+    bridge: `brgc${backend.slice(0, 3)}`,
+    isGateway: true,
+    ipMasq: true,
+    ipMasqBackend: backend,
+    ipam: hostLocal(env.dataDir, backend === 'iptables' ? '10.80.0.0/24' : '10.81.0.0/24'),
+    ...extra,
+  });
+  const opts = { path: DIST };
+
+  test('STATUS delegates to IPAM; L2 STATUS succeeds; missing IPAM fails', async () => {
+    assert.equal((await cni(plugin, 'STATUS', conf('iptables'), opts)).code, 0);
+    assert.equal(
+      (await cni(plugin, 'STATUS', { cniVersion: '1.1.0', name: 'l2', type: 'bridge' }, opts)).code,
+      0,
+    );
+    const r = await cni(plugin, 'STATUS', { ...conf('iptables'), ipam: { type: 'nope' } }, opts);
+    assert.notEqual(r.code, 0);
+    assert.match(JSON.parse(r.stdout).msg, /failed to find plugin "nope"/);
+  });
+
+  for (const backend of ['iptables', 'nftables']) {
+    test(`GC (${backend}): IPAM GC and masquerade rules of invalid attachments removed, valid ones kept`, async () => {
+      const cf = conf(backend);
+      const ids = ['gc-keep', 'gc-drop'];
+      const ips: string[] = [];
+      for (const [k, id] of ids.entries()) {
+        const r = await cni(plugin, 'ADD', cf, {
+          ...opts,
+          netns: env.path(env.containers[k]!),
+          containerId: id,
+        });
+        assert.equal(r.code, 0, r.stdout);
+        ips.push(JSON.parse(r.stdout).ips[0].address.split('/')[0]);
+      }
+      const rules = () =>
+        backend === 'iptables'
+          ? run('iptables', ['-t', 'nat', '-S'])
+          : run('nft', ['list', 'table', 'inet', 'cni_plugins_masquerade']);
+      assert.match(rules(), new RegExp(ips[1]!.replaceAll('.', '\\.')));
+      const g = await cni(
+        plugin,
+        'GC',
+        { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'gc-keep', ifname: 'eth0' }] },
+        opts,
+      );
+      assert.equal(g.code, 0, g.stdout + g.stderr);
+      assert.doesNotMatch(rules(), new RegExp(`${ips[1]!.replaceAll('.', '\\.')}\\b`));
+      assert.match(rules(), new RegExp(ips[0]!.replaceAll('.', '\\.')));
+      const files = readdirSync(join(env.dataDir, cf.name)).filter((f) => /^\d/.test(f));
+      assert.deepEqual(files, [ips[0]]);
+      for (const [k, id] of ids.entries()) {
+        const d = await cni(plugin, 'DEL', cf, {
+          ...opts,
+          netns: env.path(env.containers[k]!),
+          containerId: id,
+        });
+        assert.equal(d.code, 0, d.stdout);
+      }
+      assert.doesNotMatch(rules(), /10\.8[01]\./);
+    });
+  }
+
+  test('DNS from netconf replaces IPAM DNS; CHECK without prevResult fails', async () => {
+    const cf = {
+      ...conf('iptables'),
+      cniVersion: '1.0.0',
+      name: 'dnsnet',
+      bridge: 'brdns',
+      ipMasq: false,
+      ipam: hostLocal(env.dataDir, '10.82.0.0/24'),
+    };
+    const c = env.path(env.containers[2]!);
+    const r = await cni(plugin, 'ADD', cf, { ...opts, netns: c, containerId: 'dns' });
+    assert.equal(r.code, 0, r.stdout);
+    // the reference prints "dns": {} for 1.0.0; printing is the SDK's job (it omits an empty dns object)
+    assert.ok([undefined, '{}'].includes(JSON.stringify(JSON.parse(r.stdout).dns)));
+    const withDns = { ...cf, dns: { nameservers: ['192.0.2.53'], search: ['example.org'] } };
+    const chk = await cni(plugin, 'CHECK', cf, { ...opts, netns: c, containerId: 'dns' });
+    assert.notEqual(chk.code, 0);
+    assert.match(JSON.parse(chk.stdout).msg, /prevResult/);
+    assert.equal((await cni(plugin, 'DEL', cf, { ...opts, netns: c, containerId: 'dns' })).code, 0);
+    const r2 = await cni(plugin, 'ADD', withDns, { ...opts, netns: c, containerId: 'dns' });
+    assert.deepEqual(JSON.parse(r2.stdout).dns, { nameservers: ['192.0.2.53'], search: ['example.org'] });
+    assert.equal((await cni(plugin, 'DEL', withDns, { ...opts, netns: c, containerId: 'dns' })).code, 0);
+  });
+});
