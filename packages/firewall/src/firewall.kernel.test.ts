@@ -1,5 +1,6 @@
 // Kernel tests: everything runs inside private namespaces created by @cnikit/testing.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -309,6 +310,70 @@ describe('ipmasq, iptables backend', () => {
     assert.equal(execStats.count - start, 4); // v4: save + restore; v6: save + restore
     teardownIPMasq({ ips: [], network: 'n', ifName: 'eth0', containerID: 'x', ...ns });
   });
+});
+
+describe('concurrent plugin processes', () => {
+  const runChild = (args: string[]) =>
+    new Promise<void>((resolve, reject) => {
+      const c = spawn(process.execPath, ['--import', 'tsx', '-e', CHILD, ...args], {
+        cwd: import.meta.dirname,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let err = '';
+      c.stderr.on('data', (d) => {
+        err += d;
+      });
+      c.on('exit', (status) =>
+        status === 0 ? resolve() : reject(new Error(`child exited ${status}: ${err}`)),
+      );
+    });
+  const CHILD = `
+    const [verb, worker, backend, netns] = process.argv.slice(1);
+    import('@cnikit/firewall').then((fw) => {
+      for (let i = 0; i < 5; i++) {
+        const a = { ips: ['10.44.' + worker + '.' + (i + 2) + '/24', 'fd44::' + worker + ':' + (i + 2) + '/64'],
+          network: 'race', ifName: 'eth0', containerID: 'w' + worker + '-' + i, netns };
+        if (verb === 'setup') fw.setupIPMasq({ backend, ...a }); else fw.teardownIPMasq(a);
+      }
+    });`;
+  const script = (verb: 'setup' | 'teardown', worker: number, backend: string) => [
+    verb,
+    String(worker),
+    backend,
+    sb.host.path,
+  ];
+
+  for (const backend of ['iptables', 'nftables']) {
+    test(`4 processes × 5 containers set up and torn down in parallel (${backend})`, async () => {
+      const before = sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
+      await Promise.all([0, 1, 2, 3].map((w) => runChild(script('setup', w, backend))));
+      if (backend === 'iptables') {
+        const s4 = save(4);
+        for (let w = 0; w < 4; w++) {
+          for (let i = 0; i < 5; i++) {
+            const chain = formatChainName('race', `w${w}-${i}`);
+            assert.equal(rulesOf(s4, chain).length, 2, chain);
+            assert.equal(rulesOf(s4, 'POSTROUTING').filter((l) => l.endsWith(`-j ${chain}`)).length, 1);
+            assert.equal(rulesOf(save(6), chain).length, 2);
+          }
+        }
+      } else {
+        const rules = nftList(['chain', 'inet', 'cni_plugins_masquerade', 'masq_checks'], ns).rules;
+        assert.equal(rules.filter((r) => r.comment?.includes('net: race,')).length, 40);
+      }
+      await Promise.all([0, 1, 2, 3].map((w) => runChild(script('teardown', w, backend))));
+      const after = sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
+      const d = diffSnapshots(before, after).filter(
+        (x) => backend === 'iptables' || x.section === 'nftables',
+      );
+      if (backend === 'iptables') assert.deepEqual(d, [], formatDiff(d));
+      else
+        assert.ok(
+          d.every((x) => x.added.every((l) => !l.includes('net: race,'))),
+          formatDiff(d),
+        );
+    });
+  }
 });
 
 describe('ipmasq, nftables backend', () => {
