@@ -1,6 +1,12 @@
 // Host-side veth names and locally administered MAC addresses, generated like the reference plugins do.
-import { randomBytes } from 'node:crypto';
 import { formatMac } from './nl.ts';
+
+// Web Crypto's getRandomValues is a global: no node:crypto import (~5 ms) on the paths that never need it.
+function randomBytes(n: number): Buffer {
+  const b = Buffer.alloc(n);
+  globalThis.crypto.getRandomValues(b);
+  return b;
+}
 
 /** `veth` + 8 lowercase hex characters from 4 random bytes (Go ip.RandomVethName). */
 export function randomVethName(): string {

@@ -149,8 +149,12 @@ export function withSocket<T>(fn: (t: NetlinkTransport) => T, op = 'netlink'): T
   try {
     t = factory();
   } catch (err) {
-    const e = err as { errno?: number };
-    throw new NetlinkError(typeof e.errno === 'number' ? e.errno : EIO, `${op}: cannot open netlink socket`, {
+    const e = err as { errno?: number; message?: string };
+    if (typeof e.errno === 'number')
+      throw new NetlinkError(e.errno, `${op}: cannot open netlink socket`, { cause: err });
+    // e.g. the native addon is missing: say so instead of a bare errno text
+    throw new NetlinkError(EIO, op, {
+      reason: `cannot open netlink socket: ${e.message ?? String(err)}`,
       cause: err,
     });
   }
