@@ -447,7 +447,14 @@ export async function dispatch(plugin: Plugin, io: PluginIO): Promise<number> {
     await run(plugin, io, supported);
     return 0;
   } catch (e) {
-    const err = CniError.from(e);
+    let err: CniError;
+    try {
+      err = CniError.from(e);
+      if (typeof err.msg !== 'string' || typeof err.details !== 'string')
+        throw new TypeError('malformed error');
+    } catch {
+      err = new CniError(ErrorCode.Internal, 'unknown error (unprintable exception)');
+    }
     if (!CniError.is(e)) {
       try {
         const stack = e instanceof Error && e.stack ? e.stack : String(e);
