@@ -730,3 +730,58 @@ describe('STATUS (spec 1.1.0)', () => {
     assert.equal(r.json.code, 7);
   });
 });
+
+describe('hostile input (handlers called directly, past skel validation)', () => {
+  const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+  function req(config: Record<string, unknown>, containerId = 'c1') {
+    return {
+      command: 'ADD' as const,
+      containerId,
+      netns: '/x',
+      ifName: 'eth0',
+      args: '',
+      path: [],
+      stdin: new Uint8Array(),
+      config: config as never,
+      cniVersion: '1.1.0',
+      env: {},
+      log: quiet,
+    };
+  }
+  for (const name of ['..', '.', '../escape', 'a/b', '']) {
+    test(`network name ${JSON.stringify(name)} is rejected, nothing written`, async () => {
+      using tmp = tempDir();
+      const { plugin } = await import('./index.ts');
+      const conf = { ...net(join(tmp.path, 'data'), { subnet: '10.1.2.0/24' }), name };
+      for (const h of [plugin.add!, plugin.del!, plugin.check!, plugin.gc!, plugin.status!]) {
+        await assert.rejects(
+          async () => h(req(conf)),
+          (e: { code: number; msg: string }) => {
+            assert.ok(e.code === 7 || e.code === 50, e.msg);
+            assert.match(e.msg, /invalid network name/);
+            return true;
+          },
+        );
+      }
+      assert.deepEqual(storeFiles(tmp.path), {});
+    });
+  }
+  test('a container ID made only of whitespace never matches other reservations', async () => {
+    using tmp = tempDir();
+    const { plugin } = await import('./index.ts');
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    await plugin.add!(req(conf, 'c1'));
+    await plugin.del!({ ...req(conf, ' \n '), command: 'DEL' });
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'c1\r\neth0' });
+  });
+  test('a huge /1 IPv4 and ::/1 IPv6 range allocate instantly', async () => {
+    using tmp = tempDir();
+    const t0 = performance.now();
+    const r = await add(net(tmp.path, { ranges: [[{ subnet: '0.0.0.0/1' }], [{ subnet: '::/1' }]] }));
+    assert.deepEqual(
+      r.json.ips.map((x: { address: string }) => x.address),
+      ['0.0.0.2/1', '::2/1'],
+    );
+    assert.ok(performance.now() - t0 < 1000);
+  });
+});

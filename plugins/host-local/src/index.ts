@@ -171,6 +171,7 @@ function validAttachments(req: Request): Attachment[] | undefined {
  */
 function gc(req: Request): void {
   const conf = loadIPAMConfig(req);
+  Store.dirFor(conf.dataDir, conf.name); // validates the name and dataDir first
   const valid = validAttachments(req);
   if (!valid) {
     req.log.warn('GC without cni.dev/valid-attachments: nothing removed');
