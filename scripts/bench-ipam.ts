@@ -77,7 +77,7 @@ interface Series {
 function runScenario(name: string, impls: Cmd[], n: number) {
   const dirs = impls.map(() => mkdtempSync(join(tmpdir(), 'cnikit-bench-ipam-')));
   try {
-    dirs.forEach((d) => preload(d, n));
+    for (const d of dirs) preload(d, n);
     const series: Series[] = impls.map(() => ({ add: [], del: [], both: [] }));
     // one warm-up run each (page cache, binary mapping)
     impls.forEach((impl, k) => {

@@ -28,7 +28,6 @@ export interface CIDR {
 
 const V4_MAX = 0xffffffffn;
 const V6_MAX = (1n << 128n) - 1n;
-const MAPPED_PREFIX = 0xffffn << 32n;
 
 export function bitsOf(family: Family): 32 | 128 {
   return family === 4 ? 32 : 128;
