@@ -1,7 +1,7 @@
 // Kernel tests: everything runs inside private namespaces created by @cnikit/testing.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -9,7 +9,15 @@ import { createSandbox, diffSnapshots, formatDiff, type Sandbox } from '@cnikit/
 import { detectBackend, resolveBackend } from './backend.ts';
 import { execStats, runTool, ToolNotFoundError } from './exec.ts';
 import { gcIPMasq, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
-import { IptablesBatch, iptablesSave, listChains, listRules, supportsIPTables } from './iptables.ts';
+import {
+  hasRule,
+  IptablesBatch,
+  iptablesSave,
+  listChains,
+  listRules,
+  readTable,
+  supportsIPTables,
+} from './iptables.ts';
 import { formatChainName } from './names.ts';
 import { nftBatch, nftList, supportsNFTables } from './nftables.ts';
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
@@ -76,6 +84,16 @@ describe('iptables batch', () => {
     assert.equal(r.execs, 1);
     assert.equal(rulesOf(save(4, 'filter'), 'CNI-T1').length, 2);
     assert.equal(rulesOf(save(4, 'filter'), 'FORWARD').length, 1);
+  });
+
+  test('hasRule checks many rules against one read', () => {
+    const t = readTable(4, 'filter', ns);
+    assert.ok(hasRule(t, 'CNI-T1', ['-s', '10.9.0.1', '-j', 'ACCEPT']));
+    assert.ok(
+      hasRule(t, 'CNI-T1', ['-d', '10.9.3.3/16', '-j', 'DROP', '-m', 'comment', '--comment', 'my "rule"']),
+    );
+    assert.ok(!hasRule(t, 'CNI-T1', ['-s', '10.9.0.2', '-j', 'ACCEPT']));
+    assert.ok(!hasRule(t, 'FORWARD', ['-s', '10.9.0.1', '-j', 'ACCEPT']));
   });
 
   test('listChains / listRules read the state', () => {
@@ -637,6 +655,13 @@ describe('tc batch', () => {
     assert.ok(q.some((x) => x.kind === 'ingress' && x.handle === 'ffff:'));
     const ifbTbf = tcQdiscs('bwptest', ns).find((x) => x.kind === 'tbf');
     assert.equal((ifbTbf!.options as { rate: number }).rate, 2);
+    // Upstream bandwidth vector: rate 2 B/s, limit 1; the buffer is burst/rate seconds in ticks.
+    assert.equal((ifbTbf!.options as { limit: number }).limit, 1);
+    const ticks = Number.parseInt((ifbTbf!.options as { burst_raw: string }).burst_raw, 16);
+    const [t2us, us2t] = readFileSync('/proc/net/psched', 'utf8')
+      .split(' ')
+      .map((x) => Number.parseInt(x, 16));
+    assert.equal(ticks, Math.trunc(((1 * 1e6) / 2) * (t2us! / us2t!)));
     const filters = tcFilters('tcv0', 'ffff:', ns);
     const redirect = filters.find((f) => Array.isArray(f.options?.actions));
     const action = (redirect!.options!.actions as Record<string, unknown>[])[0]!;

@@ -241,6 +241,15 @@ export function listRules(
   return chain === undefined ? rules : rules.filter((r) => r.chain === chain);
 }
 
+/**
+ * True when the saved table has a rule equal (normalizeRule) to `rule` in `chain` — for CHECK-style
+ * verification of many rules against ONE read (`readTable`).
+ */
+export function hasRule(table: SavedTable, chain: string, rule: readonly string[]): boolean {
+  const key = normalizeRule(rule);
+  return table.rules.some((r) => r.chain === chain && r.key === key);
+}
+
 /** True when a chain exists in the table. */
 export function chainExists(family: IPFamily, table: string, chain: string, opts: ToolOptions = {}): boolean {
   return readTable(family, table, opts).chains.has(chain);

@@ -183,9 +183,16 @@ function tcJson<T>(args: string[], opts: ToolOptions): T[] {
   return r.stdout.trim() === '' ? [] : (JSON.parse(r.stdout) as T[]);
 }
 
-/** `tc -j qdisc show [dev X]`. */
+/**
+ * `tc -j -raw qdisc show [dev X]`. With `-raw`, a TBF's options include `limit` (bytes) and
+ * `burst_raw` (the kernel's buffer in ticks, hex) besides `rate` and `burst` (bytes) — what the
+ * bandwidth plugin's CHECK compares.
+ */
 export function tcQdiscs(dev?: string, opts: ToolOptions = {}): TcQdisc[] {
-  return tcJson<TcQdisc>(['qdisc', 'show', ...(dev === undefined ? [] : ['dev', tok('device', dev)])], opts);
+  return tcJson<TcQdisc>(
+    ['-raw', 'qdisc', 'show', ...(dev === undefined ? [] : ['dev', tok('device', dev)])],
+    opts,
+  );
 }
 
 /** `tc -j filter show dev X [parent P | ingress | egress]`, as printed (u32 also lists its hash tables). */
