@@ -97,7 +97,9 @@ const behaviour = fc.oneof(
   }),
 );
 
-function pluginFor(b: fc.ArbitraryType<typeof behaviour> | { kind: 'prev' }): Plugin {
+type Behaviour = typeof behaviour extends fc.Arbitrary<infer T> ? T : never;
+
+function pluginFor(b: Behaviour): Plugin {
   const act = async (req: Parameters<NonNullable<Plugin['add']>>[0]) => {
     if (b.kind === 'throw') throw b.value;
     if (b.kind === 'cni') {
