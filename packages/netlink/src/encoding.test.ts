@@ -1,6 +1,7 @@
 // Byte-level tests of the rtnetlink encoders against messages captured from iproute2 (strace -xx of
 // `ip` / `bridge`, kernel 6.18, iproute2 6.1), with the sequence number zeroed. Ifindex 4 = v0, 2 = br0.
 import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import { buildAddAddr, buildDelAddr, decodeAddr } from './addr.ts';
 import {
@@ -473,5 +474,58 @@ describe('ip text helpers and names', () => {
       assert.equal(first & 1, 0, 'unicast');
       assert.equal(first & 2, 2, 'locally administered');
     }
+  });
+});
+
+describe('independent decoder: the netlink npm package codec (test-only; its socket/.node part is not loaded)', () => {
+  const require = createRequire(import.meta.url);
+  // biome-ignore lint/suspicious/noExplicitAny: untyped deep import
+  const codec: any = require('netlink/dist/rt/structs');
+  test('codec modules load no native binding', () => {
+    assert.deepEqual(
+      Object.keys(require.cache).filter((k) => k.endsWith('.node')),
+      [],
+    );
+  });
+  test('route message', () => {
+    const r = buildRoute(
+      'add',
+      {
+        dst: '10.9.0.0/16',
+        gw: '10.1.2.1',
+        table: 100,
+        priority: 50,
+        src: '10.1.2.3',
+        mtu: 1400,
+        advmss: 1360,
+      },
+      4,
+    ).finish(1);
+    const m = codec.parseRouteMessage(r.subarray(16));
+    assert.equal(m.data.dstLen, 16);
+    assert.equal(m.data.table, 100);
+    assert.equal(m.data.protocol, 'BOOT');
+    assert.equal(m.data.type, 'UNICAST');
+    assert.equal(m.attrs.dst.toString('hex'), '0a090000');
+    assert.equal(m.attrs.gateway.toString('hex'), '0a010201');
+    assert.equal(m.attrs.priority, 50);
+    assert.equal(m.attrs.prefsrc.toString('hex'), '0a010203');
+    assert.equal(m.attrs.oif, 4);
+    assert.equal(m.attrs.metrics.mtu.readUInt32LE(0), 1400);
+    assert.equal(m.attrs.metrics.advmss.readUInt32LE(0), 1360);
+  });
+  test('address message', () => {
+    const m = codec.parseAddressMessage(
+      buildAddAddr(4, '2001:db8::1/64', { noDad: true }).finish(1).subarray(16),
+    );
+    assert.deepEqual(m.data, { family: 10, prefixlen: 64, flags: { nodad: true }, scope: 0, index: 4 });
+    assert.equal(m.attrs.local.toString('hex'), '20010db8000000000000000000000001');
+  });
+  test('veth link message (top level; the codec does not decode IFLA_LINKINFO)', () => {
+    const v = buildVethPair({ name: 'vA', peerName: 'vB', mtu: 1400, mac: '02:11:22:33:44:55' }).finish(1);
+    const m = codec.parseLinkMessage(v.subarray(16));
+    assert.equal(m.attrs.ifname, 'vA');
+    assert.equal(m.attrs.mtu, 1400);
+    assert.equal(m.attrs.address.toString('hex'), '021122334455');
   });
 });
