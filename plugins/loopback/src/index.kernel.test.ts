@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { invokeInProcess } from '@cnikit/skel';
 import { plugin } from './index.ts';
@@ -35,7 +38,7 @@ describe('loopback in a real namespace', () => {
   before(() => ip('netns', 'add', ns));
   after(() => spawnSync('ip', ['netns', 'del', ns]));
 
-  for (const v of ['0.3.1', '0.4.0', '1.0.0', '1.1.0']) {
+  for (const v of ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']) {
     test(`ADD/CHECK/DEL/DEL (cniVersion ${v})`, async () => {
       assert.ok(!loFlags().includes('UP'));
       const add = await invokeInProcess(plugin, env('ADD'), conf(v));
@@ -43,13 +46,24 @@ describe('loopback in a real namespace', () => {
       assert.ok(loFlags().includes('UP'));
       const res = JSON.parse(add.stdout);
       assert.equal(res.cniVersion, v);
-      assert.deepEqual(res.interfaces, [{ name: 'lo', mac: '00:00:00:00:00:00', sandbox: nsPath }]);
-      const addrs = res.ips.map((i: { address: string; interface: number }) => [i.address, i.interface]);
-      assert.deepEqual(addrs, [
-        ['127.0.0.1/8', 0],
-        ['::1/128', 0],
-      ]);
-      if (v !== '0.3.1') {
+      if (v === '0.1.0' || v === '0.2.0') {
+        assert.equal(res.ip4.ip, '127.0.0.1/8');
+        assert.equal(res.ip6.ip, '::1/128');
+      } else {
+        assert.deepEqual(res.interfaces, [{ name: 'lo', mac: '00:00:00:00:00:00', sandbox: nsPath }]);
+        const addrs = res.ips.map((i: { address: string; interface: number; version?: string }) => [
+          i.address,
+          i.interface,
+          i.version,
+        ]);
+        const old = v.startsWith('0.');
+        assert.deepEqual(addrs, [
+          ['127.0.0.1/8', 0, old ? '4' : undefined],
+          ['::1/128', 0, old ? '6' : undefined],
+        ]);
+      }
+      const canCheck = v === '0.4.0' || v.startsWith('1.');
+      if (canCheck) {
         const chk = await invokeInProcess(plugin, env('CHECK'), conf(v, { prevResult: res }));
         assert.equal(chk.code, 0, chk.stdout);
       }
@@ -58,7 +72,7 @@ describe('loopback in a real namespace', () => {
       assert.ok(!loFlags().includes('UP'));
       const del2 = await invokeInProcess(plugin, env('DEL'), conf(v));
       assert.equal(del2.code, 0, del2.stdout);
-      if (v !== '0.3.1') {
+      if (canCheck) {
         const chk = await invokeInProcess(plugin, env('CHECK'), conf(v, { prevResult: res }));
         assert.equal(chk.code, 1);
         assert.equal(JSON.parse(chk.stdout).msg, 'loopback interface is down');
@@ -75,7 +89,9 @@ describe('loopback in a real namespace', () => {
     };
     const add = await invokeInProcess(plugin, env('ADD'), conf('1.0.0', { prevResult: prev }));
     assert.equal(add.code, 0, add.stdout);
-    assert.deepEqual(JSON.parse(add.stdout), prev);
+    const { dns: _dns, ...prevNoDns } = prev;
+    const { dns: _d2, ...gotNoDns } = JSON.parse(add.stdout);
+    assert.deepEqual(gotNoDns, prevNoDns);
     assert.ok(loFlags().includes('UP'));
   });
 
@@ -99,6 +115,15 @@ describe('loopback in a real namespace', () => {
     assert.equal(a.code, 0, a.stdout);
     const b = await invokeInProcess(plugin, env('DEL', `/run/netns/${ns}-gone`), conf('1.0.0'));
     assert.equal(b.code, 0, b.stdout);
+    // the empty mount-point file left behind when a namespace was unmounted but its file not removed
+    const leftover = join(tmpdir(), `cnikit-lo-leftover-${process.pid}`);
+    writeFileSync(leftover, '');
+    try {
+      const c = await invokeInProcess(plugin, env('DEL', leftover), conf('1.0.0'));
+      assert.equal(c.code, 0, c.stdout);
+    } finally {
+      rmSync(leftover, { force: true });
+    }
   });
 
   test('ADD into a missing namespace is an error', async () => {

@@ -11,7 +11,7 @@
 import { statSync } from 'node:fs';
 import { isNetnsGone, isNotNetnsError, withNetns } from '@cnikit/netlink';
 import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
-import { CniError, ErrorCode } from '@cnikit/skel';
+import { CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
 import { type LoopbackAddr, loopbackAddrs, loopbackIsUp, setLoopbackDown, setLoopbackUp } from './lo.ts';
 
 export const LO = 'lo';
@@ -75,7 +75,8 @@ function add(req: Request): Result {
     return pickAddresses(loopbackAddrs());
   });
   if (req.prevResult) return req.prevResult;
-  return loopbackResult(req.cniVersion, req.netns, addrs);
+  // Handlers return the current (1.1.0) shape; the SDK converts it to the config's version.
+  return loopbackResult(CURRENT_VERSION, req.netns, addrs);
 }
 
 /** A namespace path that no longer refers to a namespace: missing, or the empty file left by an unmount. */

@@ -1,9 +1,8 @@
 /**
- * The three kernel operations loopback needs, on `lo` of the calling thread's namespace (call inside withNetns).
- * TEMPORARY: implemented with iproute2 (spawnSync, argument arrays, no shell) until @cnikit/netlink's link and
- * address operations land; then this file switches to setLinkUp/setLinkDown/getLink/listAddrs.
+ * The kernel operations loopback needs, on `lo` of the calling thread's namespace (call inside withNetns),
+ * through @cnikit/netlink (rtnetlink; no external tools).
  */
-import { spawnSync } from 'node:child_process';
+import { getLinkOrThrow, listAddrs, setLinkDown, setLinkUp } from '@cnikit/netlink';
 
 export interface LoopbackAddr {
   family: 4 | 6;
@@ -11,33 +10,26 @@ export interface LoopbackAddr {
   prefixLen: number;
 }
 
-function ip(args: string[]): string {
-  const r = spawnSync('ip', args, { encoding: 'utf8' });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
+const LO = 'lo';
 
 export function setLoopbackUp(): void {
-  ip(['link', 'set', 'dev', 'lo', 'up']);
+  setLinkUp(getLinkOrThrow(LO));
 }
 
 export function setLoopbackDown(): void {
-  ip(['link', 'set', 'dev', 'lo', 'down']);
+  setLinkDown(getLinkOrThrow(LO));
 }
 
 export function loopbackIsUp(): boolean {
-  const [link] = JSON.parse(ip(['-json', 'link', 'show', 'dev', 'lo'])) as Array<{ flags?: string[] }>;
-  return Boolean(link?.flags?.includes('UP'));
+  return getLinkOrThrow(LO).up;
 }
 
+/** v4 addresses first, then v6, each in kernel order (the reference lists the families separately). */
 export function loopbackAddrs(): LoopbackAddr[] {
-  const [link] = JSON.parse(ip(['-json', 'addr', 'show', 'dev', 'lo'])) as Array<{
-    addr_info?: Array<{ family: string; local: string; prefixlen: number }>;
-  }>;
-  return (link?.addr_info ?? []).map((a) => ({
-    family: a.family === 'inet6' ? 6 : 4,
-    ip: a.local,
-    prefixLen: a.prefixlen,
-  }));
+  const link = getLinkOrThrow(LO);
+  const out: LoopbackAddr[] = [];
+  for (const family of [4, 6] as const) {
+    for (const a of listAddrs({ link, family })) out.push({ family, ip: a.ip, prefixLen: a.prefix });
+  }
+  return out;
 }
