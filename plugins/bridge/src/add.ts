@@ -261,7 +261,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
       k.inNetns(netnsFd, () => {
         if (conf.enabledad) {
-          k.sysctlTry(`/net/ipv6/conf/${req.ifName}/enhanced_dad`, '1');
+          k.sysctlTry(`net/ipv6/conf/${req.ifName}/enhanced_dad`, '1');
           k.sysctlTry(`net/ipv6/conf/${req.ifName}/accept_dad`, '1');
         } else {
           k.sysctlTry(`net/ipv6/conf/${req.ifName}/accept_dad`, '0');

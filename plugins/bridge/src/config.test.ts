@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CniError } from '@cnikit/skel';
-import { collectVlanTrunk, loadNetConf, parseMac, validateForAdd, wantsVlanFiltering } from './config.ts';
+import {
+  collectVlanTrunk,
+  decodeNetConf,
+  loadNetConf,
+  parseMac,
+  validateForAdd,
+  wantsVlanFiltering,
+} from './config.ts';
 
 const base = { cniVersion: '1.0.0', name: 'mynet', type: 'bridge' };
 
@@ -214,4 +221,17 @@ describe('parseMac', () => {
     test(`rejects ${JSON.stringify(bad)}`, () =>
       cniErr(() => parseMac(bad), 7, `address ${bad}: invalid MAC address`));
   }
+});
+
+describe('decodeNetConf (STATUS/GC)', () => {
+  test('no VLAN validation, like the reference STATUS', () => {
+    assert.deepEqual(decodeNetConf({ ...base, vlan: 5000, ipam: { type: 'host-local' } }), {
+      name: 'mynet',
+      ipamType: 'host-local',
+      ipMasq: false,
+    });
+  });
+  test('type errors still reported', () => {
+    cniErr(() => decodeNetConf({ ...base, ipam: { type: 5 } }), 7, /^failed to load netconf: .*ipam\.type/);
+  });
 });

@@ -139,6 +139,25 @@ export function validateLinkName(what: string, name: string): void {
 }
 
 /**
+ * Decode only (no VLAN/trunk validation, no CNI_ARGS): what the reference's STATUS does, and enough
+ * for GC.
+ */
+export function decodeNetConf(config: unknown): { name: string; ipamType: string; ipMasq: boolean } {
+  let raw: RawNetConf;
+  try {
+    raw = decode(netConfSchema, config, 'config');
+  } catch (err) {
+    const e = CniError.from(err);
+    throw new CniError(
+      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
+      `failed to load netconf: ${e.msg}`,
+      e.details,
+    );
+  }
+  return { name: raw.name, ipamType: raw.ipam?.type ?? '', ipMasq: raw.ipMasq };
+}
+
+/**
  * The reference's `loadNetConf`: decode, validate VLAN and trunk, pick the container MAC
  * (runtimeConfig.mac > args.cni.mac > CNI_ARGS MAC). `cniArgs` is CNI_ARGS verbatim.
  */

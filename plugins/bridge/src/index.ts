@@ -15,7 +15,7 @@ import {
 } from '@cnikit/skel';
 import { cmdAdd } from './add.ts';
 import { checkAttachment } from './check.ts';
-import { loadNetConf, uniqueID } from './config.ts';
+import { decodeNetConf, loadNetConf, uniqueID } from './config.ts';
 import * as k from './kernel.ts';
 
 function errText(err: unknown): string {
@@ -94,13 +94,13 @@ export async function cmdCheck(req: Request): Promise<void> {
 }
 
 export async function cmdStatus(req: Request): Promise<void> {
-  const conf = loadNetConf(req.config, '');
+  const conf = decodeNetConf(req.config);
   if (conf.ipamType !== '') await delegateStatus(conf.ipamType, req);
 }
 
 /** GC: IPAM GC, then remove masquerade rules of attachments that are not in the valid list. */
 export async function cmdGc(req: Request): Promise<void> {
-  const conf = loadNetConf(req.config, '');
+  const conf = decodeNetConf(req.config);
   const errors: string[] = [];
   let code: number = ErrorCode.Internal;
   if (conf.ipamType !== '') {

@@ -127,6 +127,20 @@ describe('bridge L3 with host-local', () => {
     assert.equal(withoutBridge(snapshot(), cf.bridge), withoutBridge(before, cf.bridge));
   });
 
+  test('enabledad: enhanced_dad and accept_dad on, addresses settled (not tentative) when ADD returns', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', 'fd19::/64', { isGateway: true, enabledad: true });
+    await ok('ADD', cf, { netns: c });
+    nl.withNetns(c, () => {
+      assert.equal(nl.sysctlGet('net/ipv6/conf/eth0/enhanced_dad').trim(), '1');
+      assert.equal(nl.sysctlGet('net/ipv6/conf/eth0/accept_dad').trim(), '1');
+      const a = nl.listAddrs({ link: 'eth0', family: 6 }).find((x) => x.cidr === 'fd19::2/64');
+      assert.ok(a && !a.tentative && !a.dadFailed);
+    });
+    await ok('DEL', cf, { netns: c });
+  });
+
   test('bridge keeps a stable MAC across ADD/DEL', async () => {
     const cn = env.newContainer();
     const c = env.path(cn);
