@@ -197,3 +197,86 @@ describe('byte compatibility with the Go reference', {
     }
   });
 });
+
+describe('messages identical to the Go reference', {
+  skip: go ? false : 'Go host-local not installed',
+}, () => {
+  const cases: Array<[string, Record<string, unknown>, Record<string, unknown>?, string?]> = [
+    ['no ranges', {}],
+    ['too small', { subnet: '10.1.2.0/31' }],
+    ['too small v6', { subnet: '2001:db8::/127' }],
+    ['host bits', { subnet: '10.1.2.5/24' }],
+    ['host bits v6', { subnet: '2001:DB8:24:19ff::/63' }],
+    ['mapped', { subnet: '::ffff:10.0.0.0/104' }],
+    ['start outside', { subnet: '10.1.2.0/24', rangeStart: '10.1.3.1' }],
+    ['end outside', { subnet: '10.1.2.0/24', rangeEnd: '10.1.3.1' }],
+    ['start after end', { subnet: '10.1.2.0/24', rangeStart: '10.1.2.50', rangeEnd: '10.1.2.40' }],
+    ['end before default start', { subnet: '10.1.2.0/24', rangeEnd: '10.1.2.0' }],
+    ['bad prefix', { subnet: '10.1.2.0/33' }],
+    ['bad gateway', { subnet: '10.1.2.0/24', gateway: '10.1.2.300' }],
+    ['empty set', { ranges: [[]] }],
+    ['mixed families', { ranges: [[{ subnet: '10.1.0.0/22' }, { subnet: '2001:db8:5::/64' }]] }],
+    ['overlap in set', { ranges: [[{ subnet: '10.1.0.0/22' }, { subnet: '10.1.2.0/24' }]] }],
+    ['overlap across sets', { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '10.1.0.0/16' }]] }],
+    [
+      'overlap legacy vs ranges',
+      { subnet: '10.1.2.0/24', ranges: [[{ subnet: '10.1.2.0/24', rangeStart: '10.1.2.100' }]] },
+    ],
+    ['subnet missing', { ranges: [[{ rangeStart: '10.1.2.3' }]] }],
+    [
+      '0.2.0 two v4 sets',
+      { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '10.1.3.0/24' }]] },
+      undefined,
+      '0.2.0',
+    ],
+    ['requested gateway', { subnet: '10.1.2.0/24' }, { CNI_ARGS: 'IP=10.1.2.1' }],
+    ['requested outside', { subnet: '10.1.2.0/24' }, { CNI_ARGS: 'IP=10.1.3.1' }],
+    ['requested mapped text', { subnet: '10.1.2.0/24' }, { CNI_ARGS: 'IP=::ffff:10.1.2.77' }],
+    ['bad CNI_ARGS IP', { subnet: '10.1.2.0/24' }, { CNI_ARGS: 'IP=10.1.2.1/40' }],
+    ['CNI_ARGS pair', { subnet: '10.1.2.0/24' }, { CNI_ARGS: 'IP=1=2' }],
+    ['CNI_ARGS unknown', { subnet: '10.1.2.0/24' }, { CNI_ARGS: 'A=1;B=2' }],
+    [
+      'runtime ranges first',
+      { subnet: '10.1.2.0/24' },
+      { runtimeConfig: { ipRanges: [[{ subnet: '10.1.0.0/16' }]] } },
+    ],
+    [
+      'args.cni.ips v4+v6',
+      { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: 'fd00::/64' }]] },
+      { args: { cni: { ips: ['fd00::99/64', '10.1.2.99'] } } },
+    ],
+  ];
+  for (const [name, ipam, extra, ver] of cases) {
+    test(name, async () => {
+      using tmpGo = tempDir('go');
+      using tmpOurs = tempDir('ours');
+      const envExtra: Record<string, string> = {};
+      const top: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(extra ?? {})) {
+        if (k === 'CNI_ARGS') envExtra[k] = v as string;
+        else top[k] = v;
+      }
+      const mk = (dataDir: string) =>
+        JSON.stringify({
+          cniVersion: ver ?? '1.0.0',
+          name: 'mynet',
+          type: 'bridge',
+          ...top,
+          ipam: { type: 'host-local', dataDir, ...ipam },
+        });
+      const rGo = await exec(go!, cniEnv('ADD', 'c1', 'eth0', envExtra), mk(tmpGo.path));
+      const rOurs = await exec(ourHostLocal(), cniEnv('ADD', 'c1', 'eth0', envExtra), mk(tmpOurs.path));
+      assert.equal(rOurs.code, rGo.code, `Go: ${rGo.stdout}\nours: ${rOurs.stdout}`);
+      const jGo = JSON.parse(rGo.stdout);
+      const jOurs = JSON.parse(rOurs.stdout);
+      if (rGo.code === 0) {
+        delete jGo.dns;
+        delete jOurs.dns;
+        assert.deepEqual(jOurs, jGo);
+      } else {
+        assert.equal(jOurs.msg, jGo.msg);
+      }
+      assert.deepEqual(storeFiles(join(tmpOurs.path, 'mynet')), storeFiles(join(tmpGo.path, 'mynet')));
+    });
+  }
+});
