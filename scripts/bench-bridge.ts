@@ -106,10 +106,12 @@ function measure(label: string): Record<string, { add: number[]; del: number[] }
   const namespaces = impls.map(() => Array.from({ length: RUNS }, () => newNs()));
   // interleave the implementations run by run so that drift affects both alike
   for (let r = 0; r < RUNS; r++) {
-    impls.forEach((i, k) => out[i.name]!.add.push(call(i, 'ADD', namespaces[k]![r]!, `${label}-${r}`)));
+    for (const [k, i] of impls.entries())
+      out[i.name]!.add.push(call(i, 'ADD', namespaces[k]![r]!, `${label}-${r}`));
   }
   for (let r = 0; r < RUNS; r++) {
-    impls.forEach((i, k) => out[i.name]!.del.push(call(i, 'DEL', namespaces[k]![r]!, `${label}-${r}`)));
+    for (const [k, i] of impls.entries())
+      out[i.name]!.del.push(call(i, 'DEL', namespaces[k]![r]!, `${label}-${r}`));
   }
   return out;
 }

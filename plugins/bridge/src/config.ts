@@ -119,12 +119,9 @@ export function parseMac(text: string): string {
   if (/^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$/.test(text)) {
     bytes = text.split(/[:-]/);
   } else if (/^[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}$/.test(text)) {
-    bytes = text
-      .replaceAll('.', '')
-      .match(/../g)
-      ?.map((b) => b);
+    bytes = text.replaceAll('.', '').match(/../g) ?? undefined;
   }
-  if (!bytes || bytes.length !== 6) throw configError(`address ${text}: invalid MAC address`);
+  if (bytes?.length !== 6) throw configError(`address ${text}: invalid MAC address`);
   return bytes.map((b) => b.toLowerCase()).join(':');
 }
 
