@@ -1,0 +1,114 @@
+// runPlugin as a real process (the example plugin through tsx): fd 0/1/2 handling and exit codes.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../..', import.meta.url));
+const example = fileURLToPath(new URL('../examples/passthrough.ts', import.meta.url));
+let dir: string;
+
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), `cnikit-proc-${process.pid}-`));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(env: Record<string, string>, stdin: string | number | 'ignore', big = false): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', example], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: [typeof stdin === 'string' && stdin !== 'ignore' ? 'pipe' : stdin, 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+    if (child.stdin) {
+      child.stdin.on('error', () => undefined);
+      if (big) {
+        const chunk = 'x'.repeat(1 << 16);
+        for (let i = 0; i < 64; i++) child.stdin.write(chunk);
+      }
+      child.stdin.end(typeof stdin === 'string' ? stdin : '');
+    }
+  });
+}
+
+const ADD = {
+  CNI_COMMAND: 'ADD',
+  CNI_CONTAINERID: 'c1',
+  CNI_NETNS: '/nonexistent',
+  CNI_IFNAME: 'eth0',
+  CNI_PATH: '/opt/cni/bin',
+};
+
+describe('runPlugin in a real process', () => {
+  test('ADD: result on stdout (no trailing newline), exit 0, inputs recorded', async () => {
+    const rec = join(dir, 'rec.jsonl');
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'n',
+      type: 'passthrough',
+      recordFile: rec,
+      prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.0.0.2/24' }] },
+    };
+    const r = await run({ ...ADD, CNI_ARGS: 'A=1' }, JSON.stringify(conf));
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.equal(
+      r.stdout,
+      '{\n    "cniVersion": "1.0.0",\n    "ips": [\n        {\n            "address": "10.0.0.2/24"\n        }\n    ]\n}',
+    );
+    const line = JSON.parse(readFileSync(rec, 'utf8').trim());
+    assert.equal(line.command, 'ADD');
+    assert.equal(line.args, 'A=1');
+    assert.equal(line.stdin, JSON.stringify(conf));
+    assert.deepEqual(line.prevResult, { cniVersion: '1.1.0', ips: [{ address: '10.0.0.2/24' }] });
+  });
+  test('error: JSON on stdout, exit 1', async () => {
+    const r = await run({ ...ADD }, '{"name":"n","cniVersion":"7.0.0"}');
+    assert.equal(r.status, 1);
+    assert.equal(JSON.parse(r.stdout).code, 1);
+  });
+  test('stdin is a directory → code 5', async () => {
+    const fd = openSync(dir, 'r');
+    try {
+      const r = await run(ADD, fd);
+      assert.equal(r.status, 1);
+      assert.deepEqual(JSON.parse(r.stdout), {
+        code: 5,
+        msg: 'error reading from stdin: read /dev/stdin: is a directory',
+      });
+    } finally {
+      closeSync(fd);
+    }
+  });
+  test('VERSION never reads stdin (even a large one) and ends with a newline', async () => {
+    const r = await run({ CNI_COMMAND: 'VERSION' }, 'garbage', true);
+    assert.equal(r.status, 0);
+    assert.equal(
+      r.stdout,
+      '{"cniVersion":"1.1.0","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}\n',
+    );
+  });
+  test('bare invocation prints the about banner to stderr only', async () => {
+    const r = await run({}, 'ignore');
+    assert.equal(r.status, 0);
+    assert.equal(r.stdout, '');
+    assert.equal(
+      r.stderr,
+      'cnikit passthrough example plugin\nCNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0\n',
+    );
+  });
+});
