@@ -785,3 +785,16 @@ describe('hostile input (handlers called directly, past skel validation)', () =>
     assert.ok(performance.now() - t0 < 1000);
   });
 });
+
+describe('in-process concurrency', () => {
+  test('32 concurrent in-process ADDs on one store get 32 distinct addresses', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.3.0.0/24' });
+    const rs = await Promise.all(Array.from({ length: 32 }, (_, i) => add(conf, { id: `p${i}` })));
+    const addrs = new Set(rs.map((r) => r.json.ips[0].address));
+    assert.equal(addrs.size, 32);
+    assert.equal(Object.keys(reservations(join(tmp.path, 'mynet'))).length, 32);
+    await Promise.all(Array.from({ length: 32 }, (_, i) => call(conf, { command: 'DEL', id: `p${i}` })));
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+  });
+});

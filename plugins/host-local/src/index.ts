@@ -211,8 +211,8 @@ function status(req: Request): void {
   let store: Store | undefined;
   try {
     store = Store.open(conf.dataDir, conf.name);
-    const tmp = store.withLock(() => store!.writeTemp('status'));
-    store.dropTemp(tmp);
+    const s = store;
+    s.withLock(() => s.dropTemp(s.writeTemp('status')));
   } catch (err) {
     const why = CniError.is(err) ? err.msg : (err as Error).message;
     throw new CniError(ErrorCode.PluginNotAvailable, `host-local store is not usable: ${why}`);
