@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { addAddr, delAddr, listAddrs, waitDadSettled } from './addr.ts';
-import { createVethPair, getLinkOrThrow, setLinkUp } from './link.ts';
+import { createVethPair, getLinkOrThrow } from './link.ts';
 import { withNetns } from './netns.ts';
 import type { NetlinkError } from './rtnl.ts';
 import { sysctlSet } from './sysctl.ts';

@@ -54,7 +54,7 @@ function parseV6(s: string): Buffer | undefined {
     groups = [...head, ...new Array<number>(8 - head.length - rest.length).fill(0), ...rest];
   } else {
     const all = groupsOf(text);
-    if (!all || all.length !== 8) return undefined;
+    if (all?.length !== 8) return undefined;
     groups = all;
   }
   const out = Buffer.alloc(16);

@@ -30,7 +30,7 @@ import {
 import { randomLocalMac, randomVethName } from './names.ts';
 import { isNetnsGone, NetNS, withNetns } from './netns.ts';
 import { isExistsError, isNotFoundError, NetlinkError } from './rtnl.ts';
-import { bridgeJson, ip, ipJson, ipLink, type TestNs, withTestNs } from './testns.ts';
+import { bridgeJson, ip, ipLink, type TestNs, withTestNs } from './testns.ts';
 
 function inNs<T>(ns: TestNs, fn: () => T): T {
   return withNetns(ns.path, fn);
