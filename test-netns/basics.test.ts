@@ -1,0 +1,233 @@
+/**
+ * Black-box basics on the compiled executables: VERSION and bare invocation of every plugin name, the multicall
+ * forms, and spec error objects for malformed invocations (compared with the Go reference where installed).
+ * The default back-end gets the full set; the other back-end a smoke set.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { type Backend, DIST, distPlugins, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
+import { Runtime } from './runtime.ts';
+
+const info = ensureBuilt();
+const other: Backend = info.default === 'bun' ? 'sea' : 'bun';
+const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const ALL = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'];
+
+function run(bin: string, env: Record<string, string>, stdin = '', args: string[] = [], argv0?: string) {
+  const r = spawnSync(bin, args, {
+    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
+    input: stdin,
+    encoding: 'utf8',
+    timeout: 30_000,
+    ...(argv0 ? { argv0 } : {}),
+  });
+  if (r.error) throw r.error;
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Spec error object printed on stdout, exit 1. */
+function assertCniError(r: { status: number | null; stdout: string }, code: number, msg?: string | RegExp) {
+  assert.equal(r.status, 1, `exit status (stdout: ${r.stdout})`);
+  const obj = JSON.parse(r.stdout) as { code: unknown; msg: unknown; details?: unknown };
+  assert.equal(obj.code, code, r.stdout);
+  assert.equal(typeof obj.msg, 'string');
+  for (const k of Object.keys(obj))
+    assert.ok(['code', 'msg', 'details', 'cniVersion'].includes(k), `unexpected key ${k}`);
+  if (typeof msg === 'string') assert.equal(obj.msg, msg);
+  else if (msg) assert.match(obj.msg as string, msg);
+  assert.ok(!r.stdout.includes('    at '), 'no stack trace on stdout');
+  return obj;
+}
+
+describe(`compiled plugins (${info.default}, default back-end)`, () => {
+  const plugins = distPlugins();
+
+  test('dist-bin has cnikit + one hard link per plugin directory, and BUILD-INFO agrees', () => {
+    assert.ok(plugins.includes('loopback'));
+    assert.deepEqual(plugins, [...info.plugins].sort());
+  });
+
+  for (const name of plugins) {
+    test(`${name}: VERSION`, () => {
+      const r = run(join(DIST, name), { CNI_COMMAND: 'VERSION' });
+      assert.equal(r.status, 0, r.stderr);
+      const v = JSON.parse(r.stdout) as { cniVersion: string; supportedVersions: string[] };
+      assert.equal(v.cniVersion, '1.1.0');
+      assert.ok(v.supportedVersions.length > 0);
+      for (const s of v.supportedVersions) assert.ok(ALL.includes(s), s);
+    });
+
+    test(`${name}: bare invocation prints the about text on stderr`, () => {
+      const r = run(join(DIST, name), {});
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, new RegExp(`CNI ${name} plugin`));
+      assert.match(r.stderr, /CNI protocol versions supported: [0-9., ]+/);
+    });
+  }
+
+  test('loopback VERSION supports every spec version (Go 1.1.1 lists up to 1.0.0)', () => {
+    const v = JSON.parse(run(join(DIST, 'loopback'), { CNI_COMMAND: 'VERSION' }).stdout);
+    assert.deepEqual(v.supportedVersions, ALL);
+    if (goAvailable()) {
+      const go = JSON.parse(run(join(GO_CNI, 'loopback'), { CNI_COMMAND: 'VERSION' }).stdout);
+      for (const s of go.supportedVersions) assert.ok(v.supportedVersions.includes(s), s);
+    }
+  });
+
+  test('multicall forms: explicit `cnikit <plugin>`, symlink name, unknown names', () => {
+    const explicit = run(join(DIST, 'cnikit'), { CNI_COMMAND: 'VERSION' }, '', ['loopback']);
+    assert.equal(explicit.status, 0, explicit.stderr);
+    assert.deepEqual(JSON.parse(explicit.stdout).supportedVersions, ALL);
+    const link = join(scratch, 'loopback');
+    symlinkSync(join(DIST, 'cnikit'), link);
+    const viaSymlink = run(link, {});
+    assert.equal(viaSymlink.status, 0);
+    assert.match(viaSymlink.stderr, /CNI loopback plugin/);
+    const bogus = join(scratch, 'portmap-nope');
+    symlinkSync(join(DIST, 'cnikit'), bogus);
+    const unknown = run(bogus, { CNI_COMMAND: 'ADD' });
+    assert.equal(unknown.status, 1);
+    assert.match(unknown.stderr, /unknown plugin "portmap-nope"/);
+    assert.match(unknown.stderr, /plugins: .*loopback/);
+    assertCniError(unknown, 999, 'cnikit: unknown plugin "portmap-nope"');
+    const none = run(join(DIST, 'cnikit'), {});
+    assert.equal(none.status, 1);
+    assert.equal(none.stdout, '');
+    assert.match(none.stderr, /no plugin selected/);
+    const list = run(join(DIST, 'cnikit'), {}, '', ['--list']);
+    assert.equal(list.status, 0);
+    assert.deepEqual(list.stdout.trim().split('\n'), plugins);
+  });
+
+  test('the embedded native addon is extracted to a private content-addressed file and loads', () => {
+    const dir = join(scratch, 'native');
+    const r = run(join(DIST, 'cnikit'), { CNIKIT_NATIVE_DIR: dir }, '', ['--native-selftest']);
+    assert.equal(r.status, 0, r.stderr);
+    const { path, tid } = JSON.parse(r.stdout) as { path: string; tid: number };
+    assert.match(path, new RegExp(`^${dir}/[0-9a-f]{64}\\.node$`));
+    assert.equal(typeof tid, 'number');
+  });
+
+  // Malformed invocations: spec error JSON on stdout, exit 1. [env, stdin, expected code, expected msg]
+  const base = {
+    CNI_COMMAND: 'ADD',
+    CNI_CONTAINERID: 'c1',
+    CNI_NETNS: '/run/netns/none',
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/opt/cni/bin',
+  };
+  const good = JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'loopback' });
+  const cases: Array<[string, Record<string, string>, string, number, string | RegExp]> = [
+    ['invalid JSON on stdin', base, '{not json', 6, /^error unmarshall network config: /],
+    [
+      'missing network name',
+      base,
+      JSON.stringify({ cniVersion: '1.0.0', type: 'loopback' }),
+      7,
+      'missing network name',
+    ],
+    [
+      'bad network name',
+      base,
+      JSON.stringify({ cniVersion: '1.0.0', name: 'a b', type: 'loopback' }),
+      7,
+      'invalid characters found in network name',
+    ],
+    [
+      'unsupported cniVersion',
+      base,
+      JSON.stringify({ cniVersion: '9.9.9', name: 'n', type: 'loopback' }),
+      1,
+      'incompatible CNI versions',
+    ],
+    ['unknown CNI_COMMAND', { ...base, CNI_COMMAND: 'FROB' }, good, 4, 'unknown CNI_COMMAND: FROB'],
+    ['missing CNI_PATH', { ...base, CNI_PATH: '' }, good, 4, 'required env variables [CNI_PATH] missing'],
+    [
+      'missing CNI_CONTAINERID',
+      { ...base, CNI_CONTAINERID: '' },
+      good,
+      4,
+      'required env variables [CNI_CONTAINERID] missing',
+    ],
+    [
+      'bad CNI_CONTAINERID',
+      { ...base, CNI_CONTAINERID: '-x/y' },
+      good,
+      4,
+      'invalid characters in containerID',
+    ],
+    [
+      'interface name too long',
+      { ...base, CNI_IFNAME: 'a-very-long-ifname' },
+      good,
+      4,
+      'interface name is too long',
+    ],
+    [
+      'CHECK with a 0.3.1 config',
+      { ...base, CNI_COMMAND: 'CHECK' },
+      JSON.stringify({ cniVersion: '0.3.1', name: 'n', type: 'loopback' }),
+      1,
+      'config version does not allow CHECK',
+    ],
+    ['ADD into a missing namespace', base, good, 999, /no such file or directory/],
+  ];
+  for (const [what, env, stdin, code, msg] of cases) {
+    test(`malformed: ${what} → code ${code}`, () => {
+      const ours = assertCniError(run(join(DIST, 'loopback'), env, stdin), code, msg);
+      if (goAvailable() && what !== 'bad CNI_CONTAINERID') {
+        // The Go reference agrees on the code (and, where Debian 1.1.1 = HEAD, on the message).
+        const go = JSON.parse(run(join(GO_CNI, 'loopback'), env, stdin).stdout) as {
+          code: number;
+          msg: string;
+        };
+        assert.equal(ours.code, go.code, `Go: ${JSON.stringify(go)}`);
+        if (typeof msg === 'string') assert.equal(ours.msg, go.msg);
+      }
+    });
+  }
+});
+
+describe(`compiled plugins (${other}, smoke)`, () => {
+  const dir = ensureLinks(other, info);
+  const rt = new Runtime({ path: [dir], cacheDir: join(scratch, 'cache-smoke') });
+
+  test('VERSION of every plugin name', () => {
+    for (const name of info.plugins) {
+      const v = rt.version(name);
+      assert.equal(v.cniVersion, '1.1.0', name);
+    }
+  });
+
+  test('bare invocation and an error object', () => {
+    const r = run(join(dir, 'loopback'), {});
+    assert.equal(r.status, 0);
+    assert.match(r.stderr, /CNI loopback plugin/);
+    assertCniError(run(join(dir, 'loopback'), base0(), '{not json'), 6);
+  });
+
+  test('the embedded native addon loads', () => {
+    const r = run(join(dir, 'cnikit'), { CNIKIT_NATIVE_DIR: join(scratch, 'native-other') }, '', [
+      '--native-selftest',
+    ]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(JSON.parse(r.stdout).path, /[0-9a-f]{64}\.node$/);
+  });
+});
+
+function base0(): Record<string, string> {
+  return {
+    CNI_COMMAND: 'ADD',
+    CNI_CONTAINERID: 'c1',
+    CNI_NETNS: '/run/netns/none',
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/x',
+  };
+}

@@ -1,0 +1,101 @@
+/**
+ * Where the compiled binaries are, and making sure they exist before a black-box test runs.
+ */
+import { spawnSync } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { flock } from '@cnikit/sys';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const DIST = join(ROOT, 'dist-bin');
+export const GO_CNI = '/usr/lib/cni';
+
+export type Backend = 'bun' | 'sea';
+
+export interface BuildInfo {
+  default: Backend;
+  plugins: string[];
+}
+
+/**
+ * Build dist-bin/ if it is missing (`npm run build` does the same). Test files run concurrently, so the build runs
+ * under an exclusive lock and the check is repeated once the lock is held.
+ */
+export function ensureBuilt(): BuildInfo {
+  const info = join(DIST, 'BUILD-INFO.json');
+  const ready = () =>
+    existsSync(info) &&
+    existsSync(join(DIST, 'cnikit')) &&
+    existsSync(join(DIST, 'bun', 'cnikit')) &&
+    existsSync(join(DIST, 'sea', 'cnikit'));
+  if (!ready()) {
+    const fd = openSync(join(ROOT, 'node_modules', '.cnikit-build.lock'), 'a');
+    try {
+      flock(fd, 'ex');
+      if (!ready()) {
+        process.stderr.write('test-netns: dist-bin/ is missing; building it (npm run build)\n');
+        for (const [cmd, args] of [
+          [process.execPath, [join(ROOT, 'scripts', 'build-native.mjs')]],
+          [process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'build.ts')]],
+        ] as const) {
+          const r = spawnSync(cmd, args, { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+          if (r.status !== 0)
+            throw new Error(`build failed (${args.join(' ')}): run \`npm run build\` and read its output`);
+        }
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return JSON.parse(readFileSync(info, 'utf8')) as BuildInfo;
+}
+
+/** Directory whose files are named after the plugins, for one back-end (the default one is dist-bin itself). */
+export function binDir(backend: Backend, info: BuildInfo): string {
+  return backend === info.default ? DIST : join(DIST, backend, 'links');
+}
+
+/**
+ * The non-default back-end has only dist-bin/<backend>/cnikit; give it a links dir (hard links per plugin) so it can
+ * be driven through CNI_PATH exactly like the default one.
+ */
+export function ensureLinks(backend: Backend, info: BuildInfo): string {
+  const dir = binDir(backend, info);
+  if (dir === DIST) return dir;
+  const exe = join(DIST, backend, 'cnikit');
+  mkdirSync(dir, { recursive: true });
+  for (const n of ['cnikit', ...info.plugins]) {
+    const tmp = join(dir, `.${n}.tmp-${process.pid}`);
+    rmSync(tmp, { force: true });
+    linkSync(exe, tmp);
+    renameSync(tmp, join(dir, n));
+  }
+  return dir;
+}
+
+export function goAvailable(name = 'loopback'): boolean {
+  try {
+    return statSync(join(GO_CNI, name)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+export function distPlugins(): string[] {
+  const ino = statSync(join(DIST, 'cnikit')).ino;
+  return readdirSync(DIST)
+    .filter((n) => n !== 'cnikit' && statSync(join(DIST, n)).isFile() && statSync(join(DIST, n)).ino === ino)
+    .sort();
+}
