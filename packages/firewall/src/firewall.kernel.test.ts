@@ -517,6 +517,70 @@ describe('ipmasq, nftables backend', () => {
   });
 });
 
+describe('nft batch', () => {
+  test('one transaction: table, base chain, set, map, elements, rules; read back with handles', () => {
+    nftBatch(ns)
+      .addTable('ip', 'cnikit_t', { comment: 'test table' })
+      .addChain({
+        family: 'ip',
+        table: 'cnikit_t',
+        name: 'pre',
+        type: 'nat',
+        hook: 'prerouting',
+        priority: -100,
+      })
+      .addSet('ip', 'cnikit_t', 'allowed', { type: 'ipv4_addr', flags: ['interval'] })
+      .addMap('ip', 'cnikit_t', 'hostports_map', {
+        type: 'inet_proto . inet_service : ipv4_addr . inet_service',
+      })
+      .addElements('ip', 'cnikit_t', 'allowed', ['10.0.0.0/24', '192.168.7.7'])
+      .addElements('ip', 'cnikit_t', 'hostports_map', ['tcp . 8080 : 10.0.0.2 . 80'])
+      .addRule(
+        'ip',
+        'cnikit_t',
+        'pre',
+        'ip saddr @allowed dnat ip to meta l4proto . th dport map @hostports_map',
+        {
+          comment: 'c1',
+        },
+      )
+      .addRule('ip', 'cnikit_t', 'pre', 'tcp dport 9999 return', { comment: 'c2' })
+      .commit();
+    const l = nftList(['table', 'ip', 'cnikit_t'], ns);
+    assert.deepEqual(
+      l.rules.map((r) => r.comment),
+      ['c1', 'c2'],
+    );
+    assert.ok(l.rules.every((r) => Number.isInteger(r.handle) && r.handle > 0));
+    assert.ok(l.objects.some((o) => 'set' in o) && l.objects.some((o) => 'map' in o));
+    assert.match(
+      sb.exec('nft', ['list', 'set', 'ip', 'cnikit_t', 'allowed']).stdout,
+      /elements = \{ 10\.0\.0\.0\/24, 192\.168\.7\.7 \}/,
+    );
+    // Delete one rule by handle.
+    nftBatch(ns).deleteRule('ip', 'cnikit_t', 'pre', l.rules[1]!.handle).commit();
+    assert.deepEqual(
+      nftList(['chain', 'ip', 'cnikit_t', 'pre'], ns).rules.map((r) => r.comment),
+      ['c1'],
+    );
+  });
+
+  test('a failing statement aborts the whole transaction', () => {
+    const before = nftList(['ruleset'], ns).rules.length;
+    assert.throws(
+      () =>
+        nftBatch(ns)
+          .addRule('ip', 'cnikit_t', 'pre', 'tcp dport 1 return', { comment: 'should not stay' })
+          .deleteRule('ip', 'cnikit_t', 'pre', 999999)
+          .commit(),
+      /nft -f - failed/,
+    );
+    assert.equal(nftList(['ruleset'], ns).rules.length, before);
+    nftBatch(ns).deleteTable('ip', 'cnikit_t').commit();
+    assert.deepEqual(nftList(['table', 'ip', 'cnikit_t'], ns).tables, []);
+  });
+});
+
 describe('backend selection and tool errors', () => {
   test('unknown backend', () => {
     assert.throws(

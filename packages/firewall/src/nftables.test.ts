@@ -67,6 +67,38 @@ describe('nft batch rendering', () => {
   });
 });
 
+describe('nft sets, maps, elements, raw', () => {
+  test('rendering and validation', () => {
+    const b = new NftBatch()
+      .addSet('ip', 't', 'ips', { type: 'ipv4_addr', flags: ['interval'], comment: 'c' })
+      .addMap('ip', 't', 'ports', { type: 'inet_proto . inet_service : ipv4_addr . inet_service' })
+      .addElements('ip', 't', 'ips', ['10.0.0.0/24', '10.1.0.1'])
+      .addElements('ip', 't', 'ips', [])
+      .deleteElements('ip', 't', 'ports', ['tcp . 80'])
+      .raw('add rule ip t c ip saddr @ips accept');
+    assert.equal(
+      b.render(),
+      [
+        'add set ip t ips { type ipv4_addr ; flags interval ; comment "c" ; }',
+        'add map ip t ports { type inet_proto . inet_service : ipv4_addr . inet_service ; }',
+        'add element ip t ips { 10.0.0.0/24, 10.1.0.1 }',
+        'delete element ip t ports { tcp . 80 }',
+        'add rule ip t c ip saddr @ips accept',
+        '',
+      ].join('\n'),
+    );
+    assert.throws(
+      () => new NftBatch().addSet('ip', 't', 's', { type: 'ipv4_addr; flush ruleset' }),
+      /invalid nftables set type/,
+    );
+    assert.throws(
+      () => new NftBatch().addElements('ip', 't', 's', ['1.2.3.4 }']),
+      /invalid nftables element/,
+    );
+    assert.throws(() => new NftBatch().raw('flush ruleset\nadd table x'), /invalid nftables statement/);
+  });
+});
+
 describe('nft JSON parsing', () => {
   test('tables, chains, rules with handles and comments', () => {
     const json = JSON.stringify({

@@ -47,7 +47,10 @@ export interface NftListing {
   objects: Record<string, unknown>[];
 }
 
-/** Valid nft identifier (table/chain names in the text syntax). */
+/**
+ * Valid nft identifier (table/chain/set names in the text syntax). Note that nft keywords (`dnat`,
+ * `map`, `counter`, …) are not accepted as names by nft's parser either; nft reports that at commit.
+ */
 const IDENT = /^[A-Za-z_][A-Za-z0-9_./-]*$/;
 
 export function checkNftIdentifier(what: string, name: string): void {
@@ -218,6 +221,92 @@ export class NftBatch {
   deleteRule(family: NftFamily, table: string, chain: string, handle: number): this {
     if (!Number.isInteger(handle) || handle <= 0) throw new TypeError(`invalid rule handle ${handle}`);
     this.ref('delete rule', family, table, chain, ` handle ${handle}`);
+    return this;
+  }
+
+  /**
+   * A named set (`type` e.g. `ipv4_addr`, `inet_proto . inet_service`; `flags` e.g. `['interval']`).
+   * Sets and maps let one rule match many entries: prefer them over a rule per entry.
+   */
+  addSet(
+    family: NftFamily,
+    table: string,
+    name: string,
+    opts: { type: string; flags?: string[]; comment?: string },
+  ): this {
+    return this.setOrMap('set', family, table, name, opts.type, opts.flags, opts.comment);
+  }
+
+  /** A named map (`type` e.g. `ipv4_addr . inet_service : ipv4_addr . inet_service`). */
+  addMap(
+    family: NftFamily,
+    table: string,
+    name: string,
+    opts: { type: string; flags?: string[]; comment?: string },
+  ): this {
+    return this.setOrMap('map', family, table, name, opts.type, opts.flags, opts.comment);
+  }
+
+  /** Add elements (nft element syntax, e.g. `10.0.0.1`, `tcp . 80 : 10.0.0.2 . 8080`) to a set or map. */
+  addElements(family: NftFamily, table: string, setName: string, elements: readonly string[]): this {
+    return this.elements('add', family, table, setName, elements);
+  }
+
+  /** Delete elements (keys only for maps); deleting a missing element fails the transaction. */
+  deleteElements(family: NftFamily, table: string, setName: string, elements: readonly string[]): this {
+    return this.elements('delete', family, table, setName, elements);
+  }
+
+  /** Any other single nft statement (no line breaks, `;` or `#`). */
+  raw(statement: string): this {
+    if (statement.trim() === '' || /[\r\n;#]/.test(statement)) {
+      throw new TypeError(`invalid nftables statement: ${JSON.stringify(statement)}`);
+    }
+    this.lines.push(statement);
+    return this;
+  }
+
+  private setOrMap(
+    kind: 'set' | 'map',
+    family: NftFamily,
+    table: string,
+    name: string,
+    type: string,
+    flags: string[] | undefined,
+    comment: string | undefined,
+  ): this {
+    checkFamily(family);
+    checkNftIdentifier('table', table);
+    checkNftIdentifier(kind, name);
+    if (!/^[a-z0-9_]+( [.:] [a-z0-9_]+)*$/.test(type))
+      throw new TypeError(`invalid nftables ${kind} type: ${JSON.stringify(type)}`);
+    const parts = [`type ${type} ;`];
+    if (flags?.length) {
+      for (const f of flags)
+        if (!/^[a-z]+$/.test(f)) throw new TypeError(`invalid nftables ${kind} flag: ${JSON.stringify(f)}`);
+      parts.push(`flags ${flags.join(',')} ;`);
+    }
+    if (comment !== undefined) parts.push(`comment ${nftQuote(comment)} ;`);
+    this.lines.push(`add ${kind} ${family} ${table} ${name} { ${parts.join(' ')} }`);
+    return this;
+  }
+
+  private elements(
+    verb: 'add' | 'delete',
+    family: NftFamily,
+    table: string,
+    setName: string,
+    elements: readonly string[],
+  ): this {
+    checkFamily(family);
+    checkNftIdentifier('table', table);
+    checkNftIdentifier('set', setName);
+    if (elements.length === 0) return this;
+    for (const e of elements) {
+      if (e.trim() === '' || /[\r\n;#{},"]/.test(e))
+        throw new TypeError(`invalid nftables element: ${JSON.stringify(e)}`);
+    }
+    this.lines.push(`${verb} element ${family} ${table} ${setName} { ${elements.join(', ')} }`);
     return this;
   }
 
