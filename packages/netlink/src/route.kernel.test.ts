@@ -121,6 +121,25 @@ describe('routes (kernel)', () => {
       assert.equal(mine.find((r) => r.dst === '0.0.0.0/0')?.gw, '10.1.2.1');
       assert.equal(mine.find((r) => r.dst === '192.168.7.0/24')?.scope, 253);
       assert.equal(inNs(ns, () => listRoutes({ table: 1000 }))[0]?.table, 1000);
+      // Go's RouteAddEcmp (create without exclusivity): a second gateway for the same IPv4 destination
+      inNs(ns, () => {
+        addRoute({ dst: '10.60.0.0/16', gw: '10.1.2.1', dev: 'eth0' }, { exclusive: false });
+        addRoute({ dst: '10.60.0.0/16', gw: '10.1.2.2', dev: 'eth0' }, { exclusive: false });
+      });
+      const gws = ipJson(ns, 'route', 'show', '10.60.0.0/16')
+        .map((r: { gateway: string }) => r.gateway)
+        .sort();
+      assert.deepEqual(gws, ['10.1.2.1', '10.1.2.2']);
+      assert.deepEqual(
+        inNs(ns, () => listRoutes({ family: 4 }))
+          .filter((r) => r.dst === '10.60.0.0/16')
+          .map((r) => r.gw)
+          .sort(),
+        ['10.1.2.1', '10.1.2.2'],
+      );
+      assert.throws(() => inNs(ns, () => addRoute({ dst: '10.60.0.0/16', gw: '10.1.2.2', dev: 'eth0' })), {
+        code: 'EEXIST',
+      });
       assert.throws(() => inNs(ns, () => addRoute({ dst: '10.50.0.0/16', gw: '172.16.0.1' })), {
         code: 'ENETUNREACH',
       });
