@@ -330,12 +330,12 @@ export function configureIface(ifName: string, res: Result): void {
 
 export function checkEnv(netns: string): CheckEnv {
   const routes = (family: Family): RouteView[] =>
-    nl.listRoutes({ family, table: 0 }).map((r) => ({
-      family,
-      dst: formatCIDR(parseCIDR(r.dst)!),
-      gw: r.gw,
-      table: r.table,
-    }));
+    nl.listRoutes({ family, table: 0 }).flatMap((r) => {
+      const dst = formatCIDR(parseCIDR(r.dst)!);
+      // an ECMP route is one route with several next hops: each hop counts as a route via its gateway
+      const gws = r.multipath?.length ? r.multipath.map((h) => h.gw) : [r.gw];
+      return gws.map((gw) => ({ family, dst, gw, table: r.table }));
+    });
   return {
     hostLink: (name) => linkByName(name),
     containerLink: (name) => nl.withNetns(netns, () => linkByName(name)),

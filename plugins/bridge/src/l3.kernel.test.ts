@@ -141,6 +141,56 @@ describe('bridge L3 with host-local', () => {
     await ok('DEL', cf, { netns: c });
   });
 
+  test('IPAM routes: ECMP (same dst, two gateways), gateway-less routes use the address gateway', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', [['10.21.0.0/24'], ['fd21::/64']], { isGateway: true });
+    cf.ipam = {
+      ...cf.ipam,
+      routes: [
+        { dst: '192.168.50.0/24', gw: '10.21.0.253' },
+        { dst: '192.168.50.0/24', gw: '10.21.0.254' },
+        { dst: '192.168.60.0/24' },
+        { dst: 'fd99::/64', gw: 'fd21::fd' },
+        { dst: 'fd99::/64', gw: 'fd21::fe' },
+      ],
+    } as typeof cf.ipam;
+    const res = await ok('ADD', cf, { netns: c });
+    try {
+      nl.withNetns(c, () => {
+        const v4 = nl.listRoutes({ family: 4 });
+        const gws = v4.filter((r) => r.dst === '192.168.50.0/24').map((r) => r.gw);
+        assert.deepEqual(gws.sort(), ['10.21.0.253', '10.21.0.254']);
+        assert.equal(v4.find((r) => r.dst === '192.168.60.0/24')?.gw, '10.21.0.1');
+        const v6 = nl.listRoutes({ family: 6 }).filter((r) => r.dst === 'fd99::/64');
+        const hops = v6.flatMap((r) => (r.multipath ? r.multipath.map((h) => h.gw) : [r.gw]));
+        assert.deepEqual(hops.sort(), ['fd21::fd', 'fd21::fe']);
+      });
+      await ok('CHECK', { ...cf, prevResult: res }, { netns: c });
+    } finally {
+      await ok('DEL', cf, { netns: c });
+    }
+  });
+
+  test('L3 with a VLAN gateway interface <bridge>.<vlan> (needs bridge VLAN filtering)', async (t) => {
+    try {
+      nl.createBridge({ name: 'brvlprobe3', vlanFiltering: true });
+      nl.deleteLink('brvlprobe3');
+    } catch (err) {
+      t.skip(`kernel has no bridge VLAN filtering: ${(err as Error).message}`);
+      return;
+    }
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.22.0.0/24', { bridge: 'brv', vlan: 100, isDefaultGateway: true });
+    const res = await ok('ADD', cf, { netns: c });
+    assert.equal(res.interfaces.length, 4);
+    assert.equal(res.interfaces[3].name, 'brv.100');
+    assert.ok(nl.listAddrs({ link: 'brv.100', family: 4 }).some((a) => a.cidr === '10.22.0.1/24'));
+    assert.equal(nl.getLink('brv')?.vlanFiltering, true);
+    await ok('DEL', cf, { netns: c });
+  });
+
   test('bridge keeps a stable MAC across ADD/DEL', async () => {
     const cn = env.newContainer();
     const c = env.path(cn);
