@@ -121,6 +121,45 @@ describe('interoperability with the Go reference bridge (Debian 1.1.1)', {
     assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
   });
 
+  test('the Go bridge with cnikit host-local (dist-bin) as its IPAM, and back', async (t) => {
+    const dist = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+    if (!existsSync(join(dist, 'host-local'))) {
+      t.skip('dist-bin/host-local not built (npm run build)');
+      return;
+    }
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = { ...conf(), name: 'iohl', bridge: 'brio2', ipam: hostLocal(env.dataDir, '10.41.0.0/24') };
+    const go = (cmd: string) =>
+      spawnSync(GO, [], {
+        env: {
+          CNI_COMMAND: cmd,
+          CNI_CONTAINERID: 'io-hl',
+          CNI_NETNS: c,
+          CNI_IFNAME: 'eth0',
+          CNI_PATH: dist,
+          PATH: process.env.PATH,
+        },
+        input: JSON.stringify(cf),
+        encoding: 'utf8',
+      });
+    const add = go('ADD');
+    assert.equal(add.status, 0, add.stdout + add.stderr);
+    assert.equal(JSON.parse(add.stdout).ips[0].address, '10.41.0.2/24');
+    assert.deepEqual(
+      readdirSync(join(env.dataDir, 'iohl')).filter((f) => /^\d/.test(f)),
+      ['10.41.0.2'],
+    );
+    // our bridge (delegating to the same cnikit host-local binary) removes it
+    const del = await cni(plugin, 'DEL', cf, { netns: c, containerId: 'io-hl', path: dist });
+    assert.equal(del.code, 0, del.stdout);
+    assert.deepEqual(
+      readdirSync(join(env.dataDir, 'iohl')).filter((f) => /^\d/.test(f)),
+      [],
+    );
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+  });
+
   test('DEL after the namespace is gone removes the masquerade rules (the reference leaks them)', async () => {
     const cn = env.newContainer();
     const add = await ours('ADD', conf(), env.path(cn), 'io-gone');
