@@ -521,9 +521,17 @@ export function fdWriter(fd: number): Writable {
 
 /**
  * Process entry point: reads `process.env` and fd 0 (only when needed), writes to fd 1/2 and sets
- * `process.exitCode`. Never calls `process.exit`.
+ * `process.exitCode`. Never calls `process.exit`. `console.log/info/debug/dir/table` are redirected
+ * to stderr so stray logging in plugin code cannot corrupt stdout.
  */
 export async function runPlugin(plugin: Plugin): Promise<void> {
+  // Nothing but the result or error JSON may reach stdout: console output from plugin code goes to stderr.
+  const toStderr = console.error.bind(console);
+  console.log = toStderr;
+  console.info = toStderr;
+  console.debug = toStderr;
+  console.dir = (obj: unknown) => toStderr(obj);
+  console.table = (obj: unknown) => toStderr(obj);
   const code = await dispatch(plugin, {
     env: process.env,
     stdin: () => readFdFully(0),

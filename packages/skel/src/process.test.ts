@@ -1,7 +1,7 @@
 // runPlugin as a real process (the example plugin through tsx): fd 0/1/2 handling and exit codes.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -22,9 +22,14 @@ interface Run {
   stderr: string;
 }
 
-function run(env: Record<string, string>, stdin: string | number | 'ignore', big = false): Promise<Run> {
+function run(
+  env: Record<string, string>,
+  stdin: string | number | 'ignore',
+  big = false,
+  script = example,
+): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', example], {
+    const child = spawn(process.execPath, ['--import', 'tsx', script], {
       cwd: root,
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: [typeof stdin === 'string' && stdin !== 'ignore' ? 'pipe' : stdin, 'pipe', 'pipe'],
@@ -101,6 +106,28 @@ describe('runPlugin in a real process', () => {
       r.stdout,
       '{"cniVersion":"1.1.0","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}\n',
     );
+  });
+  test('console output from plugin code goes to stderr, never stdout', async () => {
+    const file = join(dir, 'noisy.mts');
+    const skel = new URL('./index.ts', import.meta.url).href;
+    writeFileSync(
+      file,
+      `import { runPlugin } from ${JSON.stringify(skel)};
+await runPlugin({
+  name: 'noisy',
+  add() {
+    console.log('log line');
+    console.info('info line');
+    console.dir({ a: 1 });
+    return { cniVersion: '1.1.0', ips: [{ address: '10.0.0.3/24' }] };
+  },
+});
+`,
+    );
+    const r = await run(ADD, '{"cniVersion":"1.1.0","name":"n"}', false, file);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { cniVersion: '1.1.0', ips: [{ address: '10.0.0.3/24' }] });
+    assert.match(r.stderr, /log line\ninfo line\n\{ a: 1 \}/);
   });
   test('bare invocation prints the about banner to stderr only', async () => {
     const r = await run({}, 'ignore');
