@@ -105,7 +105,9 @@ export function invalidArgument(op: string, reason: string): NetlinkError {
 }
 
 function defaultFactory(): NetlinkTransport {
-  const s = NetlinkSocket.open(NETLINK_ROUTE, { receiveBufferSize: 1 << 20 });
+  // Kernel default buffers: dumps are paced by our reads (the kernel fills the next chunk when we read), and
+  // requests/answers are small, so no SO_RCVBUFFORCE/SO_SNDBUFFORCE syscalls are needed.
+  const s = NetlinkSocket.open(NETLINK_ROUTE, { receiveBufferSize: 0 });
   try {
     s.setOption(NETLINK_EXT_ACK, 1);
   } catch {
