@@ -10,7 +10,6 @@
  * Every function takes an optional `{ netns }` to run the tools in another network namespace.
  */
 export * from './backend.ts';
-export { type ParsedCidr, parseCidr } from './cidr.ts';
 export * from './exec.ts';
 export * from './ipmasq.ts';
 export * from './iptables.ts';

@@ -1,0 +1,92 @@
+// Side by side with the Go reference plugins (Debian containernetworking-plugins in /usr/lib/cni):
+// the kernel state we produce must be the same, so a node can switch implementations with
+// containers running. Skipped (with the reason) when the reference binaries are not installed.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { createSandbox, type Sandbox } from '@cnikit/testing';
+import { setupIPMasq, teardownIPMasq } from './ipmasq.ts';
+import { formatChainName } from './names.ts';
+
+const GO = '/usr/lib/cni';
+const haveGo = existsSync(join(GO, 'bridge')) && existsSync(join(GO, 'host-local'));
+
+describe('compatibility with the Go reference bridge plugin (ipMasq, iptables)', {
+  skip: haveGo ? false : `no reference plugins in ${GO}`,
+}, () => {
+  let sb: Sandbox;
+  let dataDir: string;
+  before(() => {
+    sb = createSandbox();
+    dataDir = mkdtempSync(join(tmpdir(), 'cnikit-fw-ref-'));
+  });
+  after(() => {
+    sb?.destroy();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const conf = () =>
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'refnet',
+      type: 'bridge',
+      bridge: 'cniref0',
+      isGateway: true,
+      ipMasq: true,
+      ipam: { type: 'host-local', subnet: '10.33.0.0/24', dataDir },
+    });
+  const goBridge = (command: 'ADD' | 'DEL', containerID: string) =>
+    sb.exec(join(GO, 'bridge'), [], {
+      input: conf(),
+      env: {
+        CNI_COMMAND: command,
+        CNI_CONTAINERID: containerID,
+        CNI_NETNS: sb.container.path,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: GO,
+      },
+    }).stdout;
+  const natRules = () =>
+    sb
+      .exec('iptables-save', ['-t', 'nat'])
+      .stdout.split('\n')
+      .filter((l) => l.startsWith('-A ') || /^:CNI-/.test(l));
+
+  test('the Go plugin and setupIPMasq write identical rules; our teardown removes the Go ones', () => {
+    const result = JSON.parse(goBridge('ADD', 'gocontainer')) as { ips: { address: string }[] };
+    const ip = result.ips[0]!.address; // e.g. 10.33.0.2/24
+    const goRules = natRules();
+    const chain = formatChainName('refnet', 'gocontainer');
+    assert.ok(
+      goRules.some((l) => l.includes(chain)),
+      `Go created ${chain}:\n${goRules.join('\n')}`,
+    );
+
+    // Remove the Go rules with our teardown: nothing of this container remains.
+    teardownIPMasq({
+      ips: [ip],
+      network: 'refnet',
+      ifName: 'eth0',
+      containerID: 'gocontainer',
+      netns: sb.host.path,
+    });
+    assert.ok(!natRules().some((l) => l.includes(chain)));
+
+    // Re-create them with our setup: byte-identical iptables-save output.
+    setupIPMasq({
+      backend: 'iptables',
+      ips: [ip],
+      network: 'refnet',
+      ifName: 'eth0',
+      containerID: 'gocontainer',
+      netns: sb.host.path,
+    });
+    assert.deepEqual(natRules(), goRules);
+
+    // The Go DEL cleans up what we wrote.
+    goBridge('DEL', 'gocontainer');
+    assert.ok(!natRules().some((l) => l.includes(chain)));
+  });
+});
