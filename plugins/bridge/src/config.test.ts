@@ -229,6 +229,7 @@ describe('decodeNetConf (STATUS/GC)', () => {
       name: 'mynet',
       ipamType: 'host-local',
       ipMasq: false,
+      macspoofchk: false,
     });
   });
   test('type errors still reported', () => {

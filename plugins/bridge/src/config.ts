@@ -139,7 +139,12 @@ export function validateLinkName(what: string, name: string): void {
  * Decode only (no VLAN/trunk validation, no CNI_ARGS): what the reference's STATUS does, and enough
  * for GC.
  */
-export function decodeNetConf(config: unknown): { name: string; ipamType: string; ipMasq: boolean } {
+export function decodeNetConf(config: unknown): {
+  name: string;
+  ipamType: string;
+  ipMasq: boolean;
+  macspoofchk: boolean;
+} {
   let raw: RawNetConf;
   try {
     raw = decode(netConfSchema, config, 'config');
@@ -151,7 +156,7 @@ export function decodeNetConf(config: unknown): { name: string; ipamType: string
       e.details,
     );
   }
-  return { name: raw.name, ipamType: raw.ipam?.type ?? '', ipMasq: raw.ipMasq };
+  return { name: raw.name, ipamType: raw.ipam?.type ?? '', ipMasq: raw.ipMasq, macspoofchk: raw.macspoofchk };
 }
 
 /**

@@ -83,6 +83,43 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', {
     });
   }
 
+  test('GC removes stale spoof-check rules (interface gone, attachment not valid), keeps valid ones', async () => {
+    const cf = {
+      ...conf('nftables'),
+      name: 'gcspoof',
+      bridge: 'brgcsp',
+      ipMasq: false,
+      macspoofchk: true,
+      ipam: hostLocal(env.dataDir, '10.83.0.0/24'),
+    };
+    const a = env.newContainer();
+    const b = env.newContainer();
+    assert.equal(
+      (await cni(plugin, 'ADD', cf, { ...opts, netns: env.path(a), containerId: 'sp-keep' })).code,
+      0,
+    );
+    assert.equal(
+      (await cni(plugin, 'ADD', cf, { ...opts, netns: env.path(b), containerId: 'sp-gone' })).code,
+      0,
+    );
+    run('ip', ['netns', 'del', b]); // the runtime lost it: no DEL
+    const g = await cni(
+      plugin,
+      'GC',
+      { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'sp-keep', ifname: 'eth0' }] },
+      opts,
+    );
+    assert.equal(g.code, 0, g.stdout);
+    const table = run('nft', ['list', 'table', 'bridge', 'nat']);
+    assert.match(table, /cni-br-iface-sp-keep-eth0/);
+    assert.doesNotMatch(table, /sp-gone/);
+    assert.equal(
+      (await cni(plugin, 'DEL', cf, { ...opts, netns: env.path(a), containerId: 'sp-keep' })).code,
+      0,
+    );
+    assert.doesNotMatch(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-/);
+  });
+
   test('DNS from netconf replaces IPAM DNS; CHECK without prevResult fails', async () => {
     const cf = {
       ...conf('iptables'),

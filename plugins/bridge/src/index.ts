@@ -98,7 +98,10 @@ export async function cmdStatus(req: Request): Promise<void> {
   if (conf.ipamType !== '') await delegateStatus(conf.ipamType, req);
 }
 
-/** GC: IPAM GC, then remove masquerade rules of attachments that are not in the valid list. */
+/**
+ * GC: IPAM GC, then remove masquerade rules of attachments that are not in the valid list, and stale
+ * spoof-check rules (macspoofchk). The reference implements no GC for bridge.
+ */
 export async function cmdGc(req: Request): Promise<void> {
   const conf = decodeNetConf(req.config);
   const errors: string[] = [];
@@ -116,6 +119,14 @@ export async function cmdGc(req: Request): Promise<void> {
   if (conf.ipamType !== '') {
     try {
       await k.ipMasqGc(conf.name, req.validAttachments ?? []);
+    } catch (err) {
+      errors.push(errText(err));
+    }
+  }
+  if (conf.macspoofchk) {
+    try {
+      const valid = new Set((req.validAttachments ?? []).map((a) => uniqueID(a.containerID, a.ifname)));
+      k.spoofCheckGc(valid);
     } catch (err) {
       errors.push(errText(err));
     }

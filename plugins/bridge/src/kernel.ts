@@ -381,3 +381,38 @@ export function spoofCheckSetup(iface: string, mac: string, refID: string): void
 export function spoofCheckTeardown(refID: string): void {
   fw.teardownSpoofCheck(refID);
 }
+
+/**
+ * GC of spoof-check rules: a PREROUTING jump whose refID (`<containerID>-<ifName>`) is not a valid
+ * attachment AND whose host interface no longer exists is stale whatever network it belonged to (the
+ * refID carries no network name, so rules whose interface still exists are left alone).
+ */
+export function spoofCheckGc(validRefIDs: ReadonlySet<string>): void {
+  const listing = fw.nftList(['chain', 'bridge', 'nat', 'PREROUTING']);
+  const stale = new Set<string>();
+  for (const r of listing.rules) {
+    if (!r.comment?.startsWith('macspoofchk-')) continue;
+    const refID = r.comment.slice('macspoofchk-'.length);
+    if (validRefIDs.has(refID)) continue;
+    const iface = iifnameOf(r.expr);
+    if (iface !== undefined && nl.getLink(iface) !== undefined) continue;
+    stale.add(refID);
+  }
+  const errors: string[] = [];
+  for (const refID of stale) {
+    try {
+      fw.teardownSpoofCheck(refID);
+    } catch (err) {
+      errors.push(reason(err));
+    }
+  }
+  if (errors.length) throw internal(errors.join('\n'));
+}
+
+function iifnameOf(expr: unknown[]): string | undefined {
+  for (const e of expr) {
+    const m = (e as { match?: { left?: { meta?: { key?: string } }; right?: unknown } }).match;
+    if (m?.left?.meta?.key === 'iifname' && typeof m.right === 'string') return m.right;
+  }
+  return undefined;
+}
