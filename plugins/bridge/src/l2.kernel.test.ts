@@ -141,6 +141,48 @@ describe('bridge L2 (no IPAM)', () => {
     }
   });
 
+  test('bad input: netns paths, config errors (nothing created), existing container interface kept', async () => {
+    const bad = await cni(plugin, 'ADD', conf({ bridge: 'brbad' }), { netns: '/tmp' });
+    assert.match(JSON.parse(bad.stdout).msg, /^failed to open netns "\/tmp": /);
+    const gone = await cni(plugin, 'ADD', conf({ bridge: 'brbad' }), {
+      netns: '/run/netns/cnikit-nope-nope',
+    });
+    assert.match(JSON.parse(gone.stdout).msg, /^failed to open netns "\/run\/netns\/cnikit-nope-nope": /);
+    const delBad = await cni(plugin, 'DEL', conf({ bridge: 'brbad' }), { netns: '/tmp' });
+    assert.notEqual(delBad.code, 0, 'DEL on a path that is not a namespace is an error, like the reference');
+    for (const [cf, msg] of [
+      [conf({ bridge: 'brbad2', vlan: 5000 }), 'invalid VLAN ID 5000 (must be between 0 and 4094)'],
+      [
+        conf({ bridge: 'brbad2', hairpinMode: true, promiscMode: true }),
+        'cannot set hairpin mode and promiscuous mode at the same time',
+      ],
+      [conf({ bridge: 'brbad2', runtimeConfig: { mac: 'zz' } }), 'address zz: invalid MAC address'],
+      [
+        conf({ bridge: 'brbad2', vlanTrunk: [{ minID: 10 }] }),
+        'minID and maxID should be configured simultaneously, maxID is missing',
+      ],
+    ] as const) {
+      const r = await cni(plugin, 'ADD', cf, { netns: env.path(env.containers[1]!) });
+      const e = JSON.parse(r.stdout);
+      assert.equal(e.code, 7);
+      assert.equal(e.msg, msg);
+    }
+    assert.equal(nl.getLink('brbad2'), undefined, 'nothing created for a bad config');
+
+    const c = env.path(env.containers[1]!);
+    nl.withNetns(c, () => nl.createVethPair({ name: 'eth7', peerName: 'eth7p' }));
+    const dup = await cni(plugin, 'ADD', conf(), { netns: c, ifName: 'eth7' });
+    assert.match(
+      JSON.parse(dup.stdout).msg,
+      /^container veth name \("eth7"\) peer provided \("veth[0-9a-f]{8}"\) already exists$/,
+    );
+    assert.ok(
+      nl.withNetns(c, () => nl.getLink('eth7')),
+      'the pre-existing interface is not removed by the rollback',
+    );
+    nl.withNetns(c, () => nl.deleteLink('eth7'));
+  });
+
   test('VLAN: kernel support detected, otherwise skipped with the reason', async (t) => {
     try {
       nl.createBridge({ name: 'brvlprobe', vlanFiltering: true });
