@@ -9,11 +9,12 @@ import { after, before, describe, test } from 'node:test';
 import { createSandbox, type Sandbox } from '@cnikit/testing';
 import { setupIPMasq, teardownIPMasq } from './ipmasq.ts';
 import { formatChainName } from './names.ts';
+import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
 
 const GO = '/usr/lib/cni';
 const haveGo = existsSync(join(GO, 'bridge')) && existsSync(join(GO, 'host-local'));
 
-describe('compatibility with the Go reference bridge plugin (ipMasq, iptables)', {
+describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk)', {
   skip: haveGo ? false : `no reference plugins in ${GO}`,
 }, () => {
   let sb: Sandbox;
@@ -27,7 +28,7 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, iptables)',
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  const conf = () =>
+  const conf = (extra: Record<string, unknown> = {}) =>
     JSON.stringify({
       cniVersion: '1.0.0',
       name: 'refnet',
@@ -36,10 +37,11 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, iptables)',
       isGateway: true,
       ipMasq: true,
       ipam: { type: 'host-local', subnet: '10.33.0.0/24', dataDir },
+      ...extra,
     });
-  const goBridge = (command: 'ADD' | 'DEL', containerID: string) =>
+  const goBridge = (command: 'ADD' | 'DEL', containerID: string, extra: Record<string, unknown> = {}) =>
     sb.exec(join(GO, 'bridge'), [], {
-      input: conf(),
+      input: conf(extra),
       env: {
         CNI_COMMAND: command,
         CNI_CONTAINERID: containerID,
@@ -88,5 +90,21 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, iptables)',
     // The Go DEL cleans up what we wrote.
     goBridge('DEL', 'gocontainer');
     assert.ok(!natRules().some((l) => l.includes(chain)));
+  });
+
+  test('spoof check: the Go plugin (macspoofchk) and setupSpoofCheck produce the same nft table; our teardown removes the Go rules', () => {
+    const result = JSON.parse(goBridge('ADD', 'spoofer', { macspoofchk: true, ipMasq: false })) as {
+      interfaces: { name: string; mac: string; sandbox?: string }[];
+    };
+    const hostIf = result.interfaces.find((i) => i.name.startsWith('veth') && !i.sandbox)!;
+    const cont = result.interfaces.find((i) => i.sandbox)!;
+    const goTable = sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout;
+    assert.match(goTable, /macspoofchk-spoofer-eth0/);
+    teardownSpoofCheck('spoofer-eth0', { netns: sb.host.path });
+    assert.doesNotMatch(sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, /spoofer/);
+    setupSpoofCheck({ iface: hostIf.name, mac: cont.mac, refID: 'spoofer-eth0', netns: sb.host.path });
+    assert.equal(sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, goTable);
+    goBridge('DEL', 'spoofer', { macspoofchk: true, ipMasq: false });
+    assert.doesNotMatch(sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, /spoofer/);
   });
 });
