@@ -18,7 +18,7 @@ import {
   s,
   versionGte,
 } from '@cnikit/skel';
-import { canonicalizeRangeSet, type RangeSet, type RawRange, rangeSetsOverlap } from './range.ts';
+import { canonicalizeRangeSet, mayOverlap, type RangeSet, type RawRange, rangeSetsOverlap } from './range.ts';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
 
@@ -191,7 +191,9 @@ export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfi
     if (!ok) throw configError(`CNI version ${cniVersion} does not support more than 1 address per family`);
   }
 
-  for (let i = 0; i < ranges.length - 1; i++) {
+  // Ranges inside one set never overlap (checked above), so any overlap found here is across sets.
+  const overlapping = mayOverlap(ranges.flat());
+  for (let i = 0; overlapping && i < ranges.length - 1; i++) {
     for (let j = i + 1; j < ranges.length; j++) {
       if (rangeSetsOverlap(ranges[i]!, ranges[j]!)) throw configError(`range set ${i} overlaps with ${j}`);
     }

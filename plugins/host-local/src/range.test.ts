@@ -4,6 +4,7 @@ import { formatIP, type IP, parseCIDR, parseIP } from '@cnikit/ip';
 import {
   canonicalizeRange,
   canonicalizeRangeSet,
+  mayOverlap,
   type Range,
   type RawRange,
   rangeContains,
@@ -158,5 +159,47 @@ describe('RangeSet', () => {
     assert.equal(rangeSetsOverlap(a, b), true);
     const v6 = canonicalizeRangeSet([raw('2001:db8::/64')]);
     assert.equal(rangeSetsOverlap(a, v6), false);
+  });
+});
+
+describe('overlap detection at scale', () => {
+  test('an inverted range (explicit rangeStart = broadcast) is judged like the reference', () => {
+    const inverted = canonicalizeRange(raw('10.0.0.0/24', { start: '10.0.0.255' }));
+    assert.equal(formatIP(inverted.rangeEnd), '10.0.0.254');
+    const b = canonicalizeRange(raw('10.0.0.0/24', { start: '10.0.0.250', end: '10.0.0.254' }));
+    const c = canonicalizeRange(raw('10.0.0.0/24', { start: '10.0.0.1', end: '10.0.0.10' }));
+    assert.equal(rangesOverlap(inverted, b), true); // b contains the inverted range's end
+    assert.equal(rangesOverlap(inverted, c), false);
+    assert.equal(mayOverlap([inverted, c]), true); // inverted → callers use the exact pairwise loop
+  });
+  test('mayOverlap agrees with the pairwise check on random ranges', () => {
+    for (let round = 0; round < 300; round++) {
+      const rs: Range[] = [];
+      for (let k = 0; k < 6; k++) {
+        const third = Math.floor(Math.random() * 4);
+        const a = 1 + Math.floor(Math.random() * 200);
+        const b = a + Math.floor(Math.random() * 50);
+        rs.push(
+          canonicalizeRange(
+            raw(`10.0.${third}.0/24`, {
+              start: `10.0.${third}.${a}`,
+              end: `10.0.${third}.${Math.min(b, 254)}`,
+            }),
+          ),
+        );
+      }
+      let pairwise = false;
+      for (let i = 0; i < rs.length; i++)
+        for (let j = i + 1; j < rs.length; j++) pairwise ||= rangesOverlap(rs[i]!, rs[j]!);
+      assert.equal(mayOverlap(rs), pairwise);
+    }
+  });
+  test('3000 disjoint range sets validate quickly (no quadratic BigInt loop)', () => {
+    const sets = Array.from({ length: 3000 }, (_, i) =>
+      canonicalizeRangeSet([raw(`10.${i >> 8}.${i & 255}.0/24`)]),
+    );
+    const t0 = performance.now();
+    assert.equal(mayOverlap(sets.flat()), false);
+    assert.ok(performance.now() - t0 < 500);
   });
 });

@@ -94,12 +94,62 @@ export function rangeString(r: Range): string {
 
 export function rangesOverlap(a: Range, b: Range): boolean {
   if (a.rangeStart.family !== b.rangeStart.family) return false;
+  const as = a.rangeStart.value;
+  const ae = a.rangeEnd.value;
+  const bs = b.rangeStart.value;
+  const be = b.rangeEnd.value;
+  // Both ranges lie inside their subnets, so "one contains an end of the other" is interval intersection
+  // unless a range is inverted (an explicit rangeStart after the default rangeEnd): then ask like Go does.
+  if (as <= ae && bs <= be) return as <= be && bs <= ae;
   return (
     rangeContains(a, b.rangeStart) ||
     rangeContains(a, b.rangeEnd) ||
     rangeContains(b, a.rangeStart) ||
     rangeContains(b, a.rangeEnd)
   );
+}
+
+/**
+ * Whether any two of these ranges may overlap, in O(n log n): a sweep over the ranges sorted by start.
+ * Answers true (so callers run the reference's pairwise loop, which names the first pair) whenever an
+ * overlap exists or a range is inverted.
+ */
+export function mayOverlap(ranges: readonly Range[]): boolean {
+  if (ranges.length < 2) return false;
+  if (ranges.some((r) => r.rangeStart.value > r.rangeEnd.value)) return true;
+  const sorted = [...ranges].sort((a, b) =>
+    a.rangeStart.family !== b.rangeStart.family
+      ? a.rangeStart.family - b.rangeStart.family
+      : a.rangeStart.value < b.rangeStart.value
+        ? -1
+        : a.rangeStart.value > b.rangeStart.value
+          ? 1
+          : 0,
+  );
+  for (let i = 1; i < sorted.length; i++) {
+    const prev = sorted[i - 1]!;
+    const cur = sorted[i]!;
+    if (prev.rangeStart.family === cur.rangeStart.family && cur.rangeStart.value <= maxEnd(sorted, i))
+      return true;
+  }
+  return false;
+}
+
+/** Largest rangeEnd among sorted[0..i) of sorted[i]'s family (memoised along the sweep). */
+const maxEndCache = new WeakMap<readonly Range[], bigint[]>();
+function maxEnd(sorted: readonly Range[], i: number): bigint {
+  let cache = maxEndCache.get(sorted);
+  if (!cache) {
+    cache = [];
+    let m = -1n;
+    for (let k = 0; k < sorted.length; k++) {
+      if (k > 0 && sorted[k]!.rangeStart.family !== sorted[k - 1]!.rangeStart.family) m = -1n;
+      cache.push(m);
+      if (sorted[k]!.rangeEnd.value > m) m = sorted[k]!.rangeEnd.value;
+    }
+    maxEndCache.set(sorted, cache);
+  }
+  return cache[i]!;
 }
 
 /** Go `RangeSet.Canonicalize`. */
@@ -112,6 +162,7 @@ export function canonicalizeRangeSet(raw: RawRange[]): RangeSet {
       throw new InvalidRangeError('mixed address families');
     out.push(r);
   }
+  if (!mayOverlap(out)) return out;
   for (let i = 0; i < out.length - 1; i++) {
     for (let j = i + 1; j < out.length; j++) {
       if (rangesOverlap(out[i]!, out[j]!)) {
