@@ -6,6 +6,7 @@
  * wires it to the process; `invokeInProcess(plugin, env, stdin)` captures the output for tests.
  */
 import { readSync, statSync, writeSync } from 'node:fs';
+import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode } from './errors.ts';
 import { createLogger } from './log.ts';
 import { convertResult, formatResult, goEscapeJSON, parseResult, toCurrent } from './result.ts';

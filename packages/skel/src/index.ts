@@ -7,6 +7,15 @@
  */
 export { type ArgField, type ArgsOf, loadArgs, parseArgBool } from './args.ts';
 export {
+  ArgsCniSchema,
+  AttachmentSchema,
+  BandwidthSchema,
+  DNSSchema,
+  IPRangeSchema,
+  PortMappingSchema,
+  RuntimeConfigSchema,
+} from './conventions.ts';
+export {
   dispatch,
   fdWriter,
   type InProcessResult,

@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { invokeInProcess } from './dispatch.ts';
+import { CniError, ErrorCode } from './errors.ts';
+
+describe('CniError', () => {
+  test('well-known codes', () => {
+    assert.deepEqual(
+      [
+        ErrorCode.IncompatibleCNIVersion,
+        ErrorCode.UnsupportedField,
+        ErrorCode.UnknownContainer,
+        ErrorCode.InvalidEnvironmentVariables,
+      ],
+      [1, 2, 3, 4],
+    );
+    assert.deepEqual(
+      [
+        ErrorCode.IOFailure,
+        ErrorCode.DecodingFailure,
+        ErrorCode.InvalidNetworkConfig,
+        ErrorCode.InvalidNetNS,
+      ],
+      [5, 6, 7, 8],
+    );
+    assert.deepEqual(
+      [
+        ErrorCode.TryAgainLater,
+        ErrorCode.PluginNotAvailable,
+        ErrorCode.LimitedConnectivity,
+        ErrorCode.Internal,
+      ],
+      [11, 50, 51, 999],
+    );
+  });
+  test('toJSON leaves out empty details', () => {
+    assert.deepEqual(new CniError(7, 'm').toJSON(), { code: 7, msg: 'm' });
+    assert.deepEqual(new CniError(7, 'm', 'd').toJSON(), { code: 7, msg: 'm', details: 'd' });
+    assert.equal(new CniError(7, 'm', 'd').message, 'm; d');
+  });
+  test('from wraps exactly once', () => {
+    const inner = new Error('x');
+    const once = CniError.from(inner);
+    assert.equal(once.code, 999);
+    assert.equal(CniError.from(once), once);
+    assert.equal(CniError.from('s').msg, 's');
+  });
+  test('branding survives a second bundled copy of the SDK (instanceof and is)', async () => {
+    // a query string makes the loader evaluate a second, independent copy of the module
+    const copy = (await import(`./errors.ts?copy=${Date.now()}`)) as typeof import('./errors.ts');
+    assert.notEqual(copy.CniError, CniError);
+    const foreign = new copy.CniError(11, 'from the other copy', 'd');
+    assert.ok(foreign instanceof CniError);
+    assert.ok(CniError.is(foreign));
+    assert.ok(new CniError(1, 'x') instanceof copy.CniError);
+    assert.ok(!(new Error('x') instanceof CniError));
+    // the dispatcher passes a foreign CniError through instead of wrapping it as 999
+    const r = await invokeInProcess(
+      {
+        name: 'x',
+        add: () => {
+          throw foreign;
+        },
+      },
+      {
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: 'c',
+        CNI_NETNS: '/nonexistent',
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/p',
+      },
+      '{"name":"n"}',
+    );
+    assert.deepEqual(JSON.parse(r.stdout), { code: 11, msg: 'from the other copy', details: 'd' });
+  });
+});
