@@ -281,9 +281,7 @@ function checkNetns(path: string): void {
 // ---------------------------------------------------------------------------------------------
 // Request building
 
-const attachmentsSchema = s.array(
-  s.object({ containerID: s.string().default(''), ifname: s.string().default('') }),
-);
+const attachmentsSchema = s.array(AttachmentSchema);
 
 function findKey(obj: Record<string, unknown>, key: string): unknown {
   let out: unknown;
