@@ -16,15 +16,23 @@ function internal(msg: string, cause?: unknown): CniError {
 /** Step 3: create or reuse the bridge; EEXIST from concurrent creators is fine (re-read and verify). */
 export function ensureBridge(conf: BridgeConf): k.LinkInfo {
   try {
-    try {
-      k.createBridge(conf.bridge, conf.mtu, wantsVlanFiltering(conf));
-    } catch (err) {
-      if (!k.isErrno(err, 'EEXIST'))
-        throw internal(`could not add ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
-    }
-    if (conf.promiscMode) {
+    // Fast path: an existing bridge is used as it is (the reference never changes it either).
+    let br = k.linkByName(conf.bridge);
+    if (!br) {
       try {
-        k.setPromisc(conf.bridge, true);
+        k.createBridge(conf.bridge, conf.mtu, wantsVlanFiltering(conf));
+      } catch (err) {
+        // EEXIST: a concurrent ADD created it first — re-read and verify below.
+        if (!k.isErrno(err, 'EEXIST'))
+          throw internal(`could not add ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
+      }
+      br = bridgeByName(conf.bridge);
+    } else if (br.kind !== 'bridge') {
+      throw internal(`${JSON.stringify(conf.bridge)} already exists but is not a bridge`);
+    }
+    if (conf.promiscMode && !br.promisc) {
+      try {
+        k.setPromisc(br.index, true);
       } catch (err) {
         throw internal(
           `could not set promiscuous mode on ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`,
@@ -32,9 +40,8 @@ export function ensureBridge(conf: BridgeConf): k.LinkInfo {
         );
       }
     }
-    const br = bridgeByName(conf.bridge);
-    k.sysctlTry(`net/ipv6/conf/${conf.bridge}/accept_ra`, '0');
-    k.setUp(conf.bridge);
+    k.sysctlEnsure(`net/ipv6/conf/${conf.bridge}/accept_ra`, '0');
+    if (!br.up) k.setUp(br.index);
     return br;
   } catch (err) {
     throw internal(`failed to create bridge ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
@@ -64,9 +71,10 @@ export function configurePort(
     vlans: readonly number[];
     preserveDefaultVlan: boolean;
   },
+  refs: { host: string | number; bridge: string | number } = { host: hostName, bridge },
 ): void {
   try {
-    k.setMaster(hostName, bridge);
+    k.setMaster(refs.host, refs.bridge);
   } catch (err) {
     throw internal(
       `failed to connect ${JSON.stringify(hostName)} to bridge ${bridge}: ${k.reason(err)}`,
@@ -74,12 +82,12 @@ export function configurePort(
     );
   }
   try {
-    k.setPortFlags(hostName, { hairpin: opts.hairpin });
+    k.setPortFlags(refs.host, { hairpin: opts.hairpin });
   } catch (err) {
     throw internal(`failed to setup hairpin mode for ${hostName}: ${k.reason(err)}`, err);
   }
   try {
-    k.setPortFlags(hostName, { isolated: opts.isolated });
+    k.setPortFlags(refs.host, { isolated: opts.isolated });
   } catch (err) {
     throw internal(`failed to set isolated on for ${hostName}: ${k.reason(err)}`, err);
   }
@@ -156,7 +164,7 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo): k.LinkInf
   if (existing) return existing;
   let peer: string;
   try {
-    peer = k.createVethWithRandomPeer(name, br.mtu, '', undefined);
+    peer = k.createVethWithRandomPeer(name, br.mtu, '', undefined).peer;
   } catch (err) {
     throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
   }
@@ -213,10 +221,8 @@ export async function cmdAdd(req: Request): Promise<Result> {
   try {
     // 5. veth pair, created inside the container namespace with the peer placed in ours.
     const veth = k.inNetns(netnsFd, (hostNsFd) => {
-      const peer = k.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNsFd);
-      const cont = k.linkByName(req.ifName);
-      if (!cont) throw internal(`failed to lookup ${JSON.stringify(req.ifName)}: Link not found`);
-      return { peer, contMac: cont.mac };
+      const { peer, link } = k.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNsFd);
+      return { peer, contMac: link.mac };
     });
     hostName = veth.peer;
     undo.push({ what: 'delete veth', fn: () => k.inNetns(netnsFd, () => k.deleteLinkQuiet(req.ifName)) });
@@ -224,18 +230,23 @@ export async function cmdAdd(req: Request): Promise<Result> {
     const host0 = k.linkByName(hostName);
     if (!host0) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
     try {
-      k.setUp(hostName);
+      k.setUp(host0.index);
     } catch (err) {
       throw internal(`failed to set ${JSON.stringify(hostName)} up: ${k.reason(err)}`, err);
     }
-    k.sysctlTry(`net/ipv6/conf/${hostName}/accept_ra`, '0');
-    configurePort(hostName, conf.bridge, {
-      hairpin: conf.hairpinMode,
-      isolated: conf.portIsolation,
-      vlan: conf.vlan,
-      vlans: conf.vlans,
-      preserveDefaultVlan: conf.preserveDefaultVlan,
-    });
+    k.sysctlEnsure(`net/ipv6/conf/${hostName}/accept_ra`, '0');
+    configurePort(
+      hostName,
+      conf.bridge,
+      {
+        hairpin: conf.hairpinMode,
+        isolated: conf.portIsolation,
+        vlan: conf.vlan,
+        vlans: conf.vlans,
+        preserveDefaultVlan: conf.preserveDefaultVlan,
+      },
+      { host: host0.index, bridge: br.index },
+    );
 
     const result: Result = {
       cniVersion: '1.1.0',

@@ -14,6 +14,7 @@ import type { CheckEnv, LinkView, RouteView } from './check.ts';
 export interface LinkInfo extends LinkView {
   operstate: string;
   mtu: number;
+  up: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -56,6 +57,16 @@ export function inNetnsPath<T>(path: string, fn: () => T): T {
   return nl.withNetns(path, () => fn());
 }
 
+/** Like sysctlTry, but only writes when the value differs (one read instead of write + read-back). */
+export function sysctlEnsure(name: string, value: string): void {
+  try {
+    if (nl.sysctlGet(name).trim() === value) return;
+  } catch {
+    // try the write anyway
+  }
+  sysctlTry(name, value);
+}
+
 export function sysctlTry(name: string, value: string): void {
   try {
     nl.sysctlSet(name, value);
@@ -90,6 +101,7 @@ function toInfo(l: nl.Link): LinkInfo {
     peerIndex: l.peerIndex ?? l.linkIndex,
     operstate: l.operstate,
     mtu: l.mtu,
+    up: l.up,
   };
 }
 
@@ -115,20 +127,20 @@ export function createBridge(name: string, mtu: number, vlanFiltering: boolean):
   nl.createBridge({ name, mtu: mtu > 0 ? mtu : undefined, vlanFiltering: vlanFiltering ? true : undefined });
 }
 
-export function setPromisc(name: string, on: boolean): void {
-  nl.setPromisc(name, on);
+export function setPromisc(link: string | number, on: boolean): void {
+  nl.setPromisc(link, on);
 }
 
-export function setUp(name: string): void {
-  nl.setLinkUp(name);
+export function setUp(link: string | number): void {
+  nl.setLinkUp(link);
 }
 
-export function setMaster(name: string, master: string): void {
-  nl.setMaster(name, master);
+export function setMaster(link: string | number, master: string | number): void {
+  nl.setMaster(link, master);
 }
 
-export function setPortFlags(name: string, flags: { hairpin?: boolean; isolated?: boolean }): void {
-  nl.setBridgePortFlags(name, flags);
+export function setPortFlags(link: string | number, flags: { hairpin?: boolean; isolated?: boolean }): void {
+  nl.setBridgePortFlags(link, flags);
 }
 
 export function vlanList(name: string): number[] {
@@ -169,11 +181,11 @@ export function createVethWithRandomPeer(
   mtu: number,
   mac: string,
   peerNsFd: number | undefined,
-): string {
+): { peer: string; link: LinkInfo } {
   for (let i = 0; i < 10; i++) {
     const peer = randomVethName();
     try {
-      nl.createVethPair({
+      const link = nl.createVethPair({
         name,
         peerName: peer,
         peerNetnsFd: peerNsFd,
@@ -181,7 +193,7 @@ export function createVethWithRandomPeer(
         peerMtu: mtu > 0 ? mtu : undefined,
         mac: mac || undefined,
       });
-      return peer;
+      return { peer, link: toInfo(link) };
     } catch (err) {
       if (isErrno(err, 'EEXIST')) {
         // which name clashed? retry with a new peer name only if the peer exists
