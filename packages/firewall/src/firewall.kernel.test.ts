@@ -16,6 +16,7 @@ import {
   listChains,
   listRules,
   readTable,
+  ruleTarget,
   supportsIPTables,
 } from './iptables.ts';
 import { formatChainName } from './names.ts';
@@ -94,6 +95,121 @@ describe('iptables batch', () => {
     );
     assert.ok(!hasRule(t, 'CNI-T1', ['-s', '10.9.0.2', '-j', 'ACCEPT']));
     assert.ok(!hasRule(t, 'FORWARD', ['-s', '10.9.0.1', '-j', 'ACCEPT']));
+  });
+
+  test('portmap-shaped rules (as the reference writes them) are recognised after iptables canonicalises them', () => {
+    const dn = 'CNI-DN-e88f49d94512ff752ebe6';
+    const cm = (c: string) => ['-m', 'comment', '--comment', c];
+    const batch = () =>
+      new IptablesBatch(4, ns)
+        .ensureChain('nat', 'CNI-HOSTPORT-SETMARK')
+        .ensureChain('nat', 'CNI-HOSTPORT-MASQ')
+        .ensureChain('nat', 'CNI-HOSTPORT-DNAT')
+        .ensureChain('nat', dn)
+        .appendUnique('nat', 'CNI-HOSTPORT-SETMARK', [
+          ...cm('CNI portfwd masquerade mark'),
+          '-j',
+          'MARK',
+          '--set-xmark',
+          '0x2000/0x2000',
+        ])
+        .appendUnique('nat', 'CNI-HOSTPORT-MASQ', [
+          '-m',
+          'mark',
+          '--mark',
+          '0x2000/0x2000',
+          '-j',
+          'MASQUERADE',
+        ])
+        .insertUnique('nat', 'POSTROUTING', [
+          ...cm('CNI portfwd requiring masquerade'),
+          '-j',
+          'CNI-HOSTPORT-MASQ',
+        ])
+        .appendUnique('nat', 'PREROUTING', [
+          '-m',
+          'addrtype',
+          '--dst-type',
+          'LOCAL',
+          '-j',
+          'CNI-HOSTPORT-DNAT',
+        ])
+        .appendUnique('nat', 'OUTPUT', ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', 'CNI-HOSTPORT-DNAT'])
+        .appendUnique('nat', 'CNI-HOSTPORT-DNAT', [
+          ...cm('dnat name: "mynet" id: "abc"'),
+          '-m',
+          'multiport',
+          '-p',
+          'tcp',
+          '--destination-ports',
+          '8080',
+          '-j',
+          dn,
+        ])
+        .appendUnique('nat', dn, [
+          '-p',
+          'tcp',
+          '--dport',
+          '8080',
+          '-s',
+          '10.1.2.2/24',
+          '-j',
+          'CNI-HOSTPORT-SETMARK',
+        ])
+        .appendUnique('nat', dn, [
+          '-p',
+          'tcp',
+          '--dport',
+          '8080',
+          '-s',
+          '127.0.0.1',
+          '-j',
+          'CNI-HOSTPORT-SETMARK',
+        ])
+        .appendUnique('nat', dn, [
+          '-p',
+          'tcp',
+          '--dport',
+          '8080',
+          '-j',
+          'DNAT',
+          '--to-destination',
+          '10.1.2.2:80',
+        ])
+        .appendUnique('nat', dn, [
+          '-p',
+          'udp',
+          '--dport',
+          '53',
+          '-d',
+          '192.168.1.5',
+          '-j',
+          'DNAT',
+          '--to-destination',
+          '10.1.2.2:53',
+        ]);
+    batch().commit();
+    const again = batch().commit();
+    assert.equal(again.script, '', 'nothing to add the second time');
+    const s = save(4);
+    assert.deepEqual(rulesOf(s, dn), [
+      `-A ${dn} -s 10.1.2.0/24 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK`,
+      `-A ${dn} -s 127.0.0.1/32 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK`,
+      `-A ${dn} -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.1.2.2:80`,
+      `-A ${dn} -d 192.168.1.5/32 -p udp -m udp --dport 53 -j DNAT --to-destination 10.1.2.2:53`,
+    ]);
+    assert.deepEqual(rulesOf(s, 'CNI-HOSTPORT-DNAT'), [
+      `-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"mynet\\" id: \\"abc\\"" -m multiport --dports 8080 -j ${dn}`,
+    ]);
+    assert.deepEqual(rulesOf(s, 'CNI-HOSTPORT-SETMARK'), [
+      '-A CNI-HOSTPORT-SETMARK -m comment --comment "CNI portfwd masquerade mark" -j MARK --set-xmark 0x2000/0x2000',
+    ]);
+    // Portmap DEL: drop the jumps to the per-container chain, then the chain.
+    new IptablesBatch(4, ns)
+      .deleteRulesWhere('nat', 'CNI-HOSTPORT-DNAT', (r) => ruleTarget(r) === dn)
+      .deleteChain('nat', dn)
+      .commit();
+    assert.doesNotMatch(save(4), new RegExp(dn));
   });
 
   test('listChains / listRules read the state', () => {
