@@ -310,6 +310,23 @@ describe('withDelegateCleanup', () => {
       ['ADD', 'DEL', 'ADD'],
     );
   });
+  test('a delegate that exits 0 with an unparseable answer is cleaned up', async () => {
+    const rec = join(dir, 'junk.rec');
+    fake(
+      'ipamjunk',
+      `${RECORD}if (process.env.CNI_COMMAND === 'ADD') process.stdout.write('{"cniVersion":"1.0.0","ips":[{"address":"nope"}]}');`,
+    );
+    await assert.rejects(
+      withDelegateCleanup('ipamjunk', request({ extraEnv: { FAKE_RECORD: rec } }), () => 1),
+      {
+        message: 'invalid CIDR address: nope',
+      },
+    );
+    assert.deepEqual(
+      records(rec).map((r) => r.cmd),
+      ['ADD', 'DEL'],
+    );
+  });
   test('a failing delegate ADD is not followed by DEL', async () => {
     const rec = join(dir, 'nodel.rec');
     fake(

@@ -369,9 +369,9 @@ export async function delegateGc(type: string, req: Request, opts: DelegateOptio
 }
 
 /**
- * ADD the delegate and run `fn` with its result; if `fn` throws, DEL the delegate (best effort, its
- * failure is logged) and rethrow the original error. A failing delegate ADD itself is not cleaned up
- * (like the reference plugins).
+ * ADD the delegate and run `fn` with its (1.1.0) result; if `fn` throws — or the delegate exited 0 but
+ * its answer cannot be parsed — DEL the delegate (best effort, a DEL failure is logged) and rethrow the
+ * original error. A delegate ADD that itself fails is not followed by DEL (like the reference plugins).
  */
 export async function withDelegateCleanup<T>(
   type: string,
@@ -379,8 +379,12 @@ export async function withDelegateCleanup<T>(
   fn: (result: Result) => T | Promise<T>,
   opts: DelegateOptions = {},
 ): Promise<T> {
-  const r = await delegateAdd(type, req, opts);
+  // A delegate whose ADD failed is not cleaned up (the reference plugins do not either); one that
+  // exited 0 may hold resources, so anything failing from here on (even parsing its answer) runs DEL.
+  const out = await delegate('ADD', type, req, opts);
   try {
+    const stdin = opts.stdin ?? req.stdin;
+    const r = parseDelegateResult(out, typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin);
     return await fn(r);
   } catch (e) {
     try {
