@@ -8,7 +8,7 @@
  */
 import { equal, formatIP, type IP, next } from '@cnikit/ip';
 import { type Range, type RangeSet, rangeContains, rangeFor, rangeSetString } from './range.ts';
-import { type Entry, reservationKey, type Store } from './store.ts';
+import { byName, type Entry, entryIP, reservationKey, type Store } from './store.ts';
 
 export class RangeIter {
   readonly #set: RangeSet;
@@ -121,11 +121,12 @@ export class AddSession {
     // duplicate allocation for this container+interface (or a legacy ID-only file) in this set
     const key = reservationKey(this.containerID, this.ifName);
     const legacy = this.containerID.trim();
-    for (const e of this.entries) {
-      if (!e.ip || (e.key !== key && e.key !== legacy)) continue;
-      if (rangeFor(set, e.ip)) {
+    const mine = this.entries.filter((e) => e.key === key || e.key === legacy).sort(byName);
+    for (const e of mine) {
+      const ip = entryIP(e);
+      if (ip && rangeFor(set, ip)) {
         throw new AllocError(
-          `${formatIP(e.ip)} has been allocated to ${this.containerID}, duplicate allocation is not allowed`,
+          `${formatIP(ip)} has been allocated to ${this.containerID}, duplicate allocation is not allowed`,
         );
       }
     }

@@ -23,7 +23,7 @@ import { AddSession, AllocError } from './allocator.ts';
 import { loadIPAMConfig } from './config.ts';
 import { parseResolvConf } from './dns.ts';
 import { rangeContains } from './range.ts';
-import { type Entry, goFsError, reservationKey, Store } from './store.ts';
+import { type Entry, entryIP, goFsError, reservationKey, Store } from './store.ts';
 
 export { loadIPAMConfig } from './config.ts';
 export { parseResolvConf, parseResolvConfText } from './dns.ts';
@@ -185,7 +185,8 @@ function gc(req: Request): void {
   try {
     store.withLock(() => {
       for (const e of store.scan().entries) {
-        if (!e.ip || formatIP(e.ip) !== e.name) continue;
+        const ip = entryIP(e);
+        if (!ip || formatIP(ip) !== e.name) continue;
         const keep = e.key.includes('\r\n') ? keys.has(e.key) : e.key !== '' && ids.has(e.key);
         if (keep) continue;
         try {

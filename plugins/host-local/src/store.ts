@@ -93,10 +93,18 @@ export function checkDataDir(dataDir: string): void {
 export interface Entry {
   /** File name (for reservations: the IP in Go's canonical text). */
   name: string;
-  /** The IP the name denotes, when it parses as one. */
-  ip: IP | undefined;
   /** Whitespace-trimmed content (Go compares `strings.TrimSpace(content)`). */
   key: string;
+}
+
+/** The IP a store file name denotes (parsed on demand: most entries never need it). */
+export function entryIP(e: Entry): IP | undefined {
+  return parseIP(e.name);
+}
+
+/** filepath.Walk visits names in lexical (byte) order; used where the order shows in a message. */
+export function byName(a: Entry, b: Entry): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
 export function reservationKey(containerID: string, ifName: string): string {
@@ -236,10 +244,8 @@ export class Store {
       if (!d.isFile() || name === LOCK_FILE || name.startsWith(LAST_IP_PREFIX)) continue;
       const content = this.#read(join(this.dir, name));
       if (content === undefined) continue;
-      entries.push({ name, ip: parseIP(name), key: content.trim() });
+      entries.push({ name, key: content.trim() });
     }
-    // filepath.Walk visits names in lexical order; keep that order for reproducible messages.
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return { entries, names };
   }
 
