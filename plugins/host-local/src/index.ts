@@ -3,8 +3,8 @@
  * on-disk store), plus GC and STATUS (spec 1.1.0), which the reference lacks.
  *
  * Locking: one exclusive flock on `<dir>/lock` is held for the whole ADD (all range sets), not per range
- * set as in the reference. The whole ADD is synchronous (no await while locked), so it holds the lock
- * for about a millisecond. In exchange the directory is scanned once per ADD instead of once per range
+ * set as in the reference. The whole ADD is synchronous (no await while locked): it holds the lock for a
+ * few milliseconds plus one directory scan. In exchange the directory is scanned once per ADD, not once per range
  * set, and a rollback cannot race with another process's ADD/DEL/GC of the same attachment. Both
  * implementations take the same kernel lock, so they can share a directory.
  */

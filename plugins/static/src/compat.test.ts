@@ -97,3 +97,38 @@ describe('static vs Go reference', { skip: existsSync(GO) ? false : 'Go static n
     });
   }
 });
+
+describe('static CHECK vs Go reference', { skip: existsSync(GO) ? false : 'Go static not installed' }, () => {
+  const prev = (gw: string) => ({
+    cniVersion: '1.0.0',
+    interfaces: [{ name: 'eth0', sandbox: '/x' }],
+    ips: [{ address: '10.10.0.1/24', gateway: gw, interface: 0 }],
+  });
+  const cases: Array<[string, Record<string, unknown>]> = [
+    ['matching', { prevResult: prev('10.10.0.254') }],
+    ['gateway differs', { prevResult: prev('10.10.0.1') }],
+    ['no prevResult', {}],
+  ];
+  for (const [name, extra] of cases) {
+    test(name, async () => {
+      const conf = JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 'n',
+        type: 'static',
+        ipam: { type: 'static', addresses: [{ address: '10.10.0.1/24', gateway: '10.10.0.254' }] },
+        ...extra,
+      });
+      const env = {
+        CNI_COMMAND: 'CHECK',
+        CNI_CONTAINERID: 'a',
+        CNI_NETNS: '/x',
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/x',
+      };
+      const go = spawnSync(GO, [], { env, input: conf, encoding: 'utf8' });
+      const ours = await invokeInProcess(plugin, env, conf);
+      assert.equal(ours.code === 0, go.status === 0, `Go: ${go.stdout}\nours: ${ours.stdout}`);
+      if (go.status !== 0) assert.equal(JSON.parse(ours.stdout).msg, JSON.parse(go.stdout).msg);
+    });
+  }
+});
