@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
@@ -189,6 +189,28 @@ describe('bridge L3 with host-local', () => {
     assert.ok(nl.listAddrs({ link: 'brv.100', family: 4 }).some((a) => a.cidr === '10.22.0.1/24'));
     assert.equal(nl.getLink('brv')?.vlanFiltering, true);
     await ok('DEL', cf, { netns: c });
+  });
+
+  test('IPAM DNS (host-local resolvConf) passes through; 3 subnets with 0.2.0 fail in IPAM and leave nothing', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const resolv = join(env.dataDir, 'resolv.conf');
+    writeFileSync(resolv, 'nameserver 192.0.2.53\nsearch example.test\n');
+    const cf = conf('1.0.0', '10.23.0.0/24', { isGateway: true });
+    cf.ipam = { ...cf.ipam, resolvConf: resolv } as typeof cf.ipam;
+    const res = await ok('ADD', cf, { netns: c });
+    assert.deepEqual(res.dns, { nameservers: ['192.0.2.53'], search: ['example.test'] });
+    await ok('DEL', cf, { netns: c });
+    const cf3 = conf('0.2.0', [['10.24.0.0/24'], ['fd24::/64'], ['fd25::/64']], { isGateway: true });
+    const r = await cni(plugin, 'ADD', cf3, { netns: c });
+    assert.notEqual(r.code, 0, r.stdout);
+    assert.match(JSON.parse(r.stdout).msg, /0\.2\.0 does not support more than 1 address per family/);
+    assert.deepEqual(reservations(cf3.name), []);
+    assert.equal(
+      nl.withNetns(c, () => nl.getLink('eth0')),
+      undefined,
+      'veth removed after the IPAM failure',
+    );
   });
 
   test('bridge keeps a stable MAC across ADD/DEL', async () => {
