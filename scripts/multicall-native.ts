@@ -16,7 +16,6 @@
  *   owned by our euid, not writable by group/other, size and SHA-256 equal to the embedded bytes.
  * A file that fails the checks is replaced (rename over it) once; if it still fails, we refuse to load it.
  */
-import { createHash, randomBytes } from 'node:crypto';
 import {
   closeSync,
   constants,
@@ -31,7 +30,6 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export interface NativeSource {
@@ -39,6 +37,21 @@ export interface NativeSource {
   sha256: string;
   /** Returns the addon bytes (read from the SEA asset / Bun embedded file); only called when extraction is needed. */
   read(): Uint8Array;
+}
+
+// node:crypto and node:os are loaded on first use only: a VERSION call never needs them, and under Bun each
+// built-in module costs start-up time and resident memory.
+function crypto(): typeof import('node:crypto') {
+  return process.getBuiltinModule('node:crypto') as typeof import('node:crypto');
+}
+function tmpdir(): string {
+  return (process.getBuiltinModule('node:os') as typeof import('node:os')).tmpdir();
+}
+function createHash(alg: string) {
+  return crypto().createHash(alg);
+}
+function randomBytes(n: number): Buffer {
+  return crypto().randomBytes(n);
 }
 
 function euid(): number {

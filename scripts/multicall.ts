@@ -16,7 +16,6 @@
  */
 import type { Plugin } from '@cnikit/skel';
 import { registerInProcess, runPlugin } from '@cnikit/skel';
-import { gettid, loadNative } from '@cnikit/sys';
 import { installNativeOverride, type NativeSource } from './multicall-native.ts';
 
 export const MULTICALL_NAME = 'cnikit';
@@ -111,31 +110,98 @@ export function handleNoPlugin(plugins: readonly Plugin[], sel: Selection, io: I
   return 1;
 }
 
+/**
+ * A plugin known by name whose module is evaluated only when first needed: the executable starts by evaluating the
+ * SDK and the selected plugin only (VERSION and bare invocations never touch the others).
+ */
+export interface LazyPlugin {
+  name: string;
+  load(): Plugin;
+}
+
+export type PluginSource = Plugin | LazyPlugin;
+
+function isLazy(p: PluginSource): p is LazyPlugin {
+  return typeof (p as LazyPlugin).load === 'function';
+}
+
+/** Evaluate a plugin source; checks that the module's plugin name is the name it is installed under. */
+export function loadPlugin(p: PluginSource): Plugin {
+  if (!isLazy(p)) return p;
+  const real = p.load();
+  if (!real || real.name !== p.name) {
+    throw new Error(
+      `plugin module for ${JSON.stringify(p.name)} exports plugin name ${JSON.stringify(real?.name)}`,
+    );
+  }
+  return real;
+}
+
+const PLUGIN_KEYS = ['about', 'versions', 'add', 'del', 'check', 'gc', 'status'] as const;
+
+/**
+ * A stand-in Plugin whose properties load the real plugin on first access (for registerInProcess: a delegate is
+ * only evaluated when a delegation actually reaches it). Semantics are those of the real plugin.
+ */
+export function lazyFacade(p: PluginSource): Plugin {
+  if (!isLazy(p)) return p;
+  let real: Plugin | undefined;
+  const get = () => {
+    real ??= loadPlugin(p);
+    return real;
+  };
+  const facade = { name: p.name } as Plugin;
+  for (const key of PLUGIN_KEYS) {
+    Object.defineProperty(facade, key, {
+      enumerable: true,
+      get() {
+        const v = (get() as unknown as Record<string, unknown>)[key];
+        return typeof v === 'function' ? v.bind(get()) : v;
+      },
+    });
+  }
+  return facade;
+}
+
 export interface MainOptions {
   /** The embedded addon (set by the single-file build); absent when running from source. */
   native?: NativeSource;
 }
 
 /** Process entry of the multicall executable. */
-export async function main(plugins: readonly Plugin[], opts: MainOptions = {}): Promise<void> {
+export async function main(sources: readonly PluginSource[], opts: MainOptions = {}): Promise<void> {
   if (opts.native && !process.env.CNIKIT_NATIVE_PATH) installNativeOverride(opts.native);
-  for (const p of plugins) registerInProcess(p);
-  const sel = selectPlugin(plugins, process.argv0, process.execPath, process.argv.slice(2));
+  const names = sources.map((p) => ({ name: p.name }) as Plugin);
+  const sel = selectPlugin(names, process.argv0, process.execPath, process.argv.slice(2));
   if (!sel.plugin && !sel.name && sel.rest[0] === '--native-selftest') {
     // Build smoke test: extract (if embedded) and load the addon, then call into it.
+    const { gettid, loadNative } = await import('@cnikit/sys');
     loadNative();
     process.stdout.write(
       `${JSON.stringify({ path: globalThis.__CNIKIT_NATIVE_PATH__ ?? null, tid: gettid() })}\n`,
     );
     return;
   }
+  if (!sel.plugin && !sel.name && sel.rest[0] === '--list' && sel.rest[1] === '--verify') {
+    // Build check: evaluate every plugin module and print the names they declare.
+    process.stdout.write(
+      `${sources
+        .map((p) => loadPlugin(p).name)
+        .sort()
+        .join('\n')}\n`,
+    );
+    return;
+  }
   if (!sel.plugin) {
-    process.exitCode = handleNoPlugin(plugins, sel, {
+    process.exitCode = handleNoPlugin(names, sel, {
       env: process.env,
       stdout: process.stdout,
       stderr: process.stderr,
     });
     return;
   }
-  await runPlugin(sel.plugin);
+  const source = sources.find((p) => p.name === sel.plugin?.name) as PluginSource;
+  const plugin = loadPlugin(source);
+  for (const p of sources) registerInProcess(p === source ? plugin : lazyFacade(p));
+  await runPlugin(plugin);
 }
