@@ -187,7 +187,8 @@ describe('iptables batch', () => {
           'DNAT',
           '--to-destination',
           '10.1.2.2:53',
-        ]);
+        ])
+        .appendUnique('nat', dn, [...cm('late proto option'), '-p', 'tcp', '--dport', '9', '-j', 'RETURN']);
     batch().commit();
     const again = batch().commit();
     assert.equal(again.script, '', 'nothing to add the second time');
@@ -197,6 +198,7 @@ describe('iptables batch', () => {
       `-A ${dn} -s 127.0.0.1/32 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK`,
       `-A ${dn} -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.1.2.2:80`,
       `-A ${dn} -d 192.168.1.5/32 -p udp -m udp --dport 53 -j DNAT --to-destination 10.1.2.2:53`,
+      `-A ${dn} -p tcp -m comment --comment "late proto option" -m tcp --dport 9 -j RETURN`,
     ]);
     assert.deepEqual(rulesOf(s, 'CNI-HOSTPORT-DNAT'), [
       `-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"mynet\\" id: \\"abc\\"" -m multiport --dports 8080 -j ${dn}`,

@@ -84,6 +84,29 @@ describe('rule normalisation (what we write ≡ what iptables-save prints)', () 
       key(5),
     );
   });
+  test('protocol options written after another match go to the implicit protocol match', () => {
+    // iptables-save prints: -p tcp -m comment --comment x -m tcp --dport 80 -j ACCEPT
+    const saved = normalizeRule(splitRuleText('-p tcp -m comment --comment x -m tcp --dport 80 -j ACCEPT'));
+    assert.equal(
+      normalizeRule(['-m', 'comment', '--comment', 'x', '-p', 'tcp', '--dport', '80', '-j', 'ACCEPT']),
+      saved,
+    );
+    assert.equal(
+      normalizeRule([
+        '-p',
+        'tcp',
+        '-m',
+        'comment',
+        '--comment',
+        'x',
+        '--destination-port',
+        '80',
+        '-j',
+        'ACCEPT',
+      ]),
+      saved,
+    );
+  });
   test('different rules differ', () => {
     assert.notEqual(
       normalizeRule(['-s', '10.1.2.3', '-j', 'X']),

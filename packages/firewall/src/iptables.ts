@@ -69,6 +69,17 @@ const OPTION_ALIASES: Record<string, string> = {
   '--destination-ports': '--dports',
   '--source-ports': '--sports',
 };
+/** Options of the implicit protocol matches (tcp, udp, sctp, icmp, icmp6). */
+const PROTOCOL_OPTIONS = new Set([
+  '--dport',
+  '--sport',
+  '--tcp-flags',
+  '--syn',
+  '--tcp-option',
+  '--icmp-type',
+  '--icmpv6-type',
+  '--chunk-types',
+]);
 /** Options that always take exactly one value, even one that looks like an option. */
 const ONE_VALUE = new Set([
   '--comment',
@@ -154,12 +165,19 @@ export function normalizeRule(args: readonly string[]): string {
         continue;
     }
     if (t.startsWith('-')) {
-      if (!cur) {
-        // An option before any -m: belongs to the implicit protocol match (-p tcp --dport …).
-        cur = ['-m', (basic.p ?? '').replace(/^! /, '')];
-        blocks.push(cur);
-      }
       const opt = OPTION_ALIASES[t] ?? t;
+      const proto = (basic.p ?? '').replace(/^! /, '');
+      const inProto = cur !== undefined && cur[0] === '-m' && cur[1] === proto;
+      if (!cur || (PROTOCOL_OPTIONS.has(opt) && !inProto)) {
+        // An option before any -m, or a protocol option (--dport …) written after another match:
+        // it belongs to the implicit protocol match iptables loads for -p, printed as `-m <proto>`.
+        let dest = blocks.find((b) => b[0] === '-m' && b[1] === proto);
+        if (!dest) {
+          dest = ['-m', proto];
+          blocks.push(dest);
+        }
+        cur = dest;
+      }
       cur.push(bang + opt);
       if (ONE_VALUE.has(opt)) {
         cur.push(JSON.stringify(next()));
