@@ -320,6 +320,19 @@ describe('bridge L3 with host-local', () => {
     });
   }
 
+  test('DEL with an empty CNI_NETNS still removes masquerade and spoof-check rules and releases the IP', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.25.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
+    await ok('ADD', cf, { netns: c, containerId: 'nons' });
+    assert.match(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+    await ok('DEL', cf, { netns: '', containerId: 'nons' });
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
+    assert.doesNotMatch(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-nons-eth0/);
+    assert.deepEqual(reservations(cf.name), []);
+    await ok('DEL', cf, { netns: c, containerId: 'nons' });
+  });
+
   test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {
     const cn = env.newContainer();
     const c = env.path(cn);
