@@ -120,6 +120,39 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', {
     assert.doesNotMatch(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-/);
   });
 
+  test('1.1.0 dual-stack ADD/CHECK/DEL with cnikit host-local', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = {
+      cniVersion: '1.1.0',
+      name: 'v11',
+      type: 'bridge',
+      bridge: 'brv11',
+      isDefaultGateway: true,
+      ipam: hostLocal(env.dataDir, [['10.84.0.0/24'], ['fd84::/64']]),
+    };
+    const r = await cni(plugin, 'ADD', cf, { ...opts, netns: c, containerId: 'v11' });
+    assert.equal(r.code, 0, r.stdout);
+    const res = JSON.parse(r.stdout);
+    assert.equal(res.cniVersion, '1.1.0');
+    assert.deepEqual(
+      res.ips.map((i: { address: string }) => i.address),
+      ['10.84.0.2/24', 'fd84::2/64'],
+    );
+    const chk = await cni(
+      plugin,
+      'CHECK',
+      { ...cf, prevResult: res },
+      { ...opts, netns: c, containerId: 'v11' },
+    );
+    assert.equal(chk.code, 0, chk.stdout);
+    assert.equal((await cni(plugin, 'DEL', cf, { ...opts, netns: c, containerId: 'v11' })).code, 0);
+    assert.deepEqual(
+      readdirSync(join(env.dataDir, 'v11')).filter((f) => /^\d|:/.test(f)),
+      [],
+    );
+  });
+
   test('DNS from netconf replaces IPAM DNS; CHECK without prevResult fails', async () => {
     const cf = {
       ...conf('iptables'),
