@@ -8,6 +8,7 @@
 import { readSync, statSync, writeSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode } from './errors.ts';
+import { goKind, parseJsonGo } from './gojson.ts';
 import { createLogger } from './log.ts';
 import { convertResult, formatResult, goEscapeJSON, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
@@ -139,13 +140,6 @@ function toBytes(stdin: PluginIO['stdin']): Uint8Array {
 
 const NAME_STRUCT = 'struct { Name string "json:\\"name\\"" }';
 
-function jsonKind(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  if (typeof v === 'boolean') return 'bool';
-  return typeof v;
-}
-
 /** Go-like lookup of one string field: case-insensitive, null is a no-op, the last match wins. */
 function stringField(obj: Record<string, unknown>, field: string, onType: (kind: string) => never): string {
   let out = '';
@@ -153,26 +147,16 @@ function stringField(obj: Record<string, unknown>, field: string, onType: (kind:
   for (const [k, v] of Object.entries(obj)) {
     if (k !== field && foldKey(k) !== f) continue;
     if (v === null) continue;
-    if (typeof v !== 'string') onType(jsonKind(v));
+    if (typeof v !== 'string') onType(goKind(v));
     out = v as string;
   }
   return out;
 }
 
 function parseConfigText(bytes: Uint8Array): unknown {
-  const text = new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
-  if (text.trim() === '') {
-    throw new CniError(
-      ErrorCode.DecodingFailure,
-      'error unmarshall network config: unexpected end of JSON input',
-    );
-  }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    const m = e instanceof Error ? e.message : String(e);
-    throw new CniError(ErrorCode.DecodingFailure, `error unmarshall network config: ${m}`);
-  }
+  const r = parseJsonGo(bytes);
+  if (!r.ok) throw new CniError(ErrorCode.DecodingFailure, `error unmarshall network config: ${r.error}`);
+  return r.value;
 }
 
 /** Validate the config like skel's validateConfig: a JSON object (or null) with a valid `name`. */
@@ -181,7 +165,7 @@ function validateConfig(bytes: Uint8Array): Record<string, unknown> {
   if (json !== null && (typeof json !== 'object' || Array.isArray(json))) {
     throw new CniError(
       ErrorCode.DecodingFailure,
-      `error unmarshall network config: json: cannot unmarshal ${jsonKind(json)} into Go value of type ${NAME_STRUCT}`,
+      `error unmarshall network config: json: cannot unmarshal ${goKind(json)} into Go value of type ${NAME_STRUCT}`,
     );
   }
   const obj = (json ?? {}) as Record<string, unknown>;
@@ -294,9 +278,7 @@ function parsePrevResult(conf: Record<string, unknown>, configVersion: string): 
   const raw = findKey(conf, 'prevResult');
   if (raw === undefined) return undefined;
   if (typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new Error(
-      `could not parse prevResult: json: cannot unmarshal ${jsonKind(raw)} into a result object`,
-    );
+    throw new Error(`could not parse prevResult: json: cannot unmarshal ${goKind(raw)} into a result object`);
   }
   const rec = { ...(raw as Record<string, unknown>) };
   const own = findKey(rec, 'cniVersion');

@@ -13,6 +13,7 @@ import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { dispatch } from './dispatch.ts';
 import { CniError, ErrorCode } from './errors.ts';
+import { goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
 import { foldKey } from './schema.ts';
 import type { Plugin, Request, Result } from './types.ts';
@@ -126,17 +127,12 @@ function pluginErr(errText: string, stdout: Uint8Array, stderr: Uint8Array): Cni
       ErrorCode.Unknown,
       `netplugin failed but error parsing its diagnostic message ${goQuote(text)}: ${why}`,
     );
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    return bad(e instanceof Error ? e.message : String(e));
-  }
+  const parsed = parseJsonGo(stdout, text);
+  if (!parsed.ok) return bad(parsed.error);
+  const json = parsed.value;
   if (json === null) return new CniError(ErrorCode.Unknown, '');
   if (typeof json !== 'object' || Array.isArray(json)) {
-    return bad(
-      `json: cannot unmarshal ${Array.isArray(json) ? 'array' : typeof json} into Go value of type types.Error`,
-    );
+    return bad(`json: cannot unmarshal ${goKind(json)} into Go value of type types.Error`);
   }
   let code = 0;
   let msg = '';
@@ -147,13 +143,13 @@ function pluginErr(errText: string, stdout: Uint8Array, stderr: Uint8Array): Cni
     if (f === 'code') {
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
         return bad(
-          `json: cannot unmarshal ${typeof v === 'number' ? `number ${v}` : typeof v} into Go struct field Error.code of type uint`,
+          `json: cannot unmarshal ${typeof v === 'number' ? `number ${v}` : goKind(v)} into Go struct field Error.code of type uint`,
         );
       }
       code = v;
     } else if (f === 'msg' || f === 'details') {
       if (typeof v !== 'string')
-        return bad(`json: cannot unmarshal ${typeof v} into Go struct field Error.${f} of type string`);
+        return bad(`json: cannot unmarshal ${goKind(v)} into Go struct field Error.${f} of type string`);
       if (f === 'msg') msg = v;
       else details = v;
     }
@@ -282,19 +278,16 @@ export async function execPlugin(
 }
 
 function configVersionOf(stdin: Uint8Array): string {
-  let json: unknown;
-  try {
-    json = JSON.parse(decoder.decode(stdin));
-  } catch (e) {
-    throw new Error(`decoding version from network config: ${e instanceof Error ? e.message : String(e)}`);
-  }
+  const parsed = parseJsonGo(stdin);
+  if (!parsed.ok) throw new Error(`decoding version from network config: ${parsed.error}`);
+  const json = parsed.value;
   let v = '';
   if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
     for (const [k, x] of Object.entries(json)) {
       if (foldKey(k) !== 'cniversion' || x === null) continue;
       if (typeof x !== 'string') {
         throw new Error(
-          'decoding version from network config: json: cannot unmarshal into Go struct field .cniVersion of type string',
+          `decoding version from network config: json: cannot unmarshal ${goKind(x)} into Go struct field .cniVersion of type string`,
         );
       }
       v = x;
@@ -306,18 +299,13 @@ function configVersionOf(stdin: Uint8Array): string {
 /** Parse a delegate's ADD output like Go `ExecPluginWithResult` and convert it to the current shape. */
 export function parseDelegateResult(stdout: Uint8Array, netconf: Uint8Array): Result {
   const confVersion = configVersionOf(netconf);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(decoder.decode(stdout));
-  } catch (e) {
-    const m =
-      stdout.length === 0 ? 'unexpected end of JSON input' : e instanceof Error ? e.message : String(e);
-    throw new Error(`failed to unmarshal raw result: ${m}`);
-  }
+  const parsed = parseJsonGo(stdout);
+  if (!parsed.ok) throw new Error(`failed to unmarshal raw result: ${parsed.error}`);
+  let raw = parsed.value;
   if (raw === null) raw = {};
   if (typeof raw !== 'object' || Array.isArray(raw)) {
     throw new Error(
-      `failed to unmarshal raw result: json: cannot unmarshal ${Array.isArray(raw) ? 'array' : typeof raw} into Go value of type map[string]interface {}`,
+      `failed to unmarshal raw result: json: cannot unmarshal ${goKind(raw)} into Go value of type map[string]interface {}`,
     );
   }
   const rec = { ...(raw as Record<string, unknown>) };

@@ -1,0 +1,209 @@
+/**
+ * Go `encoding/json` syntax-error texts, so malformed input is reported with the same words as the
+ * reference (`invalid character 'x' looking for beginning of value`, `unexpected end of JSON input`).
+ * Only consulted after `JSON.parse` failed, so the fast path stays native.
+ */
+
+enum Ctx {
+  ObjectKey,
+  ObjectValue,
+  Array,
+}
+
+/** Go's quoteChar for one byte (bytes ≥ 0x80 print as the Latin-1 rune, like Go's string(byte)). */
+function quoteChar(c: number): string {
+  if (c === 0x27) return "'\\''";
+  if (c === 0x22) return "'\"'";
+  const named: Record<number, string> = {
+    7: '\\a',
+    8: '\\b',
+    9: '\\t',
+    10: '\\n',
+    11: '\\v',
+    12: '\\f',
+    13: '\\r',
+    92: '\\\\',
+  };
+  if (named[c]) return `'${named[c]}'`;
+  if (c < 0x20 || c === 0x7f) return `'\\x${c.toString(16).padStart(2, '0')}'`;
+  if (c >= 0x80 && c < 0xa0) return `'\\u${c.toString(16).padStart(4, '0')}'`;
+  if (c === 0xad) return "'\\u00ad'";
+  return `'${String.fromCharCode(c)}'`;
+}
+
+const isSpace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
+const isHex = (c: number) => isDigit(c) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46);
+
+/** The error Go's decoder reports for `data`, or undefined when it is syntactically valid JSON. */
+export function goJsonSyntaxError(data: Uint8Array): string | undefined {
+  const stack: Ctx[] = [];
+  let i = 0;
+  const n = data.length;
+  const err = (c: number, context: string) => `invalid character ${quoteChar(c)} ${context}`;
+  const END = 'unexpected end of JSON input';
+
+  // Each step returns an error string, or undefined to continue; `i` is advanced in place.
+  const literal = (word: string): string | undefined => {
+    for (let k = 1; k < word.length; k++) {
+      // at EOF Go's scanner steps once more with a space, so a cut token reports ' '
+      const c = i + k < n ? data[i + k]! : 0x20;
+      if (c !== word.charCodeAt(k)) return err(c, `in literal ${word} (expecting '${word[k]}')`);
+    }
+    i += word.length;
+    return undefined;
+  };
+  const number = (): string | undefined => {
+    if (data[i] === 0x2d) {
+      i++;
+      if (i >= n || !isDigit(data[i]!)) return err(i < n ? data[i]! : 0x20, 'in numeric literal');
+    }
+    if (data[i] === 0x30) i++;
+    else while (i < n && isDigit(data[i]!)) i++;
+    if (i < n && data[i] === 0x2e) {
+      i++;
+      if (i >= n || !isDigit(data[i]!))
+        return err(i < n ? data[i]! : 0x20, 'after decimal point in numeric literal');
+      while (i < n && isDigit(data[i]!)) i++;
+    }
+    if (i < n && (data[i] === 0x65 || data[i] === 0x45)) {
+      i++;
+      if (i < n && (data[i] === 0x2b || data[i] === 0x2d)) i++;
+      if (i >= n || !isDigit(data[i]!)) return err(i < n ? data[i]! : 0x20, 'in exponent of numeric literal');
+      while (i < n && isDigit(data[i]!)) i++;
+    }
+    return undefined;
+  };
+  const string = (): string | undefined => {
+    i++; // opening quote
+    while (i < n) {
+      const c = data[i]!;
+      if (c === 0x22) {
+        i++;
+        return undefined;
+      }
+      if (c === 0x5c) {
+        i++;
+        const e = i < n ? data[i]! : 0x20;
+        if (e === 0x75) {
+          for (let k = 1; k <= 4; k++) {
+            const h = i + k < n ? data[i + k]! : 0x20;
+            if (!isHex(h)) return err(h, 'in \\u hexadecimal character escape');
+          }
+          i += 5;
+          continue;
+        }
+        if (!'bfnrt\\/"'.includes(String.fromCharCode(e))) return err(e, 'in string escape code');
+        i++;
+        continue;
+      }
+      if (c < 0x20) return err(c, 'in string literal');
+      i++;
+    }
+    return END;
+  };
+
+  // value → then "end of value" handling driven by the context stack
+  for (;;) {
+    // begin value
+    while (i < n && isSpace(data[i]!)) i++;
+    if (i >= n) return END;
+    let c = data[i]!;
+    let e: string | undefined;
+    if (c === 0x7b || c === 0x5b) {
+      if (stack.length >= 10000) return err(c, 'exceeded max depth');
+      i++;
+      while (i < n && isSpace(data[i]!)) i++;
+      if (i >= n) return END;
+      if (c === 0x7b) {
+        if (data[i] === 0x7d) {
+          i++;
+        } else {
+          if (data[i] !== 0x22) return err(data[i]!, 'looking for beginning of object key string');
+          stack.push(Ctx.ObjectKey);
+          e = string();
+          if (e) return e;
+        }
+      } else if (data[i] === 0x5d) {
+        i++;
+      } else {
+        stack.push(Ctx.Array);
+        continue; // begin the first element
+      }
+    } else if (c === 0x22) e = string();
+    else if (c === 0x2d || isDigit(c)) e = number();
+    else if (c === 0x74) e = literal('true');
+    else if (c === 0x66) e = literal('false');
+    else if (c === 0x6e) e = literal('null');
+    else return err(c, 'looking for beginning of value');
+    if (e) return e;
+
+    // end of value: walk up the context stack
+    for (;;) {
+      while (i < n && isSpace(data[i]!)) i++;
+      const top = stack[stack.length - 1];
+      if (top === undefined) {
+        if (i < n) return err(data[i]!, 'after top-level value');
+        return undefined;
+      }
+      if (i >= n) return END;
+      c = data[i]!;
+      if (top === Ctx.ObjectKey) {
+        if (c !== 0x3a) return err(c, 'after object key');
+        i++;
+        stack[stack.length - 1] = Ctx.ObjectValue;
+        break; // begin the member value
+      }
+      if (top === Ctx.ObjectValue) {
+        if (c === 0x2c) {
+          i++;
+          while (i < n && isSpace(data[i]!)) i++;
+          if (i >= n) return END;
+          if (data[i] !== 0x22) return err(data[i]!, 'looking for beginning of object key string');
+          stack[stack.length - 1] = Ctx.ObjectKey;
+          e = string();
+          if (e) return e;
+          continue;
+        }
+        if (c === 0x7d) {
+          i++;
+          stack.pop();
+          continue;
+        }
+        return err(c, 'after object key:value pair');
+      }
+      // array
+      if (c === 0x2c) {
+        i++;
+        break;
+      }
+      if (c === 0x5d) {
+        i++;
+        stack.pop();
+        continue;
+      }
+      return err(c, 'after array element');
+    }
+  }
+}
+
+/** Parse like Go's `json.Unmarshal` into `interface{}`: JSON.parse, with Go's texts on syntax errors. */
+export function parseJsonGo(
+  data: Uint8Array,
+  text?: string,
+): { ok: true; value: unknown } | { ok: false; error: string } {
+  try {
+    const t = text ?? new TextDecoder('utf-8', { ignoreBOM: true }).decode(data);
+    return { ok: true, value: JSON.parse(t) };
+  } catch (e) {
+    return { ok: false, error: goJsonSyntaxError(data) ?? (e instanceof Error ? e.message : String(e)) };
+  }
+}
+
+/** Go's name of a JSON value's kind in unmarshal type errors (`number`, `string`, `bool`, `array`, `object`). */
+export function goKind(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'boolean') return 'bool';
+  return typeof v;
+}
