@@ -605,6 +605,35 @@ describe('prevResult', () => {
       msg: 'could not parse prevResult: invalid CIDR address: 10.0.0.300/24',
     });
   });
+  test('prevResultErrorPrefix matches a reference plugin wording; parsePrevResult: false leaves it to the plugin', async () => {
+    const bad = conf('0.4.0', { prevResult: { cniVersion: '1.0.0' } });
+    const r = await invokeInProcess(
+      recorder({ prevResultErrorPrefix: 'failed to parse prevResult: ' }),
+      FULL,
+      bad,
+    );
+    assert.deepEqual(parseErr(r.stdout), {
+      code: 999,
+      msg: 'failed to parse prevResult: could not parse prevResult: result type supports [0.3.0 0.3.1 0.4.0] but unmarshalled CNIVersion is "1.0.0"',
+    });
+    const own = recorder({ parsePrevResult: false });
+    const d = await invokeInProcess(own, { ...FULL, CNI_COMMAND: 'DEL' }, bad);
+    assert.equal(d.code, 0, d.stdout);
+    assert.equal(own.calls[0]!.prevResult, undefined);
+    const { parsePrevResult } = await import('./dispatch.ts');
+    assert.throws(
+      () => parsePrevResult(own.calls[0]!.config, own.calls[0]!.cniVersion),
+      /^Error: could not parse prevResult: /,
+    );
+    assert.deepEqual(
+      parsePrevResult({ prevResult: { ips: [{ version: '4', address: '10.0.0.1/8' }] } }, '0.3.1'),
+      {
+        cniVersion: '1.1.0',
+        ips: [{ address: '10.0.0.1/8' }],
+      },
+    );
+    assert.equal(parsePrevResult({}, '1.0.0'), undefined);
+  });
   test('CHECK gets prevResult too; GC/STATUS do not parse it', async () => {
     const p = recorder();
     await invokeInProcess(p, { ...FULL, CNI_COMMAND: 'CHECK' }, conf('0.4.0', { prevResult: prev040 }));

@@ -274,7 +274,13 @@ function findKey(obj: Record<string, unknown>, key: string): unknown {
   return out;
 }
 
-function parsePrevResult(conf: Record<string, unknown>, configVersion: string): Result | undefined {
+/**
+ * Parse a config's `prevResult` like Go `version.ParsePrevResult`: a missing/empty `cniVersion` takes the
+ * config's; the result type is the config version's family (another family is an error, not a
+ * conversion); the parsed result is returned in the current (1.1.0) shape. Throws plain Errors
+ * (`could not parse prevResult: …`), which surface as code 999.
+ */
+export function parsePrevResult(conf: Record<string, unknown>, configVersion: string): Result | undefined {
   const raw = findKey(conf, 'prevResult');
   if (raw === undefined) return undefined;
   if (typeof raw !== 'object' || Array.isArray(raw)) {
@@ -396,8 +402,14 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
     log: createLogger(plugin.name, { config: conf, stderr: io.stderr, env: io.env }),
     stderr: io.stderr,
   };
-  if (verb === 'ADD' || verb === 'DEL' || verb === 'CHECK') {
-    const prev = parsePrevResult(conf, configVersion);
+  if ((verb === 'ADD' || verb === 'DEL' || verb === 'CHECK') && plugin.parsePrevResult !== false) {
+    let prev: Result | undefined;
+    try {
+      prev = parsePrevResult(conf, configVersion);
+    } catch (e) {
+      if (!plugin.prevResultErrorPrefix) throw e;
+      throw new Error(`${plugin.prevResultErrorPrefix}${e instanceof Error ? e.message : String(e)}`);
+    }
     if (prev) req.prevResult = prev;
   }
   if (verb === 'GC') {

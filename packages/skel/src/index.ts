@@ -22,6 +22,7 @@ export {
   invokeInProcess,
   netnsGuard,
   type PluginIO,
+  parsePrevResult,
   readFdFully,
   runPlugin,
   type Writable,

@@ -207,6 +207,17 @@ export interface Plugin {
   about?: string;
   /** Supported spec versions; default ALL_VERSIONS. */
   versions?: readonly string[];
+  /**
+   * Whether the SDK parses `prevResult` into `Request.prevResult` before ADD/CHECK/DEL (default true;
+   * a parse failure is then code 999 before the handler runs). Set false to parse it yourself with
+   * `parsePrevResult(req.config, req.cniVersion)` (e.g. to validate your own keys first or ignore it on DEL).
+   */
+  parsePrevResult?: boolean;
+  /**
+   * Prefix for the prevResult parse error message, to match a reference plugin's wording
+   * (loopback: 'failed to parse prevResult: ', portmap/bandwidth: 'could not parse prevResult: ').
+   */
+  prevResultErrorPrefix?: string;
   add?(req: Request): MaybePromise<Result>;
   del?(req: Request): MaybePromise<void>;
   check?(req: Request): MaybePromise<void>;
