@@ -74,6 +74,17 @@ describe('schema decoding', () => {
     assert.deepEqual(decode(s.object({ a: s.int() }), { a: 1, b: 2 }), { a: 1 });
     assert.deepEqual(decode(s.object({ a: s.int() }).passthrough(), { a: 1, b: 2 }), { a: 1, b: 2 });
   });
+  test('__proto__ keys from JSON stay plain data', () => {
+    const input = JSON.parse('{"a":1,"__proto__":{"polluted":true},"m":{"__proto__":{"x":1}}}');
+    const out = decode(s.object({ a: s.int(), m: s.record(s.any()) }).passthrough(), input) as Record<
+      string,
+      unknown
+    >;
+    assert.equal(Object.getPrototypeOf(out), Object.prototype);
+    assert.equal((out as { polluted?: unknown }).polluted, undefined);
+    assert.deepEqual(Object.getOwnPropertyDescriptor(out, '__proto__')?.value, { polluted: true });
+    assert.equal(Object.getPrototypeOf(out.m), Object.prototype);
+  });
   test('null = not set (default / undefined), and does not clobber an earlier value', () => {
     const c = decode(Conf, { cniVersion: '1', name: 'n', bridge: null, mtu: null, ipam: null });
     assert.equal(c.bridge, 'cni0');

@@ -115,6 +115,11 @@ function childPath(path: string, key: string): string {
   return path ? `${path}.${k}` : k;
 }
 
+/** Assign an own property even for keys like `__proto__` (no prototype changes from input). */
+function setOwn(obj: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -147,7 +152,7 @@ export class ObjectSchema<S extends Shape> extends Schema<ObjectOf<S>> {
         for (const [inKey, inVal] of Object.entries(v)) {
           const field = Object.hasOwn(shape, inKey) ? inKey : folded.get(foldKey(inKey));
           if (field === undefined) {
-            if (passthrough) out[inKey] = inVal;
+            if (passthrough) setOwn(out, inKey, inVal);
             continue;
           }
           // Go: null leaves the field as it was.
@@ -255,7 +260,7 @@ export const s = {
     return new Schema(`object of ${value.typeName}`, (v, path) => {
       if (!isPlainObject(v)) throw mismatch(path, 'object', v);
       const out: Record<string, T> = {};
-      for (const [k, x] of Object.entries(v)) out[k] = value._run(x, childPath(path, k));
+      for (const [k, x] of Object.entries(v)) setOwn(out, k, value._run(x, childPath(path, k)));
       return out;
     });
   },
