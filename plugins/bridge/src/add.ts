@@ -259,13 +259,15 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
     if (conf.macspoofchk) {
       const id = uniqueID(req.containerId, req.ifName);
-      await k.spoofCheckSetup(hostName, veth.contMac, id);
       undo.push({ what: 'spoof-check teardown', fn: () => k.spoofCheckTeardown(id) });
+      k.spoofCheckSetup(hostName, veth.contMac, id);
     }
 
     if (l3) {
-      const ipamResult = await delegateAdd(conf.ipamType, req);
+      // Registered before the call: an IPAM that allocated and then failed to answer (killed, garbage
+      // output) is released too; DEL of an allocation that never happened is a no-op for an IPAM.
       undo.push({ what: 'IPAM DEL', fn: () => delegateDel(conf.ipamType, req) });
+      const ipamResult = await delegateAdd(conf.ipamType, req);
       mergeIpamResult(result, ipamResult);
       if (!result.ips || result.ips.length === 0) throw internal('IPAM plugin returned missing IP config');
       const gws = calcGateways(result, conf);
@@ -285,11 +287,11 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
       if (conf.ipMasq) {
         const ips = (result.ips ?? []).map((ip) => ip.address);
-        await k.ipMasqSetup(backend, ips, conf.name, req.ifName, req.containerId);
         undo.push({
           what: 'masquerade teardown',
           fn: () => k.ipMasqTeardown(ips, conf.name, req.ifName, req.containerId),
         });
+        k.ipMasqSetup(backend, ips, conf.name, req.ifName, req.containerId);
       }
     } else if (!conf.disableContainerInterface) {
       k.inNetns(netnsFd, () => {

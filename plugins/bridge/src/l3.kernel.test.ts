@@ -264,10 +264,10 @@ describe('bridge L3 with host-local', () => {
     await ok('DEL', cf6b, { netns: c });
   });
 
-  test('IP released and veth removed on a post-IPAM error', async () => {
+  test('IP released, veth and firewall rules removed on a post-IPAM error', async () => {
     const cn = env.newContainer();
     const c = env.path(cn);
-    const cf = conf('1.0.0', '10.15.0.0/24', { isGateway: true });
+    const cf = conf('1.0.0', '10.15.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
     const before = snapshot(cn);
     testHooks.postIpamError = new Error('injected failure');
     try {
@@ -279,6 +279,8 @@ describe('bridge L3 with host-local', () => {
     }
     assert.deepEqual(reservations(cf.name), []);
     assert.equal(snapshot(cn), before);
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /10\.15\.0\./);
+    assert.doesNotMatch(run('nft', ['list', 'ruleset']), /cni-br-iface-ctr1-eth0/);
     assert.ok(
       !nl.listLinks().some((l) => l.kind === 'veth' && l.masterIndex === nl.getLink(cf.bridge)?.index),
     );
