@@ -18,6 +18,8 @@ import { checkAttachment } from './check.ts';
 import { decodeNetConf, loadNetConf, uniqueID } from './config.ts';
 import * as k from './kernel.ts';
 
+const VERSION = '0.1.0';
+
 function errText(err: unknown): string {
   if (CniError.is(err)) return err.msg;
   return err instanceof Error ? err.message : String(err);
@@ -136,7 +138,7 @@ export async function cmdGc(req: Request): Promise<void> {
 
 export const plugin: Plugin = {
   name: 'bridge',
-  about: 'CNI bridge plugin cnikit',
+  about: `CNI bridge plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   add: cmdAdd,
   del: cmdDel,
