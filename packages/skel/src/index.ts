@@ -36,14 +36,17 @@ export {
   delegateDel,
   delegateGc,
   delegateStatus,
+  delegateVersion,
   execPlugin,
   findInPath,
   getInProcess,
+  getVersionInfo,
   invokeHooks,
   isRunningExecutable,
   parseDelegateResult,
   registerInProcess,
   splitPathList,
+  type VersionInfo,
   withDelegateCleanup,
 } from './invoke.ts';
 export { createLogger, type FullLogger, type LoggerOptions, type LogLevel } from './log.ts';

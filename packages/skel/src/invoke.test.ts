@@ -21,7 +21,9 @@ import {
   delegateDel,
   delegateGc,
   delegateStatus,
+  delegateVersion,
   findInPath,
+  getVersionInfo,
   invokeHooks,
   registerInProcess,
   withDelegateCleanup,
@@ -280,6 +282,68 @@ process.stdout.write(JSON.stringify({ cniVersion: '0.2.0', ip4: { ip: '10.1.0.5/
     } finally {
       closeSync(fd);
       invokeHooks.retryDelayMs = saved;
+    }
+  });
+});
+
+describe('VERSION of a delegate', () => {
+  test('modern, legacy and 0.2.0 answers; dummy env for old skels', async () => {
+    const rec = join(dir, 'version.rec');
+    fake(
+      'vmodern',
+      `${RECORD}process.stdout.write('{"cniVersion":"1.1.0","supportedVersions":["0.4.0","1.0.0"]}\\n');`,
+    );
+    const req = request({ extraEnv: { FAKE_RECORD: rec } });
+    assert.deepEqual(await delegateVersion('vmodern', req), {
+      cniVersion: '1.1.0',
+      supportedVersions: ['0.4.0', '1.0.0'],
+    });
+    const [r] = records(rec);
+    assert.equal(r!.cmd, 'VERSION');
+    assert.equal(r!.stdin, '{"cniVersion":"1.1.0"}');
+    assert.deepEqual(
+      [r!.env.CNI_NETNS, r!.env.CNI_IFNAME, r!.env.CNI_PATH, r!.env.CNI_CONTAINERID],
+      ['dummy', 'dummy', 'dummy', ''],
+    );
+    fake(
+      'vlegacy',
+      `${RECORD}process.stdout.write('{"code":4,"msg":"unknown CNI_COMMAND: VERSION"}'); process.exitCode = 1;`,
+    );
+    assert.deepEqual(await delegateVersion('vlegacy', req), {
+      cniVersion: '1.1.0',
+      supportedVersions: ['0.1.0'],
+    });
+    fake('v020', `${RECORD}process.stdout.write('{"cniVersion":"0.2.0"}');`);
+    assert.deepEqual(await delegateVersion('v020', req), {
+      cniVersion: '1.1.0',
+      supportedVersions: ['0.1.0', '0.2.0'],
+    });
+    fake('vnolist', `${RECORD}process.stdout.write('{"cniVersion":"0.3.0"}');`);
+    await assert.rejects(delegateVersion('vnolist', req), {
+      message: 'decoding version info: missing field supportedVersions',
+    });
+    fake('vnover', `${RECORD}process.stdout.write('{}');`);
+    await assert.rejects(delegateVersion('vnover', req), {
+      message: 'decoding version info: missing field cniVersion',
+    });
+    fake('vjunk', `${RECORD}process.stdout.write('junk');`);
+    await assert.rejects(delegateVersion('vjunk', req), {
+      message: "decoding version info: invalid character 'j' looking for beginning of value",
+    });
+  });
+  test('our own dispatcher answers the probe', async () => {
+    const selfPath = join(bin, 'selfversion');
+    writeFileSync(selfPath, '', { mode: 0o644 });
+    registerInProcess({ name: 'selfversion', versions: ['1.0.0', '1.1.0'] });
+    const saved = invokeHooks.isSelf;
+    invokeHooks.isSelf = (x) => x === selfPath;
+    try {
+      assert.deepEqual(await getVersionInfo(selfPath, {}), {
+        cniVersion: '1.1.0',
+        supportedVersions: ['1.0.0', '1.1.0'],
+      });
+    } finally {
+      invokeHooks.isSelf = saved;
     }
   });
 });

@@ -16,7 +16,7 @@ import { CniError, ErrorCode } from './errors.ts';
 import { goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
 import { foldKey } from './schema.ts';
-import type { Plugin, Request, Result } from './types.ts';
+import { CURRENT_VERSION as CURRENT, type Plugin, type Request, type Result } from './types.ts';
 import { goQuote } from './version.ts';
 
 const registry = new Map<string, Plugin>();
@@ -386,4 +386,86 @@ export async function withDelegateCleanup<T>(
     }
     throw e;
   }
+}
+
+export interface VersionInfo {
+  cniVersion: string;
+  supportedVersions: string[];
+}
+
+/**
+ * Ask the plugin at `path` which spec versions it supports (Go `invoke.GetVersionInfo`): VERSION with
+ * stdin `{"cniVersion":"1.1.0"}` and dummy NETNS/IFNAME/PATH for old skels. A plugin answering
+ * `unknown CNI_COMMAND: VERSION` supports only 0.1.0; an answer without `supportedVersions` is accepted
+ * only for cniVersion 0.2.0 (→ 0.1.0, 0.2.0).
+ */
+export async function getVersionInfo(
+  path: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  stderr: { write(s: string): unknown } = process.stderr,
+): Promise<VersionInfo> {
+  const probeEnv = {
+    ...env,
+    CNI_COMMAND: 'VERSION',
+    CNI_CONTAINERID: '',
+    CNI_NETNS: 'dummy',
+    CNI_ARGS: '',
+    CNI_IFNAME: 'dummy',
+    CNI_PATH: 'dummy',
+  };
+  let out: Uint8Array;
+  try {
+    out = await execPlugin(path, `{"cniVersion":"${CURRENT}"}`, probeEnv, stderr);
+  } catch (e) {
+    if (CniError.is(e) && e.msg === 'unknown CNI_COMMAND: VERSION') {
+      return { cniVersion: CURRENT, supportedVersions: ['0.1.0'] };
+    }
+    throw e;
+  }
+  const parsed = parseJsonGo(out);
+  if (!parsed.ok) throw new Error(`decoding version info: ${parsed.error}`);
+  const raw = parsed.value;
+  let cniVersion = '';
+  let supported: string[] = [];
+  if (raw !== null && (typeof raw !== 'object' || Array.isArray(raw))) {
+    throw new Error(
+      `decoding version info: json: cannot unmarshal ${goKind(raw)} into Go value of type version.pluginInfo`,
+    );
+  }
+  for (const [k, v] of Object.entries((raw ?? {}) as Record<string, unknown>)) {
+    if (v === null) continue;
+    const f = foldKey(k);
+    if (f === 'cniversion') {
+      if (typeof v !== 'string') {
+        throw new Error(
+          `decoding version info: json: cannot unmarshal ${goKind(v)} into Go struct field pluginInfo.cniVersion of type string`,
+        );
+      }
+      cniVersion = v;
+    } else if (f === 'supportedversions') {
+      if (!Array.isArray(v) || v.some((x) => typeof x !== 'string' && x !== null)) {
+        throw new Error(
+          `decoding version info: json: cannot unmarshal ${goKind(v)} into Go struct field pluginInfo.supportedVersions of type []string`,
+        );
+      }
+      supported = v.map((x) => (x === null ? '' : (x as string)));
+    }
+  }
+  if (cniVersion === '') throw new Error('decoding version info: missing field cniVersion');
+  if (supported.length === 0) {
+    if (cniVersion === '0.2.0') return { cniVersion: CURRENT, supportedVersions: ['0.1.0', '0.2.0'] };
+    throw new Error('decoding version info: missing field supportedVersions');
+  }
+  return { cniVersion, supportedVersions: supported };
+}
+
+/** VERSION of delegate `type` found in the request's CNI_PATH. */
+export async function delegateVersion(
+  type: string,
+  req: Request,
+  opts: DelegateOptions = {},
+): Promise<VersionInfo> {
+  const env = opts.env ?? req.env;
+  const path = findInPath(type, splitPathList(env.CNI_PATH));
+  return getVersionInfo(path, env, req.stderr ?? process.stderr);
 }
