@@ -335,6 +335,25 @@ describe('bridge L3 with host-local', () => {
     await ok('DEL', cf, { netns: c, containerId: 'nons' });
   });
 
+  test('DEL keeps going when IPAM DEL fails: interface and rules removed, the IPAM error reported', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.26.0.0/24', { isGateway: true, ipMasq: true });
+    await ok('ADD', cf, { netns: c, containerId: 'ipamfail' });
+    const broken = { ...cf, ipam: { ...cf.ipam, type: 'no-such-ipam' } };
+    const r = await cni(plugin, 'DEL', broken, { netns: c, containerId: 'ipamfail' });
+    assert.notEqual(r.code, 0);
+    assert.match(JSON.parse(r.stdout).msg, /failed to find plugin "no-such-ipam"/);
+    assert.equal(
+      nl.withNetns(c, () => nl.getLink('eth0')),
+      undefined,
+    );
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /10\.26\.0\./);
+    // the runtime retries DEL with a working IPAM: the IP is released
+    await ok('DEL', cf, { netns: c, containerId: 'ipamfail' });
+    assert.deepEqual(reservations(cf.name), []);
+  });
+
   test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {
     const cn = env.newContainer();
     const c = env.path(cn);
