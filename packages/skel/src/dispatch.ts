@@ -399,7 +399,7 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
     config: conf as NetConf,
     cniVersion: configVersion,
     env: io.env,
-    log: createLogger(plugin.name, { config: conf, stderr: io.stderr, env: io.env }),
+    log: createLogger(plugin.name, conf, { stderr: io.stderr, env: io.env }),
     stderr: io.stderr,
   };
   if ((verb === 'ADD' || verb === 'DEL' || verb === 'CHECK') && plugin.parsePrevResult !== false) {
@@ -451,7 +451,10 @@ export async function dispatch(plugin: Plugin, io: PluginIO): Promise<number> {
     if (!CniError.is(e)) {
       try {
         const stack = e instanceof Error && e.stack ? e.stack : String(e);
-        createLogger(plugin.name, { stderr: io.stderr, env: io.env }).debug('internal error: %s', stack);
+        createLogger(plugin.name, undefined, { stderr: io.stderr, env: io.env }).debug(
+          'internal error: %s',
+          stack,
+        );
       } catch {
         // never let logging change the answer
       }

@@ -89,7 +89,7 @@ function request(
       OTHER_VAR: 'kept',
       ...overrides.extraEnv,
     },
-    log: createLogger('test', { stderr: { write: () => true }, env: {} }),
+    log: createLogger('test', undefined, { stderr: { write: () => true }, env: {} }),
     stderr: { write: (s: string) => stderrSink.push(s) },
     ...overrides,
   };

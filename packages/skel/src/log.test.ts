@@ -13,7 +13,7 @@ function sink() {
 describe('createLogger', () => {
   test('default level warn, stderr only, formatted', () => {
     const err = sink();
-    const log = createLogger('p', { stderr: err, env: {} });
+    const log = createLogger('p', undefined, { stderr: err, env: {} });
     log.debug('d');
     log.info('i');
     log.warn('w %d', 1);
@@ -27,13 +27,13 @@ describe('createLogger', () => {
     try {
       const f1 = join(dir, 'a.log');
       const err = sink();
-      const log = createLogger('p', { config: { LogFile: f1, logLevel: 'DEBUG' }, stderr: err, env: {} });
+      const log = createLogger('p', { LogFile: f1, logLevel: 'DEBUG' }, { stderr: err, env: {} });
       log.debug('hello');
       assert.equal(log.level, 'debug');
       assert.match(readFileSync(f1, 'utf8'), /DEBUG p\[\d+\]: hello\n/);
       assert.equal(err.lines.length, 1);
       const f2 = join(dir, 'b.log');
-      const log2 = createLogger('q', {
+      const log2 = createLogger('q', undefined, {
         stderr: sink(),
         env: { CNIKIT_LOG_FILE: f2, CNIKIT_LOG_LEVEL: 'info' },
       });
@@ -41,14 +41,14 @@ describe('createLogger', () => {
       log2.debug('hidden');
       assert.equal(readFileSync(f2, 'utf8').trim().split('\n').length, 1);
       const quiet = sink();
-      createLogger('r', { stderr: quiet, env: { CNIKIT_LOG_LEVEL: 'none' } }).error('x');
+      createLogger('r', undefined, { stderr: quiet, env: { CNIKIT_LOG_LEVEL: 'none' } }).error('x');
       assert.equal(quiet.lines.length, 0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
   test('an unwritable log file or a broken stderr never throws', () => {
-    const log = createLogger('p', {
+    const log = createLogger('p', undefined, {
       logFile: '/nonexistent/dir/x.log',
       stderr: {
         write() {
@@ -61,7 +61,7 @@ describe('createLogger', () => {
   });
   test('child logger prefixes the name', () => {
     const err = sink();
-    createLogger('p', { stderr: err, env: {} }).child('ipam').warn('w');
+    createLogger('p', undefined, { stderr: err, env: {} }).child('ipam').warn('w');
     assert.match(err.lines[0]!, /WARN p\/ipam\[/);
   });
 });

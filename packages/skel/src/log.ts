@@ -14,8 +14,6 @@ export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'none';
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, none: 100 };
 
 export interface LoggerOptions {
-  /** A plugin config (NetConf) to read `logFile` / `logLevel` from. */
-  config?: unknown;
   logFile?: string;
   level?: LogLevel;
   /** Where stderr lines go (default process.stderr). */
@@ -45,18 +43,19 @@ export interface FullLogger extends Logger {
   child(name: string): FullLogger;
 }
 
-export function createLogger(name: string, options: LoggerOptions = {}): FullLogger {
+/**
+ * A logger for plugin `name`. `config` is the plugin's config (NetConf), read for `logFile` / `logLevel`;
+ * `options` override both (and inject stderr/env for tests).
+ */
+export function createLogger(name: string, config?: unknown, options: LoggerOptions = {}): FullLogger {
   const env = options.env ?? process.env;
-  const cfgFile = configKey(options.config, 'logFile');
+  const cfgFile = configKey(config, 'logFile');
   const logFile =
     options.logFile ??
     (typeof cfgFile === 'string' && cfgFile !== '' ? cfgFile : undefined) ??
     (env.CNIKIT_LOG_FILE || undefined);
   const level =
-    options.level ??
-    asLevel(configKey(options.config, 'logLevel')) ??
-    asLevel(env.CNIKIT_LOG_LEVEL) ??
-    'warn';
+    options.level ?? asLevel(configKey(config, 'logLevel')) ?? asLevel(env.CNIKIT_LOG_LEVEL) ?? 'warn';
   const stderr = options.stderr ?? process.stderr;
   const min = RANK[level];
   const emit = (lvl: Exclude<LogLevel, 'none'>, msg: string, args: unknown[]) => {
@@ -83,6 +82,6 @@ export function createLogger(name: string, options: LoggerOptions = {}): FullLog
     info: (m, ...a) => emit('info', m, a),
     warn: (m, ...a) => emit('warn', m, a),
     error: (m, ...a) => emit('error', m, a),
-    child: (sub) => createLogger(`${name}/${sub}`, { ...options, logFile, level, stderr, env }),
+    child: (sub) => createLogger(`${name}/${sub}`, undefined, { ...options, logFile, level, stderr, env }),
   };
 }
