@@ -50,11 +50,21 @@ export function enterHost(tag: string, n = 2): HostEnv {
     containers.push(name);
     return name;
   };
-  for (let i = 0; i < n; i++) newContainer();
   const orig = openSync('/proc/self/ns/net', 'r');
-  const hostFd = openSync(`/run/netns/${host}`, 'r');
-  setns(hostFd);
-  closeSync(hostFd);
+  try {
+    for (let i = 0; i < n; i++) newContainer();
+    const hostFd = openSync(`/run/netns/${host}`, 'r');
+    try {
+      setns(hostFd);
+    } finally {
+      closeSync(hostFd);
+    }
+  } catch (err) {
+    // do not leave namespaces behind when the sandbox cannot be entered (e.g. native addon missing)
+    closeSync(orig);
+    for (const c of [...containers, host]) tryRun('ip', ['netns', 'del', c]);
+    throw err;
+  }
   const dataDir = mkdtempSync(join(tmpdir(), `cnikit-br${tag}-`));
   return {
     host,
