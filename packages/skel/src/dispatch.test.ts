@@ -440,6 +440,16 @@ describe('version negotiation', () => {
       },
     ],
     ['CHECK', '1.2.3.4', undefined, { code: 6, msg: 'invalid version "1.2.3.4": too many parts' }],
+    [
+      'CHECK',
+      '0.4.0',
+      ['0.1.0', '0.2.0', 'adsfasdf'],
+      {
+        code: 6,
+        msg: 'failed to convert major version part "adsfasdf": strconv.Atoi: parsing "adsfasdf": invalid syntax',
+      },
+    ],
+    ['GC', '1.1.0', ['1.1.0', 'bogus'], null],
     ['GC', '1.0.0', undefined, { code: 1, msg: 'config version does not allow GC' }],
     ['GC', '1.1.0', undefined, null],
     ['GC', '1.1.0', ['1.0.0'], { code: 1, msg: 'plugin version does not allow GC' }],
