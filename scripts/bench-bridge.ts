@@ -12,7 +12,7 @@
  * Requires `npm run build` (dist-bin/) and root.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setns } from '@cnikit/sys';
@@ -116,7 +116,15 @@ function measure(label: string): Record<string, { add: number[]; del: number[] }
   return out;
 }
 
+const summary: Array<{ scenario: string; op: string; impl: string; medianMs: number; p90Ms: number }> = [];
+
 function report(title: string, res: Record<string, { add: number[]; del: number[] }>): void {
+  for (const op of ['add', 'del'] as const) {
+    for (const i of impls) {
+      const xs = res[i.name]![op];
+      summary.push({ scenario: title, op, impl: i.name, medianMs: median(xs), p90Ms: p90(xs) });
+    }
+  }
   console.log(`\n${title} (${RUNS} runs each${MASQ ? ', ipMasq' : ''})`);
   console.log('op   impl      median ms   p90 ms');
   for (const op of ['add', 'del'] as const) {
@@ -152,6 +160,11 @@ try {
     }
     report(`with ${PRELOAD} attachments already on the bridge`, measure('b'));
   }
+  mkdirSync(join(ROOT, '.bench'), { recursive: true });
+  writeFileSync(
+    join(ROOT, '.bench', MASQ ? 'bridge-masq.json' : 'bridge.json'),
+    `${JSON.stringify({ runs: RUNS, preload: PRELOAD, masq: MASQ, summary }, null, 2)}\n`,
+  );
 } finally {
   setns(orig);
   closeSync(orig);
