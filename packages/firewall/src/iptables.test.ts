@@ -107,6 +107,11 @@ describe('rule normalisation (what we write ≡ what iptables-save prints)', () 
       saved,
     );
   });
+  test('a /0 address matches everything and is dropped, as iptables does', () => {
+    assert.equal(normalizeRule(['-s', '2.6.7.44/0', '-j', 'ACCEPT']), normalizeRule(['-j', 'ACCEPT']));
+    assert.equal(normalizeRule(['-d', '::/0', '-j', 'ACCEPT']), normalizeRule(['-j', 'ACCEPT']));
+    assert.notEqual(normalizeRule(['!', '-d', '0.0.0.0/0', '-j', 'ACCEPT']), normalizeRule(['-j', 'ACCEPT']));
+  });
   test('different rules differ', () => {
     assert.notEqual(
       normalizeRule(['-s', '10.1.2.3', '-j', 'X']),

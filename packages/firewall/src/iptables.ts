@@ -121,16 +121,22 @@ export function normalizeRule(args: readonly string[]): string {
     const bang = neg ? '! ' : '';
     neg = false;
     const next = () => args[++i] ?? '';
+    const setAddr = (k: 's' | 'd', b: string, v: string) => {
+      const a = normAddr(v);
+      // A /0 source or destination matches everything: iptables drops it.
+      if (b === '' && a.endsWith('/0')) delete basic[k];
+      else basic[k] = b + a;
+    };
     switch (t) {
       case '-s':
       case '--source':
       case '--src':
-        basic.s = bang + normAddr(next());
+        setAddr('s', bang, next());
         continue;
       case '-d':
       case '--destination':
       case '--dst':
-        basic.d = bang + normAddr(next());
+        setAddr('d', bang, next());
         continue;
       case '-i':
       case '--in-interface':
