@@ -112,6 +112,21 @@ describe('rule normalisation (what we write ≡ what iptables-save prints)', () 
     assert.equal(normalizeRule(['-d', '::/0', '-j', 'ACCEPT']), normalizeRule(['-j', 'ACCEPT']));
     assert.notEqual(normalizeRule(['!', '-d', '0.0.0.0/0', '-j', 'ACCEPT']), normalizeRule(['-j', 'ACCEPT']));
   });
+  test('protocols by number or alias, and -p all, print as iptables-save does', () => {
+    assert.equal(
+      normalizeRule(['-p', '6', '-j', 'ACCEPT']),
+      normalizeRule(splitRuleText('-p tcp -j ACCEPT')),
+    );
+    assert.equal(
+      normalizeRule(['-p', 'icmpv6', '-j', 'ACCEPT']),
+      normalizeRule(splitRuleText('-p ipv6-icmp -j ACCEPT')),
+    );
+    assert.equal(normalizeRule(['-p', 'all', '-j', 'ACCEPT']), normalizeRule(['-j', 'ACCEPT']));
+    assert.equal(
+      normalizeRule(['-p', '17', '--dport', '5', '-j', 'ACCEPT']),
+      normalizeRule(splitRuleText('-p udp -m udp --dport 5 -j ACCEPT')),
+    );
+  });
   test('different rules differ', () => {
     assert.notEqual(
       normalizeRule(['-s', '10.1.2.3', '-j', 'X']),

@@ -69,6 +69,19 @@ const OPTION_ALIASES: Record<string, string> = {
   '--destination-ports': '--dports',
   '--source-ports': '--sports',
 };
+/** How iptables-save prints protocols given by number or alias. */
+const PROTOCOL_NAMES: Record<string, string> = {
+  '1': 'icmp',
+  '6': 'tcp',
+  '17': 'udp',
+  '47': 'gre',
+  '50': 'esp',
+  '51': 'ah',
+  '58': 'ipv6-icmp',
+  icmpv6: 'ipv6-icmp',
+  '132': 'sctp',
+  '136': 'udplite',
+};
 /** Options of the implicit protocol matches (tcp, udp, sctp, icmp, icmp6). */
 const PROTOCOL_OPTIONS = new Set([
   '--dport',
@@ -147,9 +160,14 @@ export function normalizeRule(args: readonly string[]): string {
         basic.o = bang + next();
         continue;
       case '-p':
-      case '--protocol':
-        basic.p = bang + next().toLowerCase();
+      case '--protocol': {
+        const p = next().toLowerCase();
+        const name = PROTOCOL_NAMES[p] ?? p;
+        // `-p all` (or 0) matches everything: iptables drops it.
+        if (bang === '' && (name === 'all' || name === '0')) delete basic.p;
+        else basic.p = bang + name;
         continue;
+      }
       case '-f':
       case '--fragment':
         basic.f = `${bang}-f`;
