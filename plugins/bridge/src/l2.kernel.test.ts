@@ -57,6 +57,28 @@ describe('bridge L2 (no IPAM)', () => {
     assert.equal((await cni(plugin, 'DEL', conf(), { netns: '/run/netns/cnikit-does-not-exist' })).code, 0);
   });
 
+  for (const version of ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']) {
+    test(`L2 ADD/DEL (${version})`, async () => {
+      const cn = env.newContainer();
+      const c = env.path(cn);
+      const cf = conf({ cniVersion: version });
+      const r = await cni(plugin, 'ADD', cf, { netns: c });
+      assert.equal(r.code, 0, r.stdout);
+      const res = JSON.parse(r.stdout);
+      assert.equal(res.cniVersion, version);
+      assert.deepEqual(
+        res.interfaces.map((i: { name: string }) => i.name.replace(/^veth[0-9a-f]{8}$/, 'veth*')),
+        ['brl2', 'veth*', 'eth0'],
+      );
+      assert.equal(nl.withNetns(c, () => nl.getLink('eth0'))?.operstate, 'up');
+      assert.equal((await cni(plugin, 'DEL', cf, { netns: c })).code, 0);
+      assert.equal(
+        nl.withNetns(c, () => nl.getLink('eth0')),
+        undefined,
+      );
+    });
+  }
+
   test('0.2.0 L2 ADD fails with cannot convert', async () => {
     const c = env.path(env.containers[1]!);
     const r = await cni(plugin, 'ADD', conf({ cniVersion: '0.2.0' }), { netns: c, ifName: 'eth5' });

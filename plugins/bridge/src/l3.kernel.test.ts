@@ -354,6 +354,13 @@ describe('bridge L3 with host-local', () => {
     assert.deepEqual(reservations(cf.name), []);
   });
 
+  test('DEL without a prior ADD succeeds (L3, masquerade, spoof check)', async () => {
+    const cn = env.newContainer();
+    const cf = conf('1.0.0', '10.27.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
+    await ok('DEL', cf, { netns: env.path(cn), containerId: 'never' });
+    await ok('DEL', cf, { netns: '', containerId: 'never' });
+  });
+
   test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {
     const cn = env.newContainer();
     const c = env.path(cn);
