@@ -95,37 +95,40 @@ describe('bridge L3 with host-local', () => {
     });
   }
 
-  test('IPv6 and dual-stack with default routes (1.0.0)', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
-    const cf = conf('1.0.0', [['10.12.0.0/24'], ['fd12::/64'], ['fd13::/64']], { isDefaultGateway: true });
-    const before = snapshot();
-    const res = await ok('ADD', cf, { netns: c });
-    assert.deepEqual(
-      res.ips.map((i: { address: string; gateway: string }) => [i.address, i.gateway]),
-      [
-        ['10.12.0.2/24', '10.12.0.1'],
-        ['fd12::2/64', 'fd12::1'],
-        ['fd13::2/64', 'fd13::1'],
-      ],
-    );
-    assert.deepEqual(res.routes, [
-      { dst: '0.0.0.0/0', gw: '10.12.0.1' },
-      { dst: '::/0', gw: 'fd12::1' },
-    ]);
-    const brAddrs = nl.listAddrs({ link: cf.bridge }).map((a) => a.cidr);
-    for (const a of ['10.12.0.1/24', 'fd12::1/64', 'fd13::1/64']) assert.ok(brAddrs.includes(a), a);
-    assert.equal(nl.sysctlGet('net/ipv6/conf/all/forwarding').trim(), '1');
-    nl.withNetns(c, () => {
-      assert.equal(nl.sysctlGet('net/ipv6/conf/eth0/keep_addr_on_down').trim(), '1');
-      assert.ok(nl.listRoutes({ family: 6 }).some((r) => r.dst === '::/0' && r.gw === 'fd12::1'));
-      const v6 = nl.listAddrs({ link: 'eth0', family: 6 }).map((a) => a.cidr);
-      assert.ok(v6.includes('fd12::2/64') && v6.includes('fd13::2/64'));
+  for (const version of ['0.3.0', '0.3.1', '0.4.0', '1.0.0']) {
+    test(`IPv6 and dual-stack with default routes (${version})`, async () => {
+      const cn = env.newContainer();
+      const c = env.path(cn);
+      const cf = conf(version, [['10.12.0.0/24'], ['fd12::/64'], ['fd13::/64']], { isDefaultGateway: true });
+      const before = snapshot();
+      const res = await ok('ADD', cf, { netns: c });
+      assert.deepEqual(
+        res.ips.map((i: { address: string; gateway: string }) => [i.address, i.gateway]),
+        [
+          ['10.12.0.2/24', '10.12.0.1'],
+          ['fd12::2/64', 'fd12::1'],
+          ['fd13::2/64', 'fd13::1'],
+        ],
+      );
+      assert.deepEqual(res.routes, [
+        { dst: '0.0.0.0/0', gw: '10.12.0.1' },
+        { dst: '::/0', gw: 'fd12::1' },
+      ]);
+      const brAddrs = nl.listAddrs({ link: cf.bridge }).map((a) => a.cidr);
+      for (const a of ['10.12.0.1/24', 'fd12::1/64', 'fd13::1/64']) assert.ok(brAddrs.includes(a), a);
+      assert.equal(nl.sysctlGet('net/ipv6/conf/all/forwarding').trim(), '1');
+      nl.withNetns(c, () => {
+        assert.equal(nl.sysctlGet('net/ipv6/conf/eth0/keep_addr_on_down').trim(), '1');
+        assert.ok(nl.listRoutes({ family: 6 }).some((r) => r.dst === '::/0' && r.gw === 'fd12::1'));
+        const v6 = nl.listAddrs({ link: 'eth0', family: 6 }).map((a) => a.cidr);
+        assert.ok(v6.includes('fd12::2/64') && v6.includes('fd13::2/64'));
+      });
+      if (version === '0.4.0' || version === '1.0.0')
+        await ok('CHECK', { ...cf, prevResult: res }, { netns: c });
+      await ok('DEL', cf, { netns: c });
+      assert.equal(withoutBridge(snapshot(), cf.bridge), withoutBridge(before, cf.bridge));
     });
-    await ok('CHECK', { ...cf, prevResult: res }, { netns: c });
-    await ok('DEL', cf, { netns: c });
-    assert.equal(withoutBridge(snapshot(), cf.bridge), withoutBridge(before, cf.bridge));
-  });
+  }
 
   test('enabledad: enhanced_dad and accept_dad on, addresses settled (not tentative) when ADD returns', async () => {
     const cn = env.newContainer();
