@@ -56,6 +56,24 @@ function stable(snap: Snapshot): Snapshot {
   return out;
 }
 
+/**
+ * Wait until the host namespace is quiescent after the last port left the bridge: IPv6 DAD finished (the bridge's
+ * link-local) and the bridge dropped its carrier (the kernel does both asynchronously).
+ */
+async function settle(sb: Sandbox, bridge: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const tentative = sb.exec('ip', ['-6', 'addr', 'show', 'tentative'], { ns: 'host' }).stdout.trim();
+    const flags =
+      (
+        JSON.parse(sb.exec('ip', ['-json', 'link', 'show', 'dev', bridge], { ns: 'host' }).stdout) as Array<{
+          flags: string[];
+        }>
+      )[0]?.flags ?? [];
+    if (!tentative && flags.includes('NO-CARRIER')) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 function addrOf(result: Json): string {
   const ip = (result.ips as Array<{ address: string }>)[0]?.address;
   assert.ok(ip, `no address in ${JSON.stringify(result)}`);
@@ -137,6 +155,7 @@ describe('bridge + host-local through the compiled executables', {
       const list = netConf('10.77.1.0/24');
       // First cycle creates the bridge (which the reference keeps after DEL); the second must leave no trace.
       attachTwo(rt, sb, list, second).detach();
+      await settle(sb, 'cnibb0');
       const before = sb.snapshot('host');
       const { ra, rb, detach } = attachTwo(rt, sb, list, second);
       // host-local allocates round-robin after the last reserved address (.2/.3 in the first cycle)
@@ -144,6 +163,7 @@ describe('bridge + host-local through the compiled executables', {
       assert.equal(addrOf(rb), '10.77.1.5');
       assert.equal(await tcpExchange(second.name, sb.container.name, addrOf(rb), 7101), 'echo:ping');
       detach();
+      await settle(sb, 'cnibb0');
       const diff = diffSnapshots(stable(before), stable(sb.snapshot('host')));
       assert.deepEqual(diff, [], formatDiff(diff));
       const leftover = sb.exec('ip', ['-json', 'link', 'show', 'dev', 'eth0'], {
