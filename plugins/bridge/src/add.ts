@@ -122,8 +122,12 @@ export function planPortVlans(opts: {
   return ops;
 }
 
-/** `ensureAddr`: put `gw` on `dev` per the reference rules, then freeze the device MAC. */
-export function ensureAddr(dev: string, gw: IPNet, forceAddress: boolean): void {
+/**
+ * `ensureAddr`: put `gw` on `dev` per the reference rules, then set the device's MAC to `mac` — the MAC
+ * it had when this ADD looked it up, before the new port was enslaved (like the reference) — which
+ * freezes a bridge's MAC (otherwise it follows the lowest port MAC and changes as ports churn).
+ */
+export function ensureAddr(dev: string, gw: IPNet, forceAddress: boolean, mac: string): void {
   let existing: IPNet[];
   try {
     existing = k.listAddrs(dev, gw.family);
@@ -150,11 +154,20 @@ export function ensureAddr(dev: string, gw: IPNet, forceAddress: boolean): void 
       throw internal(`could not add IP address ${text} to ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
   }
   try {
-    const link = k.linkByName(dev);
-    if (link) k.setMac(dev, link.mac);
+    // A bridge whose ports all went away has the zero MAC until a port joins again: the reference then
+    // fails with EADDRNOTAVAIL; freeze the MAC it has now (taken from the new port) instead.
+    const target = isUsableMac(mac) ? mac : k.linkByName(dev)?.mac;
+    if (target && isUsableMac(target)) k.setMac(dev, target);
   } catch (err) {
     throw internal(`could not set bridge's mac: ${k.reason(err)}`, err);
   }
+}
+
+/** A MAC the kernel accepts as a device address: not zero, not multicast. */
+export function isUsableMac(mac: string): boolean {
+  const m = /^([0-9a-f]{2})(:[0-9a-f]{2}){5}$/i.exec(mac);
+  if (!m) return false;
+  return (Number.parseInt(m[1]!, 16) & 1) === 0 && !/^(00:){5}00$/.test(mac);
 }
 
 /** The `<bridge>.<vlan>` gateway interface (a host-side veth pair, one end an access port). */
@@ -351,13 +364,13 @@ function setupGateways(
           vlanIfaceAdded = true;
         }
         try {
-          ensureAddr(vif.name, gw, conf.forceAddress);
+          ensureAddr(vif.name, gw, conf.forceAddress, vif.mac);
         } catch (err) {
           throw internal(`failed to set vlan interface for bridge with addr: ${k.reason(err)}`, err);
         }
       } else {
         try {
-          ensureAddr(conf.bridge, gw, conf.forceAddress);
+          ensureAddr(conf.bridge, gw, conf.forceAddress, br.mac);
         } catch (err) {
           throw internal(`failed to set bridge addr: ${k.reason(err)}`, err);
         }

@@ -57,6 +57,9 @@ describe('bridge L3 with host-local', () => {
       assert.equal(res.ips[0].interface, 2);
       if (version !== '1.0.0') assert.equal(res.ips[0].version, '4');
       assert.deepEqual(res.routes, [{ dst: '0.0.0.0/0', gw: '10.10.0.1' }]);
+      // the bridge keeps its own MAC (frozen when the gateway address is added), not the port's
+      assert.notEqual(res.interfaces[0].mac, res.interfaces[1].mac);
+      assert.equal(res.interfaces[0].mac, nl.getLink(cf.bridge)?.mac);
       // kernel state
       assert.ok(nl.listAddrs({ link: cf.bridge, family: 4 }).some((a) => a.cidr === '10.10.0.1/24'));
       assert.equal(nl.sysctlGet('net.ipv4.ip_forward').trim(), '1');
@@ -249,7 +252,12 @@ describe('bridge L3 with host-local', () => {
       'veth removed after failure',
     );
     const forced = { ...cf, forceAddress: true };
-    await ok('ADD', forced, { netns: c });
+    // the failed ADD removed the only port: the bridge now has the zero MAC (the reference fails to
+    // freeze it with EADDRNOTAVAIL here; we freeze the MAC it gets from the new port)
+    assert.equal(nl.getLink('braddr')?.mac, '00:00:00:00:00:00');
+    const fres = await ok('ADD', forced, { netns: c });
+    assert.equal(fres.interfaces[0].mac, nl.getLink('braddr')?.mac);
+    assert.notEqual(fres.interfaces[0].mac, '00:00:00:00:00:00');
     assert.deepEqual(
       nl.listAddrs({ link: 'braddr', family: 4 }).map((a) => a.cidr),
       ['10.14.1.1/24'],

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { planPortVlans } from './add.ts';
+import { isUsableMac, planPortVlans } from './add.ts';
 import { loadNetConf, wantsVlanFiltering } from './config.ts';
 
 const ops = (vlan: number, vlans: number[], preserveDefaultVlan = false) =>
@@ -43,4 +43,11 @@ describe('port VLAN plan (reference setupVeth VLAN logic)', () => {
     // ensureVlanInterface configures its bridge-side veth with vlan only, no trunk
     assert.deepEqual(ops(42, []), ['del-all', '42 pvid untagged']);
   });
+});
+
+test('isUsableMac: zero and multicast MACs cannot be device addresses', () => {
+  assert.equal(isUsableMac('0a:58:0a:00:00:01'), true);
+  assert.equal(isUsableMac('00:00:00:00:00:00'), false);
+  assert.equal(isUsableMac('01:00:5e:00:00:01'), false);
+  assert.equal(isUsableMac(''), false);
 });
