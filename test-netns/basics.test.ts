@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -104,6 +104,18 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
     const list = run(join(DIST, 'cnikit'), {}, '', ['--list']);
     assert.equal(list.status, 0);
     assert.deepEqual(list.stdout.trim().split('\n'), plugins);
+  });
+
+  test('scripts/install puts a working plugin set into a target directory (one file + hard links)', () => {
+    const target = join(scratch, 'opt-cni-bin');
+    const r = spawnSync(join(DIST, '..', 'scripts', 'install'), ['--target', target], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    for (const name of plugins) {
+      const v = run(join(target, name), { CNI_COMMAND: 'VERSION' });
+      assert.equal(v.status, 0, `${name}: ${v.stderr}`);
+      assert.equal(statSync(join(target, name)).ino, statSync(join(target, 'cnikit')).ino);
+    }
+    assert.equal(statSync(join(target, 'cnikit')).nlink, plugins.length + 1);
   });
 
   test('the embedded native addon is extracted to a private content-addressed file and loads', () => {
