@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { plugin } from './index.ts';
+import { cni, enterHost, type HostEnv, run, snapshot, tryRun, uid } from './testenv.ts';
+
+// Differential test: the same configuration through the Go reference (Debian 1.1.1) and through ours, each in
+// its own private host namespace with identically named container namespaces; results and the kernel state of
+// both namespaces must match once random names/MACs are normalised.
+const GO = '/usr/lib/cni/bridge';
+const haveGo = existsSync(GO) && existsSync('/usr/lib/cni/host-local');
+
+let env: HostEnv;
+let goHost = '';
+let goData = '';
+before(() => {
+  if (!haveGo) return;
+  env = enterHost('pa', 0);
+  goHost = `cnikit-brpa-${uid}-goh`;
+  run('ip', ['netns', 'add', goHost]);
+  run('ip', ['-n', goHost, 'link', 'set', 'lo', 'up']);
+  goData = mkdtempSync(join(tmpdir(), 'cnikit-brpa-go-'));
+});
+after(() => {
+  if (goHost) tryRun('ip', ['netns', 'del', goHost]);
+  if (goData) rmSync(goData, { recursive: true, force: true });
+  env?.destroy();
+});
+
+function normalise(text: string): string {
+  return text
+    .replace(/veth[0-9a-f]{8}/g, 'vethX')
+    .replace(/([0-9a-f]{2}:){5}[0-9a-f]{2}/g, 'MAC')
+    .replace(/fe80::[0-9a-f:]+/g, 'fe80::X')
+    .replace(/@if\d+/g, '@ifN')
+    .replace(/cnikit-br[a-z0-9-]+/g, 'NS')
+    .replace(/\/tmp\/cnikit-brpa[^"\s]*/g, 'DATA');
+}
+
+/**
+ * Kernel snapshots, minus timing-dependent details (IPv6 DAD progress, carrier, link-local addresses and
+ * routes that appear when a device gets carrier, derived anycast routes, IPv6 local routes that appear when
+ * DAD of an address finishes — the addresses themselves are compared).
+ */
+function state(ns?: string): string {
+  const s = JSON.parse(snapshot(ns)) as Record<string, unknown>;
+  // a bridge's operstate follows its ports' carrier asynchronously (linkwatch)
+  s.links = (s.links as string[]).map((l) => (/ bridge /.test(l) ? l.replace(/ [A-Z]+$/, '') : l));
+  for (const key of ['addrs', 'routes'] as const) {
+    s[key] = (s[key] as string[])
+      .filter((l) => !l.startsWith('anycast ') && !l.includes('fe80::') && !/^local [0-9a-f]*:/.test(l))
+      .map((l) => l.replace(/ (tentative|linkdown|dadfailed)\b/g, ''));
+  }
+  return normalise(JSON.stringify(s, null, 1));
+}
+
+function normResult(out: string): unknown {
+  const r = JSON.parse(out);
+  if (r.dns && Object.keys(r.dns).length === 0) delete r.dns; // the reference prints "dns": {} (SDK omits it)
+  return JSON.parse(normalise(JSON.stringify(r)));
+}
+
+let k = 0;
+async function both(cmd: 'ADD' | 'DEL', conf: object, cname: string) {
+  const goEnv = {
+    CNI_COMMAND: cmd,
+    CNI_CONTAINERID: 'par',
+    CNI_NETNS: `/run/netns/${cname}-go`,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/usr/lib/cni',
+    PATH: process.env.PATH ?? '',
+  };
+  const go = spawnSync('ip', ['netns', 'exec', goHost, GO], {
+    env: goEnv,
+    input: JSON.stringify({ ...conf, ipam: retarget((conf as { ipam?: object }).ipam, goData) }),
+    encoding: 'utf8',
+  });
+  const ours = await cni(
+    plugin,
+    cmd,
+    { ...conf, ipam: retarget((conf as { ipam?: object }).ipam, env.dataDir) },
+    {
+      netns: `/run/netns/${cname}-ts`,
+      containerId: 'par',
+    },
+  );
+  return { go: { code: go.status ?? -1, out: go.stdout }, ours: { code: ours.code, out: ours.stdout } };
+}
+
+function retarget(ipam: object | undefined, dataDir: string): object | undefined {
+  return ipam && { ...ipam, dataDir };
+}
+
+const configs: Array<[string, object]> = [
+  ['L2', { bridge: 'brp' }],
+  [
+    'L3 default gateway',
+    { bridge: 'brp1', isDefaultGateway: true, ipam: { type: 'host-local', subnet: '10.91.0.0/24' } },
+  ],
+  [
+    'L3 gateway, hairpin, mtu',
+    {
+      bridge: 'brp2',
+      isGateway: true,
+      hairpinMode: true,
+      mtu: 1400,
+      ipam: { type: 'host-local', subnet: '10.92.0.0/24' },
+    },
+  ],
+  [
+    'dual-stack default gateway',
+    {
+      bridge: 'brp3',
+      isDefaultGateway: true,
+      ipam: { type: 'host-local', ranges: [[{ subnet: '10.93.0.0/24' }], [{ subnet: 'fd93::/64' }]] },
+    },
+  ],
+  [
+    'promisc, no gateway',
+    { bridge: 'brp4', promiscMode: true, ipam: { type: 'host-local', subnet: '10.94.0.0/24' } },
+  ],
+  [
+    'ipMasq (iptables)',
+    { bridge: 'brp5', isGateway: true, ipMasq: true, ipam: { type: 'host-local', subnet: '10.95.0.0/24' } },
+  ],
+  [
+    'macspoofchk',
+    { bridge: 'brp6', macspoofchk: true, ipam: { type: 'host-local', subnet: '10.96.0.0/24' } },
+  ],
+];
+
+describe('parity with the Go reference (same config, normalised results and kernel state)', {
+  skip: haveGo ? false : 'Go reference plugins not installed',
+}, () => {
+  for (const [label, extra] of configs) {
+    test(label, async () => {
+      const cname = `cnikit-brpa-${uid}-${k++}`;
+      run('ip', ['netns', 'add', `${cname}-go`]);
+      run('ip', ['netns', 'add', `${cname}-ts`]);
+      try {
+        const conf = { cniVersion: '1.0.0', name: 'parnet', type: 'bridge', ...extra };
+        const add = await both('ADD', conf, cname);
+        assert.equal(add.go.code, 0, add.go.out);
+        assert.equal(add.ours.code, 0, add.ours.out);
+        assert.deepEqual(normResult(add.ours.out), normResult(add.go.out));
+        assert.equal(state(), state(goHost), 'host namespace after ADD');
+        assert.equal(state(`${cname}-ts`), state(`${cname}-go`), 'container after ADD');
+        const del = await both('DEL', conf, cname);
+        assert.equal(del.go.code, 0, del.go.out);
+        assert.equal(del.ours.code, 0, del.ours.out);
+        assert.equal(state(), state(goHost), 'host namespace after DEL');
+        assert.equal(state(`${cname}-ts`), state(`${cname}-go`), 'container after DEL');
+      } finally {
+        tryRun('ip', ['netns', 'del', `${cname}-go`]);
+        tryRun('ip', ['netns', 'del', `${cname}-ts`]);
+      }
+    });
+  }
+});
