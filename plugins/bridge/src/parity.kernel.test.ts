@@ -130,6 +130,40 @@ const configs: Array<[string, object]> = [
     'macspoofchk',
     { bridge: 'brp6', macspoofchk: true, ipam: { type: 'host-local', subnet: '10.96.0.0/24' } },
   ],
+  [
+    '0.3.1, IPAM routes and gateway',
+    {
+      cniVersion: '0.3.1',
+      bridge: 'brp7',
+      isGateway: true,
+      ipam: {
+        type: 'host-local',
+        ranges: [[{ subnet: '10.97.0.0/24', gateway: '10.97.0.254' }]],
+        routes: [{ dst: '192.168.97.0/24' }, { dst: '192.168.98.0/24', gw: '10.97.0.253' }],
+      },
+    },
+  ],
+  [
+    '0.4.0 dual-stack masquerade, args.cni.mac, netconf DNS',
+    {
+      cniVersion: '0.4.0',
+      bridge: 'brp8',
+      isDefaultGateway: true,
+      ipMasq: true,
+      args: { cni: { mac: '0a:58:0a:62:00:09' } },
+      dns: { nameservers: ['192.0.2.1'], search: ['par.test'] },
+      ipam: { type: 'host-local', ranges: [[{ subnet: '10.98.0.0/24' }], [{ subnet: 'fd98::/64' }]] },
+    },
+  ],
+  [
+    '0.2.0 L3',
+    {
+      cniVersion: '0.2.0',
+      bridge: 'brp9',
+      isGateway: true,
+      ipam: { type: 'host-local', subnet: '10.99.0.0/24' },
+    },
+  ],
 ];
 
 describe('parity with the Go reference (same config, normalised results and kernel state)', {
