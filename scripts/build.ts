@@ -28,10 +28,12 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
   copyFileSync,
   existsSync,
   linkSync,
   mkdirSync,
+  openSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -355,7 +357,25 @@ async function buildVariants(
   }
 }
 
+/**
+ * Build under an exclusive lock (build/multicall/.lock): concurrent builds (a test run building a missing
+ * dist-bin/ while `npm run build` runs) share the work directory, so they take turns; the second one then finds
+ * everything up to date.
+ */
 export async function build(argv: string[] = process.argv.slice(2)): Promise<void> {
+  if (!existsSync(ADDON)) return buildUnlocked(argv); // reports the missing addon
+  const { flock } = await import('@cnikit/sys');
+  mkdirSync(WORK, { recursive: true });
+  const fd = openSync(join(WORK, '.lock'), 'a');
+  try {
+    flock(fd, 'ex');
+    await buildUnlocked(argv);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function buildUnlocked(argv: string[]): Promise<void> {
   const t0 = performance.now();
   const force = argv.includes('--force');
   const codeCache = !argv.includes('--no-code-cache');
