@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CniError, type Result } from '@cnikit/skel';
-import { type CheckEnv, checkAttachment, type LinkView, type RouteView } from './check.ts';
+import { type CheckEnv, checkAttachment, type LinkView, type RouteView, routeText } from './check.ts';
 
 const NS = '/run/netns/c1';
 
@@ -201,13 +201,13 @@ describe('CHECK validation', () => {
     w.routes = w.routes.filter((r) => r.dst !== '192.168.0.0/16');
     expectMsg(
       () => checkAttachment(envOf(w), args, prev()),
-      'Expected Route {Dst:192.168.0.0/16 GW:<nil>} not found in routing table',
+      'Expected Route {Dst:{IP:192.168.0.0 Mask:ffff0000} GW:<nil>} not found in routing table',
     );
     const p = prev();
     p.routes = [{ dst: '192.168.0.0/16', gw: '10.1.2.9' }];
     expectMsg(
       () => checkAttachment(envOf(world()), args, p),
-      'Expected Route {Dst:192.168.0.0/16 GW:10.1.2.9} not found in routing table',
+      'Expected Route {Dst:{IP:192.168.0.0 Mask:ffff0000} GW:10.1.2.9} not found in routing table',
     );
     p.routes = [{ dst: '0.0.0.0/0', gw: '10.1.2.9' }];
     checkAttachment(envOf(world()), args, p);
@@ -217,4 +217,15 @@ describe('CHECK validation', () => {
     w.routes = w.routes.map((r) => (r.dst === '192.168.0.0/16' ? { ...r, table: 100 } : r));
     assert.throws(() => checkAttachment(envOf(w), args, prev()), /not found in routing table/);
   });
+});
+
+test('routeText prints like Go %v of types.Route', () => {
+  assert.equal(
+    routeText({ dst: '10.0.0.0/8', gw: '10.1.2.1' }),
+    '{Dst:{IP:10.0.0.0 Mask:ff000000} GW:10.1.2.1}',
+  );
+  assert.equal(
+    routeText({ dst: 'fd00::/64' }),
+    '{Dst:{IP:fd00:: Mask:ffffffffffffffff0000000000000000} GW:<nil>}',
+  );
 });

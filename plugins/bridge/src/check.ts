@@ -66,8 +66,20 @@ function validateInterface(intf: Interface, link: LinkView | undefined, expectIn
   return link;
 }
 
-function routeText(r: Route): string {
-  return `{Dst:${r.dst} GW:${r.gw ?? '<nil>'}}`;
+/** A route as the reference prints it in CHECK errors (Go `%v` of types.Route: `{Dst:{IP:… Mask:…} GW:…}`). */
+export function routeText(r: Route): string {
+  const n = parseCIDR(r.dst);
+  let dst = r.dst;
+  if (n) {
+    const mask = new Uint8Array(n.bytes.length);
+    for (let i = 0; i < mask.length; i++) {
+      const bits = Math.max(0, Math.min(8, n.prefix - i * 8));
+      mask[i] = bits === 0 ? 0 : (0xff << (8 - bits)) & 0xff;
+    }
+    dst = `{IP:${formatIP(n.bytes)} Mask:${Buffer.from(mask).toString('hex')}}`;
+  }
+  const gw = r.gw ? parseIP(r.gw) : undefined;
+  return `{Dst:${dst} GW:${gw ? formatIP(gw.bytes) : (r.gw ?? '<nil>')}}`;
 }
 
 /** `ip.ValidateExpectedInterfaceIPs`: every address is on the link and a route to its subnet exists. */

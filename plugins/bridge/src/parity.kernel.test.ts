@@ -193,4 +193,72 @@ describe('parity with the Go reference (same config, normalised results and kern
       }
     });
   }
+
+  test('CHECK error messages match after breaking the attachment', async () => {
+    const cname = `cnikit-brpa-${uid}-${k++}`;
+    run('ip', ['netns', 'add', `${cname}-go`]);
+    run('ip', ['netns', 'add', `${cname}-ts`]);
+    try {
+      const conf = {
+        cniVersion: '1.0.0',
+        name: 'parchk',
+        type: 'bridge',
+        bridge: 'brpc',
+        isDefaultGateway: true,
+        // (1.1.1 never matches a route without gw in CHECK — fixed at HEAD — so the route has one)
+        ipam: {
+          type: 'host-local',
+          subnet: '10.100.0.0/24',
+          routes: [{ dst: '192.168.100.0/24', gw: '10.100.0.1' }],
+        },
+      };
+      const add = await both('ADD', conf, cname);
+      assert.equal(add.go.code, 0, add.go.out);
+      assert.equal(add.ours.code, 0, add.ours.out);
+      const check = async (label: string) => {
+        const goConf = { ...conf, prevResult: JSON.parse(add.go.out) };
+        const tsConf = { ...conf, prevResult: JSON.parse(add.ours.out) };
+        const go = spawnSync('ip', ['netns', 'exec', goHost, GO], {
+          env: {
+            CNI_COMMAND: 'CHECK',
+            CNI_CONTAINERID: 'par',
+            CNI_NETNS: `/run/netns/${cname}-go`,
+            CNI_IFNAME: 'eth0',
+            CNI_PATH: '/usr/lib/cni',
+            PATH: process.env.PATH ?? '',
+          },
+          input: JSON.stringify({ ...goConf, ipam: retarget(conf.ipam, goData) }),
+          encoding: 'utf8',
+        });
+        const ours = await cni(
+          plugin,
+          'CHECK',
+          { ...tsConf, ipam: retarget(conf.ipam, env.dataDir) },
+          { netns: `/run/netns/${cname}-ts`, containerId: 'par' },
+        );
+        const msg = (out: string) => (out ? normalise(JSON.parse(out).msg ?? '') : '');
+        return {
+          label,
+          go: { code: go.status, msg: msg(go.stdout) },
+          ours: { code: ours.code, msg: msg(ours.stdout) },
+        };
+      };
+      const results = [await check('intact')];
+      for (const ns of [`${cname}-go`, `${cname}-ts`])
+        run('ip', ['-n', ns, 'route', 'del', '192.168.100.0/24']);
+      results.push(await check('route removed'));
+      for (const ns of [`${cname}-go`, `${cname}-ts`]) run('ip', ['-n', ns, 'addr', 'flush', 'dev', 'eth0']);
+      results.push(await check('address removed'));
+      for (const ns of [`${cname}-go`, `${cname}-ts`])
+        run('ip', ['-n', ns, 'link', 'set', 'eth0', 'address', '0a:58:00:00:00:99']);
+      results.push(await check('MAC changed'));
+      for (const r of results) {
+        assert.equal(r.ours.code, r.go.code, `${r.label}: ${JSON.stringify(r)}`);
+        assert.equal(r.ours.msg, r.go.msg, `${r.label}: ${JSON.stringify(r)}`);
+      }
+    } finally {
+      tryRun('ip', ['netns', 'del', `${cname}-go`]);
+      tryRun('ip', ['netns', 'del', `${cname}-ts`]);
+    }
+  });
 });
