@@ -15,7 +15,16 @@
  * turn, unless --only=core.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { createSandbox, type Sandbox } from '@cnikit/testing';
 import { ROOT } from './build.ts';
@@ -48,6 +57,8 @@ interface Stats {
 interface Row {
   impl: string;
   version: Stats;
+  /** Mean user+system CPU ms of one VERSION exec (hyperfine), less sensitive to machine load than wall time. */
+  versionCpu: number | undefined;
   versionRssKb: number | undefined;
   addDel: Stats | undefined;
   addRssKb: number | undefined;
@@ -103,6 +114,32 @@ function peakRss(
   return xs.length ? stats(xs).median : undefined;
 }
 
+/** VERSION timings through hyperfine (no shell, -N): per-run wall ms and mean user+sys CPU ms. */
+function hyperfine(bin: string, env: Record<string, string>): { times: number[]; cpu: number } | undefined {
+  const out = join(ROOT, '.bench', `hf-${process.pid}.json`);
+  mkdirSync(join(ROOT, '.bench'), { recursive: true });
+  const r = spawnSync(
+    'hyperfine',
+    ['-N', '-w', '3', '-r', String(RUNS), '--export-json', out, '--style', 'none', bin],
+    {
+      env: { ...BASE_ENV, ...env },
+      encoding: 'utf8',
+    },
+  );
+  if (r.error || r.status !== 0) return undefined;
+  try {
+    const res = (
+      JSON.parse(readFileSync(out, 'utf8')) as {
+        results: Array<{ times: number[]; user: number; system: number }>;
+      }
+    ).results[0];
+    if (!res) return undefined;
+    return { times: res.times.map((t) => t * 1000), cpu: (res.user + res.system) * 1000 };
+  } finally {
+    rmSync(out, { force: true });
+  }
+}
+
 /** Size of a plugin set: unique inodes of the regular files in `dir` (hard links count once). */
 function setSize(dir: string, names?: string[]): { bytes: number; files: number } {
   const seen = new Set<number>();
@@ -125,8 +162,13 @@ function measure(impl: Impl, sb: Sandbox, pluginNames: string[]): Row {
   const versionEnv = { CNI_COMMAND: 'VERSION' };
   // warm the page cache
   for (let i = 0; i < 3; i++) execTimed(impl.loopback, versionEnv);
-  const v: number[] = [];
-  for (let i = 0; i < RUNS; i++) v.push(execTimed(impl.loopback, versionEnv));
+  let v: number[] = [];
+  let versionCpu: number | undefined;
+  const hf = hyperfine(impl.loopback, versionEnv);
+  if (hf) {
+    v = hf.times;
+    versionCpu = hf.cpu;
+  } else for (let i = 0; i < RUNS; i++) v.push(execTimed(impl.loopback, versionEnv));
   const versionRssKb = peakRss(impl.loopback, versionEnv);
 
   const conf = JSON.stringify({ cniVersion: '1.0.0', name: 'bench-lo', type: 'loopback' });
@@ -158,6 +200,7 @@ function measure(impl: Impl, sb: Sandbox, pluginNames: string[]): Row {
   return {
     impl: impl.label,
     version: stats(v),
+    versionCpu,
     versionRssKb,
     addDel,
     addRssKb,
@@ -175,19 +218,25 @@ const ratio = (a: number | undefined, b: number | undefined) =>
 function printTable(rows: Row[]): void {
   const go = rows.find((r) => r.impl === 'go');
   const out: string[] = [];
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   out.push(
-    `cnikit vs Go reference — ${RUNS} runs each, wall ms: median [p10–p90]; peak RSS MB (median of ${RSS_RUNS})`,
+    `cnikit vs Go reference — ${RUNS} runs each (load average ${load}: wall times inflate under load, CPU less)`,
   );
   out.push(
-    `${'impl'.padEnd(16)} ${'VERSION ms'.padEnd(26)} ${'ratio'.padStart(6)}  ${'ADD+DEL ms'.padEnd(26)} ${'ratio'.padStart(6)}  ${'RSS VER'.padStart(7)} ${'ratio'.padStart(6)} ${'RSS ADD'.padStart(7)} ${'ratio'.padStart(6)}  size`,
+    `wall ms: median [p10–p90]; CPU = mean user+sys ms (hyperfine); peak RSS MB (median of ${RSS_RUNS})`,
+  );
+  out.push(
+    `${'impl'.padEnd(22)} ${'VERSION ms'.padEnd(26)} ${'ratio'.padStart(6)} ${'CPU ms'.padStart(6)} ${'ratio'.padStart(6)}  ${'ADD+DEL ms'.padEnd(26)} ${'ratio'.padStart(6)}  ${'RSS VER'.padStart(7)} ${'ratio'.padStart(6)} ${'RSS ADD'.padStart(7)} ${'ratio'.padStart(6)}  size`,
   );
   for (const r of rows) {
     const ad = r.addDel;
     out.push(
       [
-        r.impl.padEnd(16),
+        r.impl.padEnd(22),
         `${f1(r.version.median)} [${f1(r.version.p10)}–${f1(r.version.p90)}]`.padEnd(26),
         r === go ? '     -' : ratio(r.version.median, go?.version.median),
+        f1(r.versionCpu),
+        r === go ? '     -' : ratio(r.versionCpu, go?.versionCpu),
         ' ',
         (ad ? `${f1(ad.median)} [${f1(ad.p10)}–${f1(ad.p90)}]` : 'n/a').padEnd(26),
         r === go ? '     -' : ratio(ad?.median, go?.addDel?.median),
@@ -209,7 +258,7 @@ function printTable(rows: Row[]): void {
       const vr = r.version.median / go.version.median;
       const rr = r.versionRssKb && go.versionRssKb ? r.versionRssKb / go.versionRssKb : undefined;
       out.push(
-        `  ${r.impl.padEnd(16)} VERSION ${vr.toFixed(2)}× ${vr <= 4 ? 'PASS' : 'FAIL'};  RSS ${rr?.toFixed(2) ?? 'n/a'}× ${rr !== undefined && rr <= 2.5 ? 'PASS' : 'FAIL'}`,
+        `  ${r.impl.padEnd(22)} VERSION wall ${vr.toFixed(2)}× ${vr <= 4 ? 'PASS' : 'FAIL'}${r.versionCpu && go.versionCpu ? ` (CPU ${(r.versionCpu / go.versionCpu).toFixed(2)}×)` : ''};  RSS ${rr?.toFixed(2) ?? 'n/a'}× ${rr !== undefined && rr <= 2.5 ? 'PASS' : 'FAIL'}`,
       );
     }
   }
