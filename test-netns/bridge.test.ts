@@ -284,7 +284,7 @@ describe('bridge + host-local through the compiled executables', {
         const { rb, detach } = attachTwo(rt, sb, list, second);
         assert.equal(await tcpExchange(second.name, sb.container.name, addrOf(rb), 7102), 'echo:ping');
         detach();
-        const ipamDir = (list.plugins[0] as { ipam: { dataDir: string } }).ipam.dataDir;
+        const ipamDir = (list.plugins[0] as unknown as { ipam: { dataDir: string } }).ipam.dataDir;
         const left = readdirSync(join(ipamDir, list.name)).filter((f) => /^\d/.test(f));
         assert.deepEqual(left, [], 'no reservations left');
       } finally {
