@@ -156,7 +156,10 @@ export function snapshot(ns?: string): string {
 export function withoutBridge(snap: string, _bridge?: string): string {
   const s = JSON.parse(snap) as Record<string, unknown>;
   for (const k of ['links', 'addrs', 'routes'] as const) {
-    s[k] = (s[k] as string[]).filter((l) => !/(^|\s)br[\w.-]*(\s|:|$)/.test(l));
+    s[k] = (s[k] as string[])
+      .filter((l) => !/(^|\s)br[\w.-]*(\s|:|$)/.test(l))
+      // timing-dependent: IPv6 DAD progress and carrier flags
+      .map((l) => l.replace(/ (tentative|linkdown)\b/g, ''));
   }
   return JSON.stringify(s, null, 1);
 }
