@@ -60,6 +60,15 @@ export function bridgeByName(name: string): k.LinkInfo {
   return link;
 }
 
+/** The port operations configurePort needs (the kernel module by default; a recorder in unit tests). */
+export interface PortOps {
+  setMaster(link: string | number, master: string | number): void;
+  setPortFlags(link: string | number, flags: { hairpin?: boolean; isolated?: boolean }): void;
+  vlanList(name: string): number[];
+  vlanDel(name: string, vid: number): void;
+  vlanAdd(name: string, vid: number, opts: { pvid: boolean; untagged: boolean }): void;
+}
+
 /** Attach a host-side port to the bridge with flags and VLAN entries (the host half of `setupVeth`). */
 export function configurePort(
   hostName: string,
@@ -72,9 +81,10 @@ export function configurePort(
     preserveDefaultVlan: boolean;
   },
   refs: { host: string | number; bridge: string | number } = { host: hostName, bridge },
+  ops: PortOps = k,
 ): void {
   try {
-    k.setMaster(refs.host, refs.bridge);
+    ops.setMaster(refs.host, refs.bridge);
   } catch (err) {
     throw internal(
       `failed to connect ${JSON.stringify(hostName)} to bridge ${bridge}: ${k.reason(err)}`,
@@ -82,20 +92,20 @@ export function configurePort(
     );
   }
   try {
-    k.setPortFlags(refs.host, { hairpin: opts.hairpin });
+    ops.setPortFlags(refs.host, { hairpin: opts.hairpin });
   } catch (err) {
     throw internal(`failed to setup hairpin mode for ${hostName}: ${k.reason(err)}`, err);
   }
   try {
-    k.setPortFlags(refs.host, { isolated: opts.isolated });
+    ops.setPortFlags(refs.host, { isolated: opts.isolated });
   } catch (err) {
     throw internal(`failed to set isolated on for ${hostName}: ${k.reason(err)}`, err);
   }
   for (const op of planPortVlans(opts)) {
     try {
       if (op.op === 'del') {
-        for (const vid of k.vlanList(hostName)) k.vlanDel(hostName, vid);
-      } else k.vlanAdd(hostName, op.vid, { pvid: op.pvid, untagged: op.pvid });
+        for (const vid of ops.vlanList(hostName)) ops.vlanDel(hostName, vid);
+      } else ops.vlanAdd(hostName, op.vid, { pvid: op.pvid, untagged: op.pvid });
     } catch (err) {
       throw internal(`${op.what} on interface ${JSON.stringify(hostName)}: ${k.reason(err)}`, err);
     }

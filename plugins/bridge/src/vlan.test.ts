@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { isUsableMac, planPortVlans } from './add.ts';
+import { CniError } from '@cnikit/skel';
+import { configurePort, isUsableMac, type PortOps, planPortVlans } from './add.ts';
 import { loadNetConf, wantsVlanFiltering } from './config.ts';
 
 const ops = (vlan: number, vlans: number[], preserveDefaultVlan = false) =>
@@ -50,4 +51,80 @@ test('isUsableMac: zero and multicast MACs cannot be device addresses', () => {
   assert.equal(isUsableMac('00:00:00:00:00:00'), false);
   assert.equal(isUsableMac('01:00:5e:00:00:01'), false);
   assert.equal(isUsableMac(''), false);
+});
+
+describe('configurePort with recorded port operations (VLAN filtering is missing from the test kernel)', () => {
+  function recorder(existing: number[], failOn?: number) {
+    const calls: string[] = [];
+    const ops: PortOps = {
+      setMaster: (l, m) => void calls.push(`master ${l} ${m}`),
+      setPortFlags: (l, f) => void calls.push(`flags ${l} ${JSON.stringify(f)}`),
+      vlanList: (n) => {
+        calls.push(`list ${n}`);
+        return existing;
+      },
+      vlanDel: (n, vid) => void calls.push(`del ${n} ${vid}`),
+      vlanAdd: (n, vid, o) => {
+        if (vid === failOn) throw Object.assign(new Error('x'), { reason: 'operation not supported' });
+        calls.push(`add ${n} ${vid}${o.pvid ? ' pvid' : ''}${o.untagged ? ' untagged' : ''}`);
+      },
+    };
+    return { calls, ops };
+  }
+  const base = { hairpin: true, isolated: false, vlan: 0, vlans: [] as number[], preserveDefaultVlan: false };
+
+  test('access VLAN with default VLAN removal, by ifindex refs', () => {
+    const { calls, ops } = recorder([1]);
+    configurePort('vethA', 'br0', { ...base, vlan: 100 }, { host: 7, bridge: 3 }, ops);
+    assert.deepEqual(calls, [
+      'master 7 3',
+      'flags 7 {"hairpin":true}',
+      'flags 7 {"isolated":false}',
+      'list vethA',
+      'del vethA 1',
+      'add vethA 100 pvid untagged',
+    ]);
+  });
+  test('trunk without vlan: tagged VIDs then native VLAN 1', () => {
+    const { calls, ops } = recorder([1]);
+    configurePort('vethA', 'br0', { ...base, vlans: [10, 11] }, undefined, ops);
+    assert.deepEqual(calls.slice(3), [
+      'list vethA',
+      'del vethA 1',
+      'add vethA 10',
+      'add vethA 11',
+      'add vethA 1 pvid untagged',
+    ]);
+  });
+  test('errors name the step like the reference', () => {
+    const { ops } = recorder([1], 11);
+    assert.throws(
+      () => configurePort('vethA', 'br0', { ...base, vlans: [10, 11] }, undefined, ops),
+      (e: unknown) =>
+        CniError.is(e) && e.msg === 'failed to setup vlan tag on interface "vethA": operation not supported',
+    );
+    const r2 = recorder([1], 1);
+    assert.throws(
+      () => configurePort('vethA', 'br0', { ...base, vlans: [10] }, undefined, r2.ops),
+      (e: unknown) =>
+        CniError.is(e) &&
+        e.msg === 'failed to setup default native vlan tag on interface "vethA": operation not supported',
+    );
+    const r3 = recorder([1]);
+    r3.ops.vlanDel = () => {
+      throw new Error('nope');
+    };
+    assert.throws(
+      () => configurePort('vethA', 'br0', { ...base, vlan: 5 }, undefined, r3.ops),
+      (e: unknown) => CniError.is(e) && e.msg === 'failed to remove default vlan on interface "vethA": nope',
+    );
+    const r4 = recorder([]);
+    r4.ops.setMaster = () => {
+      throw Object.assign(new Error('x'), { reason: 'no such device' });
+    };
+    assert.throws(
+      () => configurePort('vethA', 'br0', base, undefined, r4.ops),
+      (e: unknown) => CniError.is(e) && e.msg === 'failed to connect "vethA" to bridge br0: no such device',
+    );
+  });
 });
