@@ -181,7 +181,7 @@ export function isUsableMac(mac: string): boolean {
 }
 
 /** The `<bridge>.<vlan>` gateway interface (a host-side veth pair, one end an access port). */
-export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo): k.LinkInfo {
+export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortOps = k): k.LinkInfo {
   const name = `${conf.bridge}.${conf.vlan}`;
   const existing = k.linkByName(name);
   if (existing) return existing;
@@ -194,13 +194,19 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo): k.LinkInf
   try {
     k.setUp(peer);
     k.sysctlTry(`net/ipv6/conf/${peer}/accept_ra`, '0');
-    configurePort(peer, conf.bridge, {
-      hairpin: false,
-      isolated: false,
-      vlan: conf.vlan,
-      vlans: [],
-      preserveDefaultVlan: conf.preserveDefaultVlan,
-    });
+    configurePort(
+      peer,
+      conf.bridge,
+      {
+        hairpin: false,
+        isolated: false,
+        vlan: conf.vlan,
+        vlans: [],
+        preserveDefaultVlan: conf.preserveDefaultVlan,
+      },
+      { host: peer, bridge: br.index },
+      ops,
+    );
     k.setUp(name);
   } catch (err) {
     k.deleteLinkQuiet(name);

@@ -3,8 +3,11 @@ import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
-import { testHooks } from './add.ts';
+import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps, testHooks } from './add.ts';
+import { parseCIDR } from './addr.ts';
+import { loadNetConf } from './config.ts';
 import { plugin } from './index.ts';
+import * as kernel from './kernel.ts';
 import { cni, enterHost, type HostEnv, hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
 
 let env: HostEnv;
@@ -217,6 +220,35 @@ describe('bridge L3 with host-local', () => {
       undefined,
       'veth removed after the IPAM failure',
     );
+  });
+
+  test('VLAN gateway interface <bridge>.<vlan>: real veth pair and address, VLAN entries recorded (no VLAN filtering here)', () => {
+    const c = loadNetConf({ cniVersion: '1.0.0', name: 'vgw', bridge: 'brvg', vlan: 42 }, '');
+    // the bridge is created without vlan_filtering: this kernel cannot do it
+    const br = ensureBridge({ ...c, vlan: 0 });
+    const vlanCalls: string[] = [];
+    const ops: PortOps = {
+      ...kernel,
+      vlanList: () => [1],
+      vlanDel: (n, vid) => void vlanCalls.push(`del ${n.replace(/^veth[0-9a-f]{8}$/, 'vethX')} ${vid}`),
+      vlanAdd: (n, vid, o) =>
+        void vlanCalls.push(`add ${n.replace(/^veth[0-9a-f]{8}$/, 'vethX')} ${vid} ${o.pvid}`),
+    };
+    const vif = ensureVlanInterface(c, br, ops);
+    assert.equal(vif.name, 'brvg.42');
+    assert.equal(vif.kind, 'veth');
+    assert.equal(vif.up, true);
+    const peer = nl.listLinks().find((l) => l.index === vif.peerIndex);
+    assert.equal(peer?.masterIndex, br.index, 'the other end is a port of the bridge');
+    assert.deepEqual(vlanCalls, ['del vethX 1', 'add vethX 42 true']);
+    // idempotent: a second ADD finds it
+    assert.equal(ensureVlanInterface(c, br, ops).index, vif.index);
+    ensureAddr(vif.name, parseCIDR('10.28.0.1/24')!, false, vif.mac);
+    assert.deepEqual(
+      nl.listAddrs({ link: 'brvg.42', family: 4 }).map((a) => a.cidr),
+      ['10.28.0.1/24'],
+    );
+    nl.deleteLink('brvg.42');
   });
 
   test('bridge keeps a stable MAC across ADD/DEL', async () => {
