@@ -251,6 +251,11 @@ function printTable(rows: Row[]): void {
     );
   }
   if (go) {
+    const names = readdirSync(DIST).filter((n) => existsSync(join(GO, n)) && n !== 'cnikit');
+    const same = setSize(GO, names);
+    out.push(
+      `size of the Go reference for the same ${same.files} plugin names (${names.join(', ')}): ${(same.bytes / 1e6).toFixed(1)} MB`,
+    );
     out.push('');
     out.push('targets: VERSION ≤ 4× Go wall, peak RSS ≤ 2.5× Go');
     for (const r of rows) {
