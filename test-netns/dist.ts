@@ -3,11 +3,9 @@
  */
 import { spawnSync } from 'node:child_process';
 import {
-  closeSync,
   existsSync,
   linkSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -16,7 +14,6 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { flock } from '@cnikit/sys';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const DIST = join(ROOT, 'dist-bin');
@@ -41,23 +38,23 @@ export function ensureBuilt(): BuildInfo {
     existsSync(join(DIST, 'bun', 'cnikit')) &&
     existsSync(join(DIST, 'sea', 'cnikit'));
   if (!ready()) {
-    const fd = openSync(join(ROOT, 'node_modules', '.cnikit-build.lock'), 'a');
-    try {
-      flock(fd, 'ex');
-      if (!ready()) {
-        process.stderr.write('test-netns: dist-bin/ is missing; building it (npm run build)\n');
-        for (const [cmd, args] of [
-          [process.execPath, [join(ROOT, 'scripts', 'build-native.mjs')]],
-          [process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'build.ts')]],
-        ] as const) {
-          const r = spawnSync(cmd, args, { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-          if (r.status !== 0)
-            throw new Error(`build failed (${args.join(' ')}): run \`npm run build\` and read its output`);
-        }
+    // flock(1) serialises concurrent test files (the native addon, and with it @cnikit/sys's flock, may not exist
+    // yet); each step is incremental, so the ones that wait find the work done.
+    const lock = join(ROOT, 'node_modules', '.cnikit-build.lock');
+    process.stderr.write('test-netns: dist-bin/ is missing; building it (npm run build)\n');
+    for (const args of [
+      [join(ROOT, 'scripts', 'build-native.mjs')],
+      ['--import', 'tsx', join(ROOT, 'scripts', 'build.ts')],
+    ]) {
+      const r = spawnSync('flock', [lock, process.execPath, ...args], {
+        cwd: ROOT,
+        stdio: ['ignore', 'inherit', 'inherit'],
+      });
+      if (r.error || r.status !== 0) {
+        throw new Error(`build failed (${args.join(' ')}): run \`npm run build\` and read its output`);
       }
-    } finally {
-      closeSync(fd);
     }
+    if (!ready()) throw new Error('dist-bin/ is still incomplete after the build: run `npm run build`');
   }
   return JSON.parse(readFileSync(info, 'utf8')) as BuildInfo;
 }
