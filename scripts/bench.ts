@@ -10,7 +10,8 @@
  *     withNetns, so no `ip netns exec` is in the measured path) and peak RSS of ADD,
  *   - on-disk size of the plugin set: ours = one file + hard links (counted once); Go = sum of the files,
  *   for the Go reference, cnikit/bun and cnikit/sea; ratios ours/Go and the targets (VERSION ≤ 4× Go, RSS ≤ 2.5× Go).
- * --variants additionally builds and measures start-up variants: SEA without V8 code cache, bun without bytecode.
+ * --variants additionally builds and measures start-up variants: SEA without V8 code cache, SEA with a start-up
+ * snapshot, bun without bytecode, bun without lazy plugin/built-in loading (bun-eager).
  * Then every scripts/bench-*.ts present (bridge, host-local, firewall, netlink — owned by their engineers) runs in
  * turn, unless --only=core.
  */

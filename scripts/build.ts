@@ -82,7 +82,7 @@ export function entrySource(
   backend: Backend,
   addonSha: string,
   root = ROOT,
-  opts: { snapshot?: boolean } = {},
+  opts: { snapshot?: boolean; eager?: boolean } = {},
 ): string {
   const imp = (p: string) => JSON.stringify(p);
   const lines = [
@@ -91,12 +91,20 @@ export function entrySource(
     `import { ${backend === 'sea' ? 'seaSource' : 'bunSource'} } from ${imp(join(root, 'scripts', 'multicall-native.ts'))};`,
     // require() inside the bundle: esbuild wraps each plugin module in a lazy initialiser, so only the plugin
     // that is run (and, on delegation, its delegate) is evaluated at start-up.
-    'declare const require: (id: string) => { plugin: import("@cnikit/skel").Plugin };',
-    'const plugins = [',
-    ...plugins.map(
-      (p) => `  { name: ${JSON.stringify(p.dir)}, load: () => require(${imp(p.index)}).plugin },`,
-    ),
-    '];',
+    // (opts.eager: plain imports, every plugin evaluated at start-up — a measurement variant.)
+    ...(opts.eager
+      ? [
+          ...plugins.map((p, i) => `import { plugin as p${i} } from ${imp(p.index)};`),
+          `const plugins = [${plugins.map((p, i) => `{ name: ${JSON.stringify(p.dir)}, load: () => p${i} }`).join(', ')}];`,
+        ]
+      : [
+          'declare const require: (id: string) => { plugin: import("@cnikit/skel").Plugin };',
+          'const plugins = [',
+          ...plugins.map(
+            (p) => `  { name: ${JSON.stringify(p.dir)}, load: () => require(${imp(p.index)}).plugin },`,
+          ),
+          '];',
+        ]),
     `const native = ${
       backend === 'sea'
         ? `seaSource(${JSON.stringify(addonSha)}, ${JSON.stringify(ADDON_KEY)})`
@@ -191,11 +199,12 @@ async function bundle(
   addonSha: string,
   name: string = backend,
   snapshot = false,
+  eager = false,
 ): Promise<string> {
   const out = join(WORK, `${name}.cjs`);
   await esbuild.build({
     stdin: {
-      contents: entrySource(plugins, backend, addonSha, ROOT, { snapshot }),
+      contents: entrySource(plugins, backend, addonSha, ROOT, { snapshot, eager }),
       resolveDir: ROOT,
       sourcefile: `cnikit-${backend}-entry.ts`,
       loader: 'ts',
@@ -212,7 +221,7 @@ async function bundle(
     // @cnikit/sys probes import.meta.url and falls back to __dirname in CommonJS; the empty import.meta is expected.
     logOverride: { 'empty-import-meta': 'silent' },
     define: { 'process.env.CNIKIT_BUNDLED': '"1"' },
-    plugins: snapshot ? [] : [lazyBuiltins],
+    plugins: snapshot || eager ? [] : [lazyBuiltins],
   });
   return out;
 }
@@ -304,7 +313,7 @@ function readStamp(file: string): Stamp | undefined {
 
 /**
  * Start-up variants for `npm run bench -- --variants` (measurement only): SEA without code cache, SEA with a
- * start-up snapshot, bun without bytecode. Each goes to <outDir>/<variant>/ with hard links per plugin.
+ * start-up snapshot, bun without bytecode, bun with every plugin and built-in evaluated eagerly. Each goes to <outDir>/<variant>/ with hard links per plugin.
  */
 async function buildVariants(
   outDir: string,
@@ -336,6 +345,15 @@ async function buildVariants(
           false,
           true,
           'sea-snapshot',
+        ),
+    ],
+    [
+      'bun-eager',
+      async () =>
+        compileBun(
+          await bundle(plugins, 'bun', addonSha, 'bun-eager', false, true),
+          addonCopy,
+          join(outDir, 'bun-eager', 'cnikit'),
         ),
     ],
     [
