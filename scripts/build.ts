@@ -43,8 +43,10 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Plugin } from '@cnikit/skel';
 import * as esbuild from 'esbuild';
+import { type PluginMeta, pluginMeta } from './multicall.ts';
 
 export type Backend = 'bun' | 'sea';
 /**
@@ -82,7 +84,7 @@ export function entrySource(
   backend: Backend,
   addonSha: string,
   root = ROOT,
-  opts: { snapshot?: boolean; eager?: boolean } = {},
+  opts: { snapshot?: boolean; eager?: boolean; meta?: Record<string, PluginMeta> } = {},
 ): string {
   const imp = (p: string) => JSON.stringify(p);
   const lines = [
@@ -101,7 +103,10 @@ export function entrySource(
           'declare const require: (id: string) => { plugin: import("@cnikit/skel").Plugin };',
           'const plugins = [',
           ...plugins.map(
-            (p) => `  { name: ${JSON.stringify(p.dir)}, load: () => require(${imp(p.index)}).plugin },`,
+            (p) =>
+              `  { name: ${JSON.stringify(p.dir)}, load: () => require(${imp(p.index)}).plugin${
+                opts.meta?.[p.dir] ? `, meta: ${JSON.stringify(opts.meta[p.dir])}` : ''
+              } },`,
           ),
           '];',
         ]),
@@ -204,7 +209,7 @@ async function bundle(
   const out = join(WORK, `${name}.cjs`);
   await esbuild.build({
     stdin: {
-      contents: entrySource(plugins, backend, addonSha, ROOT, { snapshot, eager }),
+      contents: entrySource(plugins, backend, addonSha, ROOT, { snapshot, eager, meta: buildMeta }),
       resolveDir: ROOT,
       sourcefile: `cnikit-${backend}-entry.ts`,
       loader: 'ts',
@@ -288,7 +293,37 @@ export function listPlugins(exe: string): string[] {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
   });
   if (r.status !== 0) throw new Error(`${exe} --list failed (exit ${r.status}): ${r.stderr}${r.error ?? ''}`);
-  return r.stdout.split('\n').filter(Boolean);
+  const names: string[] = [];
+  for (const line of r.stdout.split('\n').filter(Boolean)) {
+    const { name, meta, recorded } = JSON.parse(line) as {
+      name: string;
+      meta: PluginMeta;
+      recorded: PluginMeta | null;
+    };
+    if (recorded && JSON.stringify(recorded) !== JSON.stringify(meta)) {
+      throw new Error(
+        `${name}: about/versions at run time ${JSON.stringify(meta)} differ from the build-time record ${JSON.stringify(recorded)} (they must not depend on the environment)`,
+      );
+    }
+    names.push(name);
+  }
+  return names.sort();
+}
+
+/** The metadata recorded into the entry (see LazyPlugin.meta); set by the build before bundling. */
+let buildMeta: Record<string, PluginMeta> | undefined;
+
+/** Evaluate each plugin module in this process (plugins do nothing at import time) and record about/versions. */
+async function collectMeta(plugins: PluginEntry[]): Promise<Record<string, PluginMeta>> {
+  const out: Record<string, PluginMeta> = {};
+  for (const p of plugins) {
+    const mod = (await import(pathToFileURL(p.index).href)) as { plugin?: Plugin };
+    if (!mod.plugin || mod.plugin.name !== p.dir) {
+      throw new Error(`plugins/${p.dir}/src/index.ts must export \`plugin\` named ${JSON.stringify(p.dir)}`);
+    }
+    out[p.dir] = pluginMeta(mod.plugin);
+  }
+  return out;
 }
 
 /** Replace `dst` by a hard link to `src` atomically (temp name + rename). */
@@ -415,6 +450,7 @@ async function buildUnlocked(argv: string[]): Promise<void> {
   const plugins = discoverPlugins();
   if (plugins.length === 0) throw new Error('no plugins found (plugins/*/src/index.ts)');
   log(`plugins: ${plugins.map((p) => p.dir).join(', ')}`);
+  buildMeta = await collectMeta(plugins);
 
   mkdirSync(WORK, { recursive: true });
   mkdirSync(DIST, { recursive: true });

@@ -117,6 +117,22 @@ export function handleNoPlugin(plugins: readonly Plugin[], sel: Selection, io: I
 export interface LazyPlugin {
   name: string;
   load(): Plugin;
+  /**
+   * `about` and `versions` as declared by the module, recorded at build time. With them, VERSION and a bare
+   * invocation (the only commands that use nothing else of a plugin) run without evaluating the plugin module and
+   * its dependencies; the build checks the recorded values against the modules (`cnikit --list --verify`).
+   */
+  meta?: PluginMeta;
+}
+
+export interface PluginMeta {
+  about?: string;
+  versions?: readonly string[];
+}
+
+/** The metadata VERSION and a bare invocation use, as the module declares it. */
+export function pluginMeta(p: Plugin): PluginMeta {
+  return { about: p.about, versions: p.versions ? [...p.versions] : undefined };
 }
 
 export type PluginSource = Plugin | LazyPlugin;
@@ -183,13 +199,13 @@ export async function main(sources: readonly PluginSource[], opts: MainOptions =
     return;
   }
   if (!sel.plugin && !sel.name && sel.rest[0] === '--list' && sel.rest[1] === '--verify') {
-    // Build check: evaluate every plugin module and print the names they declare.
-    process.stdout.write(
-      `${sources
-        .map((p) => loadPlugin(p).name)
-        .sort()
-        .join('\n')}\n`,
-    );
+    // Build check: evaluate every plugin module; print one JSON line per plugin with the name and metadata the
+    // module declares and the metadata recorded at build time.
+    for (const p of sources) {
+      const real = loadPlugin(p);
+      const recorded = isLazy(p) ? (p.meta ?? null) : null;
+      process.stdout.write(`${JSON.stringify({ name: real.name, meta: pluginMeta(real), recorded })}\n`);
+    }
     return;
   }
   if (!sel.plugin) {
@@ -201,6 +217,12 @@ export async function main(sources: readonly PluginSource[], opts: MainOptions =
     return;
   }
   const source = sources.find((p) => p.name === sel.plugin?.name) as PluginSource;
+  const cmd = process.env.CNI_COMMAND;
+  if ((cmd === undefined || cmd === '' || cmd === 'VERSION') && isLazy(source) && source.meta) {
+    // VERSION / about text: the SDK reads only name, about and versions.
+    await runPlugin({ name: source.name, ...source.meta } as Plugin);
+    return;
+  }
   const plugin = loadPlugin(source);
   for (const p of sources) registerInProcess(p === source ? plugin : lazyFacade(p));
   await runPlugin(plugin);

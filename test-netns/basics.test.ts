@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { invokeInProcess, type Plugin } from '@cnikit/skel';
 import { type Backend, DIST, distPlugins, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
 import { Runtime } from './runtime.ts';
 
@@ -61,6 +62,16 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
       assert.equal(v.cniVersion, '1.1.0');
       assert.ok(v.supportedVersions.length > 0);
       for (const s of v.supportedVersions) assert.ok(ALL.includes(s), s);
+    });
+
+    test(`${name}: VERSION and about text equal the plugin module's (build-time metadata fast path)`, async () => {
+      const { plugin } = (await import(join(DIST, '..', 'plugins', name, 'src', 'index.ts'))) as {
+        plugin: Plugin;
+      };
+      const inProc = await invokeInProcess(plugin, { CNI_COMMAND: 'VERSION' }, '');
+      assert.equal(run(join(DIST, name), { CNI_COMMAND: 'VERSION' }).stdout, inProc.stdout);
+      const bare = await invokeInProcess(plugin, {}, '');
+      assert.equal(run(join(DIST, name), {}).stderr, bare.stderr);
     });
 
     test(`${name}: bare invocation prints the about text on stderr`, () => {
