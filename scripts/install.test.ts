@@ -172,6 +172,23 @@ describe('scripts/install', () => {
     assert.deepEqual(readdirSync(dir).sort(), ['a', 'b', 'c']);
   });
 
+  test('--backend installs dist-bin/<backend>/cnikit with the same plugin names', () => {
+    const src = fakeSource('default-bin');
+    mkdirSync(join(src, 'sea'), { recursive: true });
+    writeFileSync(join(src, 'sea', 'cnikit'), 'sea-bin', { mode: 0o755 });
+    const dst = target();
+    install({ source: src, target: dst, dryRun: false, backend: 'sea', ...quiet });
+    assert.equal(readFileSync(join(dst, 'loopback'), 'utf8'), 'sea-bin');
+    assert.deepEqual(readdirSync(dst).sort(), ['bridge', 'cnikit', 'host-local', 'loopback']);
+    assert.throws(
+      () => install({ source: src, target: target(), dryRun: false, backend: 'bun', ...quiet }),
+      /bun\/cnikit not found/,
+    );
+    assert.throws(() => parseArgs(['--backend', 'deno']), /--backend must be bun or sea/);
+    const o = parseArgs(['--backend=sea']);
+    assert.ok(o !== 'help' && o.backend === 'sea');
+  });
+
   test('argument parsing', () => {
     const o = parseArgs(['--dry-run', '--target', '/x', '--source=/y']);
     assert.ok(o !== 'help');

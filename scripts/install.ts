@@ -1,5 +1,5 @@
 /**
- * scripts/install [--dry-run] [--target DIR] [--source DIR]
+ * scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]
  *
  * Installs the multicall executable into DIR (default /opt/cni/bin) as DIR/cnikit, then one hard link per plugin
  * name (DIR/bridge, DIR/loopback, …) — the same layout as dist-bin/.
@@ -11,6 +11,8 @@
  *   every other file is left untouched (and counted in the plan).
  * - --dry-run prints the plan and changes nothing.
  * - A target that cannot be written is refused up front with a clear message (exit 1).
+ * - --backend picks the executable of one back-end (dist-bin/<backend>/cnikit) instead of the default one
+ *   (dist-bin/cnikit); the plugin names still come from the links in dist-bin/.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import {
@@ -40,6 +42,8 @@ export interface InstallOptions {
   source: string;
   target: string;
   dryRun: boolean;
+  /** Install dist-bin/<backend>/cnikit instead of dist-bin/cnikit. */
+  backend?: 'bun' | 'sea';
   out: (line: string) => void;
 }
 
@@ -84,14 +88,22 @@ function fileState(p: string): ReturnType<typeof lstatSync> | undefined {
 }
 
 /** What install would do; pure inspection. */
+/** The executable to install: dist-bin/cnikit, or dist-bin/<backend>/cnikit. */
+export function sourceMain(source: string, backend?: string): string {
+  const p = backend ? join(source, backend, MAIN) : join(source, MAIN);
+  if (!existsSync(p)) throw new InstallError(`${p} not found: run \`npm run build\` first`);
+  return p;
+}
+
 export function plan(
   source: string,
   target: string,
+  backend?: 'bun' | 'sea',
 ): { steps: PlanStep[]; others: string[]; createDir: boolean } {
   const names = sourcePlugins(source);
   const createDir = !existsSync(target);
   const steps: PlanStep[] = [];
-  const srcMain = join(source, MAIN);
+  const srcMain = sourceMain(source, backend);
   const dstMain = join(target, MAIN);
   const cur = createDir ? undefined : fileState(dstMain);
   let mainChanges = true;
@@ -225,9 +237,10 @@ function mkdirParents(dir: string): void {
 export function install(opts: InstallOptions): PlanStep[] {
   const source = resolve(opts.source);
   const target = resolve(opts.target);
-  const p = plan(source, target);
+  const p = plan(source, target, opts.backend);
   const say = opts.out;
-  say(`${opts.dryRun ? 'would install' : 'installing'} ${join(source, MAIN)} into ${target}`);
+  const srcMain = sourceMain(source, opts.backend);
+  say(`${opts.dryRun ? 'would install' : 'installing'} ${srcMain} into ${target}`);
   if (p.createDir) say(`  create directory ${target}`);
   for (const s of p.steps) say(`  ${s.action.padEnd(9)} ${s.name}: ${s.detail}`);
   if (p.others.length) say(`  ${p.others.length} other file(s) left untouched: ${p.others.join(', ')}`);
@@ -235,14 +248,14 @@ export function install(opts: InstallOptions): PlanStep[] {
   if (opts.dryRun) return p.steps;
   if (p.createDir) mkdirParents(target);
   const main = join(target, MAIN);
-  if (p.steps[0]?.action !== 'unchanged') copyAtomic(join(source, MAIN), main);
+  if (p.steps[0]?.action !== 'unchanged') copyAtomic(srcMain, main);
   for (const s of p.steps.slice(1)) if (s.action !== 'unchanged') linkAtomic(main, join(target, s.name));
   fsyncDir(target);
   say(`done: ${p.steps.filter((s) => s.action !== 'unchanged').length} change(s)`);
   return p.steps;
 }
 
-const USAGE = 'usage: scripts/install [--dry-run] [--target DIR] [--source DIR]\n';
+const USAGE = 'usage: scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]\n';
 
 export function parseArgs(argv: string[]): InstallOptions | 'help' {
   const opts: InstallOptions = {
@@ -263,7 +276,12 @@ export function parseArgs(argv: string[]): InstallOptions | 'help' {
     if (a === '--dry-run' || a === '-n') opts.dryRun = true;
     else if (a === '--target' || a.startsWith('--target=')) opts.target = value('--target');
     else if (a === '--source' || a.startsWith('--source=')) opts.source = value('--source');
-    else if (a === '--help' || a === '-h') return 'help';
+    else if (a === '--backend' || a.startsWith('--backend=')) {
+      const b = value('--backend');
+      if (b !== 'bun' && b !== 'sea')
+        throw new InstallError(`--backend must be bun or sea, got ${JSON.stringify(b)}\n${USAGE}`);
+      opts.backend = b;
+    } else if (a === '--help' || a === '-h') return 'help';
     else throw new InstallError(`unknown argument ${JSON.stringify(a)}\n${USAGE}`);
   }
   return opts;
