@@ -255,6 +255,15 @@ export function install(opts: InstallOptions): PlanStep[] {
   return p.steps;
 }
 
+/** stdout line writer that tolerates a closed pipe (`scripts/install --dry-run | head`). */
+function printLine(line: string): void {
+  try {
+    writeSync(1, `${line}\n`);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
+  }
+}
+
 const USAGE = 'usage: scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]\n';
 
 export function parseArgs(argv: string[]): InstallOptions | 'help' {
@@ -262,7 +271,7 @@ export function parseArgs(argv: string[]): InstallOptions | 'help' {
     source: join(ROOT, 'dist-bin'),
     target: '/opt/cni/bin',
     dryRun: false,
-    out: (l) => process.stdout.write(`${l}\n`),
+    out: printLine,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
