@@ -3,12 +3,18 @@ import { describe, test } from 'node:test';
 import {
   add,
   broadcast,
+  canonicalCIDR,
+  canonicalIP,
+  cidrOf,
   compare,
   contains,
   equal,
+  familyOf,
   formatCIDR,
   formatIP,
+  fromBytes,
   type IP,
+  isGlobalUnicast,
   network,
   next,
   overlaps,
@@ -18,6 +24,7 @@ import {
   prev,
   range,
   size,
+  toBytes,
 } from './index.ts';
 
 function ip(s: string): IP {
@@ -131,6 +138,10 @@ describe('parseCIDR / formatCIDR (Go ParseCIDR, host bits kept)', () => {
     '10.0.0.0/8/8',
     '10.0.0.0/ 8',
     '10.0.0.0/99999999',
+    '10.0.0.0/16777215', // Go dtoi: too big
+    'fe80::1%eth0/64',
+    '1::2::3/64',
+    'x/1',
   ]) {
     test(`rejects ${bad}`, () => assert.equal(parseCIDR(bad), undefined));
   }
@@ -216,4 +227,89 @@ describe('arithmetic', () => {
       assert.ok(!/(^|:)0+[0-9a-f]/.test(text.replace(/::/g, '|')), text);
     }
   });
+});
+
+describe('canonical text helpers (result normalisation)', () => {
+  test('canonicalIP / canonicalCIDR', () => {
+    assert.equal(canonicalIP('2001:DB8::1'), '2001:db8::1');
+    assert.equal(canonicalIP('::ffff:1.2.3.4'), '1.2.3.4');
+    assert.equal(canonicalIP('01.2.3.4'), undefined);
+    assert.equal(canonicalCIDR('10.1.2.3/24'), '10.1.2.3/24');
+    assert.equal(canonicalCIDR('10.1.2.3/024'), '10.1.2.3/24');
+    assert.equal(canonicalCIDR('10.1.2.3/0000000024'), '10.1.2.3/24'); // Go dtoi: leading zeros
+    assert.equal(canonicalCIDR('::ffff:10.1.2.3/120'), '10.1.2.3/24');
+    assert.equal(canonicalCIDR('::ffff:10.1.2.3/90'), '10.1.2.3/0');
+    assert.equal(canonicalCIDR('2001:DB8:0:0:0:0:0:1/64'), '2001:db8::1/64');
+    assert.equal(canonicalCIDR('::1.2.3.4/128'), '::102:304/128');
+    assert.equal(canonicalCIDR('10.0.0.0/'), undefined);
+    assert.equal(canonicalCIDR('::/129'), undefined);
+    assert.equal(canonicalCIDR('10.1.2.3'), undefined);
+  });
+  test('familyOf', () => {
+    assert.equal(familyOf('10.0.0.0/8'), 4);
+    assert.equal(familyOf('10.0.0.1'), 4);
+    assert.equal(familyOf('::ffff:10.0.0.0/104'), 4);
+    assert.equal(familyOf('fd00::/8'), 6);
+    assert.equal(familyOf('nope'), undefined);
+  });
+  test('cidrOf uses the family width', () => {
+    assert.equal(formatCIDR(cidrOf(ip('::ffff:10.0.0.1'), 24)), '10.0.0.1/24');
+    assert.equal(cidrOf(ip('fd00::1'), 64).maskBits, 128);
+  });
+});
+
+describe('bytes (netlink, iptables)', () => {
+  test('toBytes / fromBytes round trip', () => {
+    assert.deepEqual([...toBytes(ip('10.1.2.3'))], [10, 1, 2, 3]);
+    assert.deepEqual([...toBytes(ip('::ffff:10.1.2.3'))], [10, 1, 2, 3]);
+    const v6 = toBytes(ip('2001:db8::ff01'));
+    assert.equal(v6.length, 16);
+    assert.deepEqual([...v6.slice(0, 4)], [0x20, 0x01, 0x0d, 0xb8]);
+    assert.deepEqual([...v6.slice(14)], [0xff, 0x01]);
+    for (const t of [
+      '0.0.0.0',
+      '255.255.255.255',
+      '::',
+      '64:ff9b::10.1.2.3',
+      'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+    ]) {
+      assert.equal(formatIP(fromBytes(toBytes(ip(t)))!), canonicalIP(t), t);
+    }
+  });
+  test('fromBytes: IPv4-mapped 16 bytes is IPv4; other lengths rejected', () => {
+    const mapped = new Uint8Array(16);
+    mapped.set([0xff, 0xff, 10, 1, 2, 3], 10);
+    assert.equal(fromBytes(mapped)?.family, 4);
+    assert.equal(formatIP(fromBytes(mapped)!), '10.1.2.3');
+    assert.equal(fromBytes(new Uint8Array(5)), undefined);
+    assert.equal(fromBytes(new Uint8Array(0)), undefined);
+  });
+  test('network / broadcast as bytes', () => {
+    const c = cidr('10.1.2.77/23');
+    assert.deepEqual([...toBytes(network(c))], [10, 1, 2, 0]);
+    assert.deepEqual([...toBytes(broadcast(c))], [10, 1, 3, 255]);
+  });
+});
+
+describe('isGlobalUnicast (Go net.IP.IsGlobalUnicast)', () => {
+  const cases: Array<[string, boolean]> = [
+    ['10.0.0.1', true],
+    ['240.0.0.1', true], // class E is not multicast in Go
+    ['0.0.0.0', false],
+    ['255.255.255.255', false],
+    ['127.0.0.1', false],
+    ['224.0.0.1', false],
+    ['239.255.255.255', false],
+    ['169.254.1.1', false],
+    ['2001:db8::1', true],
+    ['fd00::1', true],
+    ['::', false],
+    ['::1', false],
+    ['fe80::1', false],
+    ['febf::1', false],
+    ['fec0::1', true],
+    ['ff02::1', false],
+    ['::ffff:169.254.0.1', false],
+  ];
+  for (const [t, want] of cases) test(`${t} -> ${want}`, () => assert.equal(isGlobalUnicast(ip(t)), want));
 });

@@ -177,10 +177,68 @@ export function parseCIDR(text: string): CIDR | undefined {
     ip = canonical6(v6);
     maskBits = 128;
   }
-  if (!/^[0-9]{1,6}$/.test(mask)) return undefined;
-  const prefix = Number(mask);
-  if (prefix > maskBits) return undefined;
+  const prefix = dtoi(mask);
+  if (prefix === undefined || prefix > maskBits) return undefined;
   return { ip, prefix, maskBits };
+}
+
+/** Go's `dtoi` for the mask: decimal digits only (leading zeros allowed), below 0xFFFFFF. */
+function dtoi(s: string): number | undefined {
+  if (s.length === 0) return undefined;
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
+    n = n * 10 + (c - 48);
+    if (n >= 0xffffff) return undefined;
+  }
+  return n;
+}
+
+/** A CIDR for `ip/prefix` with the prefix in the address's own family (32 or 128 bits). */
+export function cidrOf(ip: IP, prefix: number): CIDR {
+  return { ip, prefix, maskBits: bitsOf(ip.family) };
+}
+
+/** Canonical text of an IP address (Go `net.ParseIP(s).String()`), or undefined if invalid. */
+export function canonicalIP(text: string): string | undefined {
+  const ip = parseIP(text);
+  return ip ? formatIP(ip) : undefined;
+}
+
+/** Canonical text of a CIDR, host bits kept (Go `types.ParseCIDR` + `String()`), or undefined. */
+export function canonicalCIDR(text: string): string | undefined {
+  const c = parseCIDR(text);
+  return c ? formatCIDR(c) : undefined;
+}
+
+/** Family of an `ip` or `ip/prefix` text (only the address is looked at), undefined if invalid. */
+export function familyOf(text: string): Family | undefined {
+  const slash = text.indexOf('/');
+  return parseIP(slash < 0 ? text : text.slice(0, slash))?.family;
+}
+
+// -------------------------------------------------------------------------------------------
+// Bytes (netlink attributes, iptables): network byte order, 4 bytes for IPv4, 16 for IPv6
+
+/** The address as 4 (IPv4) or 16 (IPv6) bytes. */
+export function toBytes(ip: IP): Uint8Array {
+  const n = ip.family === 4 ? 4 : 16;
+  const out = new Uint8Array(n);
+  let v = ip.value;
+  for (let i = n - 1; i >= 0; i--) {
+    out[i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+  return out;
+}
+
+/** An address from 4 or 16 bytes (IPv4-mapped IPv6 becomes IPv4, like Go `To4`); undefined otherwise. */
+export function fromBytes(bytes: Uint8Array): IP | undefined {
+  if (bytes.length !== 4 && bytes.length !== 16) return undefined;
+  let v = 0n;
+  for (let i = 0; i < bytes.length; i++) v = (v << 8n) | BigInt(bytes[i]!);
+  return bytes.length === 4 ? { family: 4, value: v } : canonical6(v);
 }
 
 /** Parse `ip` or `ip/prefix` (Go `pkg/ip.ParseIP`); the prefix, when given, must be valid. */
@@ -319,6 +377,24 @@ export function size(c: CIDR): bigint {
 export function overlaps(a: CIDR, b: CIDR): boolean {
   if (a.ip.family !== b.ip.family) return false;
   return contains(a, network(b)) || contains(b, network(a));
+}
+
+/**
+ * Go `net.IP.IsGlobalUnicast`: not unspecified, loopback, multicast, link-local unicast or the IPv4
+ * limited broadcast address.
+ */
+export function isGlobalUnicast(ip: IP): boolean {
+  const v = ip.value;
+  if (ip.family === 4) {
+    if (v === 0n || v === V4_MAX) return false;
+    const first = Number(v >> 24n);
+    if (first === 127 || (first >= 224 && first <= 239)) return false; // loopback, multicast
+    return v >> 16n !== 0xa9fen; // 169.254/16
+  }
+  if (v === 0n || v === 1n) return false;
+  const top = Number(v >> 112n);
+  if (top >> 8 === 0xff) return false; // ff00::/8
+  return (top & 0xffc0) !== 0xfe80; // fe80::/10
 }
 
 /**
