@@ -4,7 +4,7 @@
  * 100 (1.0.0, 1.1.0). Parsing normalises like Go's typed structs: addresses canonical, unknown keys
  * dropped, zero-valued optional numbers/strings and empty lists dropped, `table`/`scope` 0 kept.
  */
-import { canonicalCIDR, canonicalIP, isV4 } from './addr.ts';
+import { canonicalCIDR, canonicalIP, familyOf } from '@cnikit/ip';
 import { CniError } from './errors.ts';
 import { decode, type Infer, s } from './schema.ts';
 import type {
@@ -314,7 +314,7 @@ function from040to020(r: Result040, to: string): Result020 {
     if (ip4 && ip6) break;
   }
   for (const rt of r.routes ?? []) {
-    const target = isV4(rt.dst) ? ip4 : ip6;
+    const target = familyOf(rt.dst) === 4 ? ip4 : ip6;
     if (!target) continue;
     target.routes ??= [];
     target.routes.push(normRoute(rt, false));
@@ -337,7 +337,7 @@ function from100to040(r: Result, to: string): Result040 {
   return make040(
     to,
     r.interfaces?.map((i) => normIface(i, false)),
-    r.ips?.map((c) => ({ version: isV4(c.address) ? '4' : '6', ...c })),
+    r.ips?.map((c) => ({ version: familyOf(c.address) === 4 ? '4' : '6', ...c })),
     r.routes,
     r.dns,
   );
