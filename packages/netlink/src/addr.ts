@@ -1,5 +1,5 @@
 // Addresses: list, add (optionally without DAD), delete, and waiting for IPv6 duplicate address detection.
-import { broadcastBytes, formatIp, parseCidr } from './ipaddr.ts';
+import { formatIp, parseCidr } from './ipaddr.ts';
 import { describeLink, getLink, type LinkRef, linkIndex } from './link.ts';
 import {
   AF_INET,
@@ -175,7 +175,7 @@ export function buildAddAddr(
       const bc = parseCidr(`${o.broadcast}/32`);
       if (!bc) throw invalidArgument(op, `invalid broadcast address: ${o.broadcast}`);
       b.attr(IFA_BROADCAST, bc.bytes);
-    } else if (c.prefix < 31) b.attr(IFA_BROADCAST, broadcastBytes(c.bytes, c.prefix));
+    } else if (c.prefix < 31) b.attr(IFA_BROADCAST, c.broadcast);
   }
   if (o.label !== undefined) b.attrStr(IFA_LABEL, o.label);
   if (flags > 0xff) b.attrU32(IFA_FLAGS, flags);

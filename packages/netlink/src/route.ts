@@ -1,6 +1,6 @@
 // Routes: add / replace / delete / list, IPv4 and IPv6, with table, metric, scope, preferred source and
 // RTA_METRICS (MTU, ADVMSS).
-import { formatIp, maskBytes, parseCidr, parseIp } from './ipaddr.ts';
+import { formatIp, parseCidr, parseIp } from './ipaddr.ts';
 import { describeLink, type LinkRef, linkIndex } from './link.ts';
 import {
   AF_INET,
@@ -115,7 +115,7 @@ function parseSpec(r: RouteSpec, op: string): ParsedSpec {
   const dstText = r.dst === 'default' ? '0.0.0.0/0' : r.dst === 'default6' ? '::/0' : r.dst;
   const d = typeof dstText === 'string' ? parseCidr(dstText) : undefined;
   if (!d) throw invalidArgument(op, `invalid route destination: ${r.dst}`);
-  const out: ParsedSpec = { family: d.family, dst: maskBytes(d.bytes, d.prefix), dstLen: d.prefix };
+  const out: ParsedSpec = { family: d.family, dst: d.network, dstLen: d.prefix };
   if (r.gw !== undefined) {
     const g = parseIp(r.gw);
     if (!g) throw invalidArgument(op, `invalid gateway: ${r.gw}`);
