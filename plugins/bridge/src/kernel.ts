@@ -2,7 +2,6 @@
  * The bridge plugin's view of the system: a thin adapter over @cnikit/netlink and @cnikit/firewall.
  * Everything is synchronous and acts in the calling thread's network namespace unless stated.
  */
-import { randomBytes } from 'node:crypto';
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
 import * as nl from '@cnikit/netlink';
@@ -113,9 +112,12 @@ export function reason(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** `veth` + 8 hex digits from 4 random bytes (ip.RandomVethName). */
+/**
+ * `veth` + 8 hex digits from 4 random bytes (ip.RandomVethName). Web Crypto underneath: loading
+ * node:crypto costs Bun 5–10 ms per start.
+ */
 export function randomVethName(): string {
-  return `veth${randomBytes(4).toString('hex')}`;
+  return nl.randomVethName();
 }
 
 export function linkByName(name: string): LinkInfo | undefined {
