@@ -238,9 +238,16 @@ describe('cidr helper', () => {
       network: '2001:db8::',
     });
     assert.equal(parseCidr('fd00::').ip, 'fd00::');
-    assert.equal(parseCidr('::ffff:1.2.3.4/128').ip, '::ffff:102:304');
+    assert.deepEqual(parseCidr('::ffff:1.2.3.4/128'), {
+      family: 4, // Go: IPv4-mapped is IPv4 (iptables, not ip6tables)
+      ip: '1.2.3.4',
+      prefix: 32,
+      network: '1.2.3.4',
+    });
+    assert.equal(parseCidr('10.1.2.3').prefix, 32);
     assert.equal(parseCidr('1:0:0:1:0:0:0:1').ip, '1:0:0:1::1');
     assert.throws(() => parseCidr('10.0.0.1/33'), TypeError);
     assert.throws(() => parseCidr('nope'), TypeError);
+    assert.throws(() => parseCidr('fe80::1%eth0/64'), TypeError);
   });
 });
