@@ -6,40 +6,12 @@
  * Codes: configuration errors are CNI code 7 (invalid network config; the reference answers 999 with the
  * same message); CNI_ARGS errors keep the reference's code 999.
  */
-import { type CIDR, formatCIDR, formatIP, type IP, parseCIDR, parseIP, parseIPOrCIDR } from '@cnikit/ip';
-import {
-  CniError,
-  decode,
-  ErrorCode,
-  type Infer,
-  loadArgs,
-  type Request,
-  type Route,
-  s,
-  versionGte,
-} from '@cnikit/skel';
+import { formatIP, type IP, parseIPOrCIDR } from '@cnikit/ip';
+import { checkAddressesPerFamily, cidrField, configError, ipField, routeSchema, toRoute } from '@cnikit/ipam';
+import { decode, type Infer, loadArgs, type Request, type Route, s } from '@cnikit/skel';
 import { canonicalizeRangeSet, mayOverlap, type RangeSet, type RawRange, rangeSetsOverlap } from './range.ts';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
-
-function configError(msg: string): CniError {
-  return new CniError(ErrorCode.InvalidNetworkConfig, msg);
-}
-
-/** JSON `types.IPNet`: Go `net.ParseCIDR`, host bits kept. */
-const cidrField = s.string().refine((text) => {
-  const c = parseCIDR(text);
-  if (!c) throw configError(`invalid CIDR address: ${text}`);
-  return c;
-});
-
-/** JSON `net.IP`: '' means unset. */
-const ipField = s.string().refine((text): IP | undefined => {
-  if (text === '') return undefined;
-  const ip = parseIP(text);
-  if (!ip) throw configError(`invalid IP address: ${text}`);
-  return ip;
-});
 
 /** JSON `pkg/ip.IP` (`ip` or `ip/prefix`): '' means "no address" (rejected later as `IP <nil>`). */
 const requestedIPField = s.string().refine((text): IP | null => {
@@ -56,16 +28,6 @@ const rangeSchema = s.object({
   gateway: ipField.optional(),
 });
 const rangeSetSchema = s.array(rangeSchema);
-
-const routeSchema = s.object({
-  dst: cidrField,
-  gw: ipField.optional(),
-  mtu: s.int().optional(),
-  advmss: s.int().optional(),
-  priority: s.int().optional(),
-  table: s.int().optional(),
-  scope: s.int().optional(),
-});
 
 const ipamSchema = s.object({
   type: s.string().optional(),
@@ -112,18 +74,6 @@ function toRaw(r: RawRangeIn): RawRange {
   if (r.rangeStart) out.rangeStart = r.rangeStart;
   if (r.rangeEnd) out.rangeEnd = r.rangeEnd;
   if (r.gateway) out.gateway = r.gateway;
-  return out;
-}
-
-/** Route text as Go prints a `types.Route` (canonical addresses, zero MTU/AdvMSS/priority omitted). */
-function toRoute(r: Infer<typeof routeSchema>): Route {
-  const out: Route = { dst: formatCIDR(r.dst as CIDR) };
-  if (r.gw) out.gw = formatIP(r.gw);
-  if (r.mtu) out.mtu = r.mtu;
-  if (r.advmss) out.advmss = r.advmss;
-  if (r.priority) out.priority = r.priority;
-  if (r.table !== undefined) out.table = r.table;
-  if (r.scope !== undefined) out.scope = r.scope;
   return out;
 }
 
@@ -181,15 +131,7 @@ export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfi
   }
 
   const cniVersion = n.cniVersion ?? '';
-  if (numV4 > 1 || numV6 > 1) {
-    let ok = false;
-    try {
-      ok = versionGte(cniVersion, '0.3.0');
-    } catch {
-      ok = false;
-    }
-    if (!ok) throw configError(`CNI version ${cniVersion} does not support more than 1 address per family`);
-  }
+  checkAddressesPerFamily(cniVersion, numV4, numV6);
 
   // Ranges inside one set never overlap (checked above), so any overlap found here is across sets.
   const overlapping = mayOverlap(ranges.flat());

@@ -12,12 +12,20 @@
  */
 import { type CIDR, contains, equal, formatCIDR, formatIP, type IP, parseCIDR, parseIP } from '@cnikit/ip';
 import {
+  checkAddressesPerFamily,
+  configError,
+  dnsSchema,
+  ipField,
+  routeSchema,
+  toDNS,
+  toRoute,
+} from '@cnikit/ipam';
+import {
   CniError,
   CURRENT_VERSION,
   type DNS,
   decode,
   ErrorCode,
-  type Infer,
   type IPConfig,
   loadArgs,
   type Plugin,
@@ -25,44 +33,9 @@ import {
   type Result,
   type Route,
   s,
-  versionGte,
 } from '@cnikit/skel';
 
 const VERSION = '0.1.0';
-
-function configError(msg: string): CniError {
-  return new CniError(ErrorCode.InvalidNetworkConfig, msg);
-}
-
-const cidrField = s.string().refine((text) => {
-  const c = parseCIDR(text);
-  if (!c) throw configError(`invalid CIDR address: ${text}`);
-  return c;
-});
-
-const ipField = s.string().refine((text): IP | undefined => {
-  if (text === '') return undefined;
-  const ip = parseIP(text);
-  if (!ip) throw configError(`invalid IP address: ${text}`);
-  return ip;
-});
-
-const routeSchema = s.object({
-  dst: cidrField,
-  gw: ipField.optional(),
-  mtu: s.int().optional(),
-  advmss: s.int().optional(),
-  priority: s.int().optional(),
-  table: s.int().optional(),
-  scope: s.int().optional(),
-});
-
-const dnsSchema = s.object({
-  nameservers: s.array(s.string()).optional(),
-  domain: s.string().optional(),
-  search: s.array(s.string()).optional(),
-  options: s.array(s.string()).optional(),
-});
 
 const netSchema = s.object({
   name: s.string().optional(),
@@ -94,27 +67,6 @@ export interface StaticConfig {
   addresses: Array<{ cidr: CIDR; gateway?: IP }>;
   routes: Route[];
   dns: DNS;
-}
-
-function toRoute(r: Infer<typeof routeSchema>): Route {
-  const out: Route = { dst: formatCIDR(r.dst) };
-  if (r.gw) out.gw = formatIP(r.gw);
-  if (r.mtu) out.mtu = r.mtu;
-  if (r.advmss) out.advmss = r.advmss;
-  if (r.priority) out.priority = r.priority;
-  if (r.table !== undefined) out.table = r.table;
-  if (r.scope !== undefined) out.scope = r.scope;
-  return out;
-}
-
-function toDNS(d: Infer<typeof dnsSchema> | undefined): DNS {
-  const out: DNS = {};
-  if (!d) return out;
-  if (d.nameservers?.length) out.nameservers = d.nameservers;
-  if (d.domain) out.domain = d.domain;
-  if (d.search?.length) out.search = d.search;
-  if (d.options?.length) out.options = d.options;
-  return out;
 }
 
 function fromList(list: string[]): Address[] {
@@ -176,15 +128,7 @@ export function loadStaticConfig(req: Pick<Request, 'config' | 'args'>): StaticC
   }
 
   const cniVersion = n.cniVersion ?? '';
-  if (numV4 > 1 || numV6 > 1) {
-    let ok = false;
-    try {
-      ok = versionGte(cniVersion, '0.3.0');
-    } catch {
-      ok = false;
-    }
-    if (!ok) throw configError(`CNI version ${cniVersion} does not support more than 1 address per family`);
-  }
+  checkAddressesPerFamily(cniVersion, numV4, numV6);
 
   return {
     name: n.name ?? '',

@@ -1,0 +1,91 @@
+/**
+ * @cnikit/ipam — what IPAM plugins (host-local, static, third-party ones) share when they read their
+ * `ipam` configuration: the JSON field types of Go's `types.IPNet` / `net.IP` as schema fields, the route
+ * entry with its 1.1.0 fields, the DNS block, and the one-address-per-family version gate.
+ *
+ * It sits on @cnikit/skel (schemas, errors) and @cnikit/ip (parsing); @cnikit/ip itself stays free of skel.
+ *
+ * Configuration errors are CNI code 7 (invalid network config) with the reference's messages; the
+ * reference answers 999 with the same text.
+ */
+import { type CIDR, formatCIDR, formatIP, type IP, parseCIDR, parseIP } from '@cnikit/ip';
+import {
+  CniError,
+  type DNS,
+  DNSSchema,
+  ErrorCode,
+  type Infer,
+  type Route,
+  s,
+  versionGte,
+} from '@cnikit/skel';
+
+/** A configuration error: CNI code 7 with `msg`. */
+export function configError(msg: string): CniError {
+  return new CniError(ErrorCode.InvalidNetworkConfig, msg);
+}
+
+/** JSON `types.IPNet`: Go `net.ParseCIDR`, host bits kept. */
+export const cidrField = s.string().refine((text): CIDR => {
+  const c = parseCIDR(text);
+  if (!c) throw configError(`invalid CIDR address: ${text}`);
+  return c;
+});
+
+/** JSON `net.IP`: '' means unset. */
+export const ipField = s.string().refine((text): IP | undefined => {
+  if (text === '') return undefined;
+  const ip = parseIP(text);
+  if (!ip) throw configError(`invalid IP address: ${text}`);
+  return ip;
+});
+
+/** A `types.Route` entry of an IPAM config (1.1.0 fields: mtu, advmss, priority, table, scope). */
+export const routeSchema = s.object({
+  dst: cidrField,
+  gw: ipField.optional(),
+  mtu: s.int().optional(),
+  advmss: s.int().optional(),
+  priority: s.int().optional(),
+  table: s.int().optional(),
+  scope: s.int().optional(),
+});
+export type RouteConfig = Infer<typeof routeSchema>;
+
+/** A config route as the result carries it (canonical text, zero MTU/AdvMSS/priority omitted, table/scope kept). */
+export function toRoute(r: RouteConfig): Route {
+  const out: Route = { dst: formatCIDR(r.dst) };
+  if (r.gw) out.gw = formatIP(r.gw);
+  if (r.mtu) out.mtu = r.mtu;
+  if (r.advmss) out.advmss = r.advmss;
+  if (r.priority) out.priority = r.priority;
+  if (r.table !== undefined) out.table = r.table;
+  if (r.scope !== undefined) out.scope = r.scope;
+  return out;
+}
+
+/** The `dns` block of an IPAM config (`types.DNS`). */
+export const dnsSchema = DNSSchema;
+
+/** A config DNS block as the result carries it (empty lists and strings dropped). */
+export function toDNS(d: Infer<typeof DNSSchema> | undefined): DNS {
+  const out: DNS = {};
+  if (!d) return out;
+  if (d.nameservers?.length) out.nameservers = d.nameservers;
+  if (d.domain) out.domain = d.domain;
+  if (d.search?.length) out.search = d.search;
+  if (d.options?.length) out.options = d.options;
+  return out;
+}
+
+/** More than one address of a family needs spec 0.3.0 or later (the reference's check, same message). */
+export function checkAddressesPerFamily(cniVersion: string, numV4: number, numV6: number): void {
+  if (numV4 <= 1 && numV6 <= 1) return;
+  let ok = false;
+  try {
+    ok = versionGte(cniVersion, '0.3.0');
+  } catch {
+    ok = false;
+  }
+  if (!ok) throw configError(`CNI version ${cniVersion} does not support more than 1 address per family`);
+}
