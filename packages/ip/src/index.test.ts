@@ -16,6 +16,7 @@ import {
   type IP,
   isGlobalUnicast,
   network,
+  networkCIDR,
   next,
   overlaps,
   parseCIDR,
@@ -251,6 +252,11 @@ describe('canonical text helpers (result normalisation)', () => {
     assert.equal(familyOf('::ffff:10.0.0.0/104'), 4);
     assert.equal(familyOf('fd00::/8'), 6);
     assert.equal(familyOf('nope'), undefined);
+  });
+  test('networkCIDR', () => {
+    assert.equal(formatCIDR(networkCIDR(cidr('10.1.2.77/23'))), '10.1.2.0/23');
+    assert.equal(formatCIDR(networkCIDR(cidr('::ffff:10.1.2.77/120'))), '10.1.2.0/24');
+    assert.equal(formatCIDR(networkCIDR(cidr('2001:db8::5/64'))), '2001:db8::/64');
   });
   test('cidrOf uses the family width', () => {
     assert.equal(formatCIDR(cidrOf(ip('::ffff:10.0.0.1'), 24)), '10.0.0.1/24');

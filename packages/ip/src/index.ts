@@ -355,6 +355,11 @@ export function network(c: CIDR): IP {
   return { family: c.ip.family, value: c.ip.value & maskOf(c.ip.family, familyPrefix(c)) };
 }
 
+/** The network as Go's `net.ParseCIDR` returns it: host bits cleared, prefix in the family's terms. */
+export function networkCIDR(c: CIDR): CIDR {
+  return cidrOf(network(c), familyPrefix(c));
+}
+
 /** The last address of the network (IPv4: the broadcast address). */
 export function broadcast(c: CIDR): IP {
   const fam = c.ip.family;

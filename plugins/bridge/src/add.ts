@@ -1,6 +1,7 @@
 /** ADD, step by step as the reference (plugins.md §1.2), plus rollback of what this call created. */
+
+import { type CIDR, formatCIDR } from '@cnikit/ip';
 import { CniError, delegateAdd, delegateDel, ErrorCode, type Request, type Result } from '@cnikit/skel';
-import { formatCIDR, type IPNet } from './addr.ts';
 import { type BridgeConf, loadNetConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
 import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
 import * as k from './kernel.ts';
@@ -137,10 +138,10 @@ export function planPortVlans(opts: {
  * it had when this ADD looked it up, before the new port was enslaved (like the reference) — which
  * freezes a bridge's MAC (otherwise it follows the lowest port MAC and changes as ports churn).
  */
-export function ensureAddr(dev: string, gw: IPNet, forceAddress: boolean, mac: string): void {
-  let existing: IPNet[];
+export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: string): void {
+  let existing: CIDR[];
   try {
-    existing = k.listAddrs(dev, gw.family);
+    existing = k.listAddrs(dev, gw.ip.family);
   } catch (err) {
     throw internal(`could not get list of IP addresses: ${k.reason(err)}`, err);
   }

@@ -2,8 +2,19 @@
  * CHECK's validation logic (the reference's cmdCheck after the IPAM CHECK), written over a small view
  * of the kernel state so that it can be unit-tested; `ops.ts` provides the real views.
  */
+
+import {
+  bitsOf,
+  type Family,
+  familyPrefix,
+  formatCIDR,
+  formatIP,
+  maskOf,
+  networkCIDR,
+  parseCIDR,
+  parseIP,
+} from '@cnikit/ip';
 import { CniError, ErrorCode, type Interface, type IPConfig, type Result, type Route } from '@cnikit/skel';
-import { type Family, formatCIDR, formatIP, networkOf, parseCIDR, parseIP } from './addr.ts';
 
 export interface LinkView {
   name: string;
@@ -71,15 +82,14 @@ export function routeText(r: Route): string {
   const n = parseCIDR(r.dst);
   let dst = r.dst;
   if (n) {
-    const mask = new Uint8Array(n.bytes.length);
-    for (let i = 0; i < mask.length; i++) {
-      const bits = Math.max(0, Math.min(8, n.prefix - i * 8));
-      mask[i] = bits === 0 ? 0 : (0xff << (8 - bits)) & 0xff;
-    }
-    dst = `{IP:${formatIP(n.bytes)} Mask:${Buffer.from(mask).toString('hex')}}`;
+    const fam = n.ip.family;
+    const mask = maskOf(fam, familyPrefix(n))
+      .toString(16)
+      .padStart(bitsOf(fam) / 4, '0');
+    dst = `{IP:${formatIP(n.ip)} Mask:${mask}}`;
   }
   const gw = r.gw ? parseIP(r.gw) : undefined;
-  return `{Dst:${dst} GW:${gw ? formatIP(gw.bytes) : (r.gw ?? '<nil>')}}`;
+  return `{Dst:${dst} GW:${gw ? formatIP(gw) : (r.gw ?? '<nil>')}}`;
 }
 
 /** `ip.ValidateExpectedInterfaceIPs`: every address is on the link and a route to its subnet exists. */
@@ -92,8 +102,8 @@ export function validateExpectedInterfaceIPs(env: CheckEnv, ifName: string, ips:
     if (!env.containerAddrs(ifName).some((a) => a.cidr === want)) {
       fail(`Failed to match addr ${want} on interface ${ifName}`);
     }
-    const prefix = formatCIDR(networkOf(addr));
-    const found = env.containerRoutes(addr.family).some((r) => r.table === MAIN_TABLE && r.dst === prefix);
+    const prefix = formatCIDR(networkCIDR(addr));
+    const found = env.containerRoutes(addr.ip.family).some((r) => r.table === MAIN_TABLE && r.dst === prefix);
     if (!found) fail(`Failed to find Gateway ${ipc.gateway ?? '<nil>'} for interface ${ifName}`);
   }
 }
@@ -103,12 +113,12 @@ export function validateExpectedRoutes(env: CheckEnv, routes: readonly Route[]):
   for (const route of routes) {
     const dst = parseCIDR(route.dst);
     if (!dst) fail(`Invalid static route found ${routeText(route)}`);
-    const dstText = formatCIDR(networkOf(dst));
-    const isDefault = dst.prefix === 0;
+    const dstText = formatCIDR(networkCIDR(dst));
+    const isDefault = familyPrefix(dst) === 0;
     const gw = route.gw ? parseIP(route.gw) : undefined;
-    const gwText = gw ? formatIP(gw.bytes) : undefined;
+    const gwText = gw ? formatIP(gw) : undefined;
     const found = env
-      .containerRoutes(dst.family)
+      .containerRoutes(dst.ip.family)
       .some((r) => r.table === MAIN_TABLE && r.dst === dstText && (isDefault || !gwText || r.gw === gwText));
     if (!found) fail(`Expected Route ${routeText(route)} not found in routing table`);
   }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { formatCIDR, parseCIDR } from '@cnikit/ip';
 import { CniError, type Result } from '@cnikit/skel';
-import { formatCIDR, parseCIDR } from './addr.ts';
 import { calcGateways, planAddr } from './gateways.ts';
 import { chooseDns, dnsConfSet, mergeIpamResult } from './result.ts';
 

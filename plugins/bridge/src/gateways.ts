@@ -2,35 +2,39 @@
  * Gateway computation and bridge-address planning (the reference's `calcGateways` and the decision
  * part of `ensureAddr`). Pure functions over the 1.x result model.
  */
-import { CniError, ErrorCode, type Result, type Route } from '@cnikit/skel';
+
 import {
+  type CIDR,
+  cidrOf,
   contains,
+  equal,
   type Family,
+  familyPrefix,
   formatCIDR,
   formatIP,
-  type IPNet,
-  networkOf,
-  nextIP,
+  type IP,
+  network,
+  next,
   parseCIDR,
   parseIP,
-  sameBytes,
-} from './addr.ts';
+} from '@cnikit/ip';
+import { CniError, ErrorCode, type Result, type Route } from '@cnikit/skel';
 
 export interface GatewayInfo {
   family: Family;
   /** gateway address with the prefix length of the container address, e.g. 10.1.2.1/24 */
-  gws: IPNet[];
+  gws: CIDR[];
   defaultRouteFound: boolean;
 }
 
-/** First address of the subnet (network + 1). */
-export function calcGatewayIP(addr: IPNet): Uint8Array {
-  return nextIP(networkOf(addr).bytes);
+/** First address of the subnet (network + 1; wraps to zero past the last address, as before). */
+export function calcGatewayIP(addr: CIDR): IP {
+  return next(network(addr)) ?? { family: addr.ip.family, value: 0n };
 }
 
 function isDefaultDst(dst: string, family: Family): boolean {
   const n = parseCIDR(dst);
-  return n !== undefined && n.family === family && n.prefix === 0 && n.bytes.every((b) => b === 0);
+  return n !== undefined && n.ip.family === family && familyPrefix(n) === 0 && n.ip.value === 0n;
 }
 
 /**
@@ -53,15 +57,15 @@ export function calcGateways(
     if (!addr) {
       throw new CniError(ErrorCode.Internal, `Unknown IP object: ${JSON.stringify(ipc)}`);
     }
-    const info = addr.family === 4 ? v4 : v6;
+    const info = addr.ip.family === 4 ? v4 : v6;
     ipc.address = formatCIDR(addr);
     ipc.interface = 2;
 
-    let gw: Uint8Array | undefined;
+    let gw: IP | undefined;
     if (ipc.gateway !== undefined && ipc.gateway !== '') {
       const parsed = parseIP(ipc.gateway);
       if (!parsed) throw new CniError(ErrorCode.Internal, `invalid IP address: ${ipc.gateway}`);
-      gw = parsed.bytes;
+      gw = parsed;
       ipc.gateway = formatIP(gw);
     } else if (isGW) {
       gw = calcGatewayIP(addr);
@@ -81,7 +85,7 @@ export function calcGateways(
     }
 
     if (isGW && gw) {
-      info.gws.push({ family: gw.length === 4 ? 4 : 6, bytes: gw, prefix: addr.prefix });
+      info.gws.push(cidrOf(gw, familyPrefix(addr)));
     }
   }
   return { v4, v6 };
@@ -90,7 +94,7 @@ export function calcGateways(
 /** What to do to get `want` onto a device that has `existing` addresses (of the same family). */
 export interface AddrPlan {
   /** addresses to delete first (only ever non-empty with forceAddress) */
-  remove: IPNet[];
+  remove: CIDR[];
   /** false when the exact address is already present */
   add: boolean;
 }
@@ -102,16 +106,16 @@ export interface AddrPlan {
  */
 export function planAddr(
   device: string,
-  existing: readonly IPNet[],
-  want: IPNet,
+  existing: readonly CIDR[],
+  want: CIDR,
   forceAddress: boolean,
 ): AddrPlan {
-  const remove: IPNet[] = [];
+  const remove: CIDR[] = [];
   const wantText = formatCIDR(want);
   for (const a of existing) {
-    if (a.family !== want.family) continue;
-    if (sameBytes(a.bytes, want.bytes) && a.prefix === want.prefix) return { remove, add: false };
-    if (want.family === 4 || contains(a, want.bytes) || contains(want, a.bytes)) {
+    if (a.ip.family !== want.ip.family) continue;
+    if (equal(a.ip, want.ip) && familyPrefix(a) === familyPrefix(want)) return { remove, add: false };
+    if (want.ip.family === 4 || contains(a, want.ip) || contains(want, a.ip)) {
       if (!forceAddress) {
         throw new CniError(
           ErrorCode.Internal,

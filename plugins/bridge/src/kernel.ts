@@ -4,10 +4,10 @@
  */
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
+import { type CIDR, type Family, formatCIDR, isGlobalUnicast, parseCIDR, parseIP } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
 import type { Result } from '@cnikit/skel';
 import { CniError, ErrorCode } from '@cnikit/skel';
-import { type Family, formatCIDR, type IPNet, isGlobalUnicast, parseCIDR, parseIP } from './addr.ts';
 import type { CheckEnv, LinkView, RouteView } from './check.ts';
 
 export interface LinkInfo extends LinkView {
@@ -221,7 +221,7 @@ export function delLinkByNameAddr(name: string): string[] {
   const addrs = nl
     .listAddrs({ link: name })
     .map((a) => parseCIDR(a.cidr))
-    .filter((a): a is IPNet => a !== undefined && isGlobalUnicast(a.bytes))
+    .filter((a): a is CIDR => a !== undefined && isGlobalUnicast(a.ip))
     .map(formatCIDR);
   try {
     nl.deleteLink(name);
@@ -232,11 +232,11 @@ export function delLinkByNameAddr(name: string): string[] {
   return addrs;
 }
 
-export function listAddrs(name: string, family: Family): IPNet[] {
+export function listAddrs(name: string, family: Family): CIDR[] {
   return nl
     .listAddrs({ link: name, family })
     .map((a) => parseCIDR(a.cidr))
-    .filter((a): a is IPNet => a !== undefined);
+    .filter((a): a is CIDR => a !== undefined);
 }
 
 export function addAddr(name: string, cidr: string): void {
@@ -268,7 +268,7 @@ export function configureIface(ifName: string, res: Result): void {
     const addr = parseCIDR(ipc.address);
     if (!addr)
       throw internal(`failed to add IP addr ${ipc.address} to ${JSON.stringify(ifName)}: invalid address`);
-    if (!v6enabled && addr.family === 6) {
+    if (!v6enabled && addr.ip.family === 6) {
       for (const iface of ['lo', ifName]) {
         const key = `net/ipv6/conf/${iface}/disable_ipv6`;
         let value: string;
@@ -324,7 +324,7 @@ export function configureIface(ifName: string, res: Result): void {
   for (const r of res.routes ?? []) {
     const dst = parseCIDR(r.dst);
     if (!dst) throw internal(`failed to add route '${r.dst}': invalid destination`);
-    const gw = r.gw || (dst.family === 4 ? v4gw : v6gw);
+    const gw = r.gw || (dst.ip.family === 4 ? v4gw : v6gw);
     try {
       nl.addRoute(
         { dst: formatCIDR(dst), gw, dev: ifName, priority: r.priority, table: r.table, scope: r.scope },
