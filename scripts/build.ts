@@ -50,9 +50,8 @@ import { type PluginMeta, pluginMeta } from './multicall.ts';
 
 export type Backend = 'bun' | 'sea';
 /**
- * Default back-end for dist-bin/cnikit, chosen by `npm run bench`: bun starts a plugin in ~6 ms (VERSION) against
- * ~110–130 ms for Node SEA on this class of machine (Node's bootstrap dominates; code cache saves little), and its
- * peak RSS is about half of Node's. Size is similar (~100 MB each).
+ * Default back-end for dist-bin/cnikit, chosen on start-up time, CPU time and peak RSS of the compiled plugins
+ * (Node SEA's bootstrap dominates its start-up). Run `npm run bench` for the current figures on this machine.
  */
 export const DEFAULT_BACKEND: Backend = 'bun';
 export const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
