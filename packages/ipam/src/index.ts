@@ -11,10 +11,11 @@
 import { type CIDR, formatCIDR, formatIP, type IP, parseCIDR, parseIP } from '@cnikit/ip';
 import {
   CniError,
-  type DNS,
   DNSSchema,
   ErrorCode,
   type Infer,
+  normalizeDNS,
+  normalizeRoute,
   type Route,
   s,
   versionGte,
@@ -54,29 +55,14 @@ export type RouteConfig = Infer<typeof routeSchema>;
 
 /** A config route as the result carries it (canonical text, zero MTU/AdvMSS/priority omitted, table/scope kept). */
 export function toRoute(r: RouteConfig): Route {
-  const out: Route = { dst: formatCIDR(r.dst) };
-  if (r.gw) out.gw = formatIP(r.gw);
-  if (r.mtu) out.mtu = r.mtu;
-  if (r.advmss) out.advmss = r.advmss;
-  if (r.priority) out.priority = r.priority;
-  if (r.table !== undefined) out.table = r.table;
-  if (r.scope !== undefined) out.scope = r.scope;
-  return out;
+  return normalizeRoute({ ...r, dst: formatCIDR(r.dst), gw: r.gw && formatIP(r.gw) });
 }
 
 /** The `dns` block of an IPAM config (`types.DNS`). */
 export const dnsSchema = DNSSchema;
 
 /** A config DNS block as the result carries it (empty lists and strings dropped). */
-export function toDNS(d: Infer<typeof DNSSchema> | undefined): DNS {
-  const out: DNS = {};
-  if (!d) return out;
-  if (d.nameservers?.length) out.nameservers = d.nameservers;
-  if (d.domain) out.domain = d.domain;
-  if (d.search?.length) out.search = d.search;
-  if (d.options?.length) out.options = d.options;
-  return out;
-}
+export const toDNS = normalizeDNS;
 
 /** More than one address of a family needs spec 0.3.0 or later (the reference's check, same message). */
 export function checkAddressesPerFamily(cniVersion: string, numV4: number, numV6: number): void {

@@ -50,7 +50,15 @@ export {
   withDelegateCleanup,
 } from './invoke.ts';
 export { createLogger, type FullLogger, type LoggerOptions, type LogLevel } from './log.ts';
-export { convertResult, formatResult, parseResult, resultFamily, toCurrent } from './result.ts';
+export {
+  convertResult,
+  formatResult,
+  normDNS as normalizeDNS,
+  normRoute as normalizeRoute,
+  parseResult,
+  resultFamily,
+  toCurrent,
+} from './result.ts';
 export {
   decode,
   foldKey,

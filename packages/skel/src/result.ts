@@ -6,7 +6,7 @@
  */
 import { canonicalCIDR, canonicalIP, familyOf } from '@cnikit/ip';
 import { CniError } from './errors.ts';
-import { decode, type Infer, s } from './schema.ts';
+import { decode, s } from './schema.ts';
 import type {
   AnyResult,
   DNS,
@@ -101,7 +101,8 @@ const schema100 = s.object({
 // ---------------------------------------------------------------------------------------------
 // Normalisers (field order = Go's struct order for 020/040)
 
-function normRoute(r: Infer<typeof routeSchema>, full = true): Route {
+/** A route as Go's `types.Route` JSON has it: zero mtu/advmss/priority dropped, table/scope kept (`full`: 0.3.0+ fields). */
+export function normRoute(r: Route, full = true): Route {
   const o: Route = { dst: r.dst };
   if (r.gw) o.gw = r.gw;
   if (!full) return o;
@@ -113,7 +114,8 @@ function normRoute(r: Infer<typeof routeSchema>, full = true): Route {
   return o;
 }
 
-function normDNS(d: DNS | undefined): DNS {
+/** A DNS block as Go's `types.DNS` JSON has it: empty lists and strings dropped. */
+export function normDNS(d: DNS | undefined): DNS {
   const o: DNS = {};
   if (!d) return o;
   if (d.nameservers?.length) o.nameservers = [...d.nameservers];
