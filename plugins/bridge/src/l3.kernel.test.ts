@@ -397,11 +397,29 @@ describe('bridge L3 with host-local', () => {
     assert.deepEqual(reservations(cf.name), []);
   });
 
-  test('DEL without a prior ADD succeeds (L3, masquerade, spoof check)', async () => {
+  test('DEL without a prior ADD succeeds (L3, masquerade, spoof check) and changes nothing', async () => {
     const cn = env.newContainer();
     const cf = conf('1.0.0', '10.27.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
+    // state DEL must leave alone: an address on the container's lo (set up by the test, before the snapshots)
+    nl.withNetns(env.path(cn), () => nl.addAddr('lo', '192.0.2.27/32'));
+    // earlier tests' bridges change carrier/DAD state asynchronously: compare the host without bridge lines, plus
+    // the full list of link names (a created or deleted link of any kind shows there)
+    const linkNames = () => nl.listLinks().map((l) => `${l.name}/${l.kind ?? ''}`);
+    const namesBefore = linkNames();
+    const hostBefore = withoutBridge(snapshot());
+    const ctrBefore = snapshot(cn);
+    assert.match(ctrBefore, /192\.0\.2\.27\/32/);
     await ok('DEL', cf, { netns: env.path(cn), containerId: 'never' });
     await ok('DEL', cf, { netns: '', containerId: 'never' });
+    assert.deepEqual(linkNames(), namesBefore, 'no host link created or deleted');
+    assert.equal(
+      withoutBridge(snapshot()),
+      hostBefore,
+      'host namespace unchanged (addresses, routes, iptables, nft)',
+    );
+    assert.equal(snapshot(cn), ctrBefore, 'container namespace unchanged');
+    assert.equal(nl.getLink(cf.bridge), undefined, 'no bridge created by DEL');
+    assert.deepEqual(reservations(cf.name), []);
   });
 
   test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {
