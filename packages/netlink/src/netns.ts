@@ -7,7 +7,8 @@
 //
 // How a path is verified to be a network namespace (stricter than Go's statfs-magic-only check):
 //   1. open(path, O_RDONLY|O_CLOEXEC); ENOENT/ENOTDIR → NetnsNotFoundError
-//      (`failed to Statfs "<path>": no such file or directory`, the Go text; DEL treats it as already gone);
+//      (`failed to Statfs "<path>": no such file or directory`, the Go text; DEL treats it as already gone,
+//      and also an empty regular file left by an unmounted bind mount: see isNetnsGoneForDel);
 //   2. fstatfs(fd).f_type must be NSFS (0x6e736673) or PROCFS (0x9fa0), else NotNetnsError
 //      (`unknown FS magic on "<path>": <hex>`, the Go text);
 //   3. ioctl(fd, NS_GET_NSTYPE) must be CLONE_NEWNET, else NotNetnsError (`"<path>" is not a network
@@ -48,10 +49,13 @@ export class NetnsNotFoundError extends SysError {
 export class NotNetnsError extends Error {
   readonly path: string;
   readonly code = 'ENOTNETNS';
-  constructor(path: string, message: string) {
+  /** The file system type (statfs f_type) when the file is on neither nsfs nor procfs; undefined otherwise. */
+  readonly fsMagic: number | undefined;
+  constructor(path: string, message: string, fsMagic?: number) {
     super(message);
     this.name = 'NotNetnsError';
     this.path = path;
+    this.fsMagic = fsMagic;
     Object.defineProperty(this, NOT_NETNS_BRAND, { value: true });
   }
 }
@@ -85,6 +89,33 @@ export function isNotNetnsError(err: unknown): err is NotNetnsError {
   return branded(err, NOT_NETNS_BRAND);
 }
 
+/**
+ * The DEL rule (loopback, bridge): true when the namespace at `path` is gone, so DEL has nothing to do inside it.
+ * Gone is: the path is missing (isNetnsGone), or `err` is a NotNetnsError for a file on an ordinary file system
+ * that is an EMPTY regular file — what stays behind in /run/netns (or a runtime's own directory) after the
+ * namespace's bind mount was unmounted but the mount point was not removed. Everything else is a real error: a
+ * non-empty file, a directory, a nsfs/procfs file of another namespace type (/proc/self/ns/mnt, /proc/self/status,
+ * whose procfs size reads 0 too), or a file that cannot be inspected.
+ */
+export function isNetnsGoneForDel(err: unknown, path: string): boolean {
+  if (isNetnsGone(err)) return true;
+  let notNs: NotNetnsError | undefined;
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (isNotNetnsError(e)) {
+      notNs = e;
+      break;
+    }
+  }
+  if (!notNs || notNs.fsMagic === undefined) return false;
+  let st: Stats;
+  try {
+    st = statSync(path);
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT'; // removed since: gone
+  }
+  return st.isFile() && st.size === 0;
+}
+
 export function isNetnsRestoreError(err: unknown): err is NetnsRestoreError {
   return branded(err, RESTORE_BRAND);
 }
@@ -112,7 +143,11 @@ export function openNetnsFd(path: string): number {
   try {
     const magic = fsMagic(fd);
     if (magic !== NSFS_MAGIC && magic !== PROC_SUPER_MAGIC) {
-      throw new NotNetnsError(path, `unknown FS magic on ${JSON.stringify(path)}: ${magic.toString(16)}`);
+      throw new NotNetnsError(
+        path,
+        `unknown FS magic on ${JSON.stringify(path)}: ${magic.toString(16)}`,
+        magic,
+      );
     }
     let type: number;
     try {

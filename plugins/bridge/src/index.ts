@@ -49,7 +49,8 @@ export async function cmdDel(req: Request): Promise<void> {
     try {
       addrs = k.inNetnsPath(req.netns, () => k.delLinkByNameAddr(req.ifName));
     } catch (err) {
-      if (!k.isNetnsGone(err)) throw CniError.from(err);
+      // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
+      if (!k.isNetnsGoneForDel(err, req.netns)) throw CniError.from(err);
     }
   }
 

@@ -26,7 +26,8 @@ export function isErrno(err: unknown, code: string): boolean {
   return false;
 }
 
-export const isNetnsGone = nl.isNetnsGone;
+/** DEL: the namespace is missing, or only the empty file of an unmounted bind mount is left. */
+export const isNetnsGoneForDel = nl.isNetnsGoneForDel;
 
 function internal(msg: string, cause?: unknown): CniError {
   return new CniError(ErrorCode.Internal, msg, '', { cause });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseCIDR } from '@cnikit/ip';
@@ -8,7 +8,7 @@ import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps, testHooks 
 import { loadNetConf } from './config.ts';
 import { plugin } from './index.ts';
 import * as kernel from './kernel.ts';
-import { cni, enterHost, type HostEnv, hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
+import { cni, enterHost, type HostEnv, hostLocal, run, sleep, snapshot, withoutBridge } from './testenv.ts';
 
 let env: HostEnv;
 before(() => {
@@ -420,6 +420,42 @@ describe('bridge L3 with host-local', () => {
     assert.equal(snapshot(cn), ctrBefore, 'container namespace unchanged');
     assert.equal(nl.getLink(cf.bridge), undefined, 'no bridge created by DEL');
     assert.deepEqual(reservations(cf.name), []);
+  });
+
+  test('DEL on the empty file left by an unmounted netns releases the IP and removes the rules', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.28.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
+    const core = (x: string) => JSON.stringify({ ...JSON.parse(withoutBridge(x)), nft: undefined });
+    const before = snapshot();
+    const res = await ok('ADD', cf, { netns: c, containerId: 'unmounted' });
+    const hostVeth = res.interfaces[1].name as string;
+    assert.deepEqual(reservations(cf.name), ['10.28.0.2']);
+    assert.match(run('iptables', ['-t', 'nat', '-S']), /-A POSTROUTING -s 10\.28\.0\.2\/32 .*-j CNI-/);
+    assert.match(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-unmounted-eth0/);
+    // what a runtime leaves behind after it unmounted the namespace but did not remove the mount point: an
+    // empty regular file (the namespace, and with it the veth pair, is destroyed)
+    run('umount', [c]);
+    assert.equal(statSync(c).size, 0);
+    assert.ok(statSync(c).isFile());
+    for (let i = 0; i < 100 && nl.getLink(hostVeth); i++) await sleep(50);
+    assert.equal(nl.getLink(hostVeth), undefined, 'host veth went away with the namespace');
+
+    // a non-empty file is not a leftover mount point: DEL fails (code 999) and releases nothing
+    const notNs = join(env.dataDir, 'not-a-netns');
+    writeFileSync(notNs, 'x');
+    const bad = await cni(plugin, 'DEL', cf, { netns: notNs, containerId: 'unmounted' });
+    assert.equal(bad.code, 1);
+    assert.equal(JSON.parse(bad.stdout).code, 999);
+    assert.match(JSON.parse(bad.stdout).msg, new RegExp(`^unknown FS magic on "${notNs}": [0-9a-f]+$`));
+    assert.deepEqual(reservations(cf.name), ['10.28.0.2'], 'nothing released by the failed DEL');
+
+    await ok('DEL', cf, { netns: c, containerId: 'unmounted' });
+    assert.deepEqual(reservations(cf.name), [], 'IP released');
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-|10\.28\.0\./);
+    assert.doesNotMatch(run('nft', ['list', 'ruleset']), /cni-br-iface-unmounted-eth0|10\.28\.0\./);
+    assert.equal(core(snapshot()), core(before), 'host back to its state before ADD (bridge aside)');
+    await ok('DEL', cf, { netns: c, containerId: 'unmounted' }); // again: idempotent
   });
 
   test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {

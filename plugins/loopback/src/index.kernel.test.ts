@@ -126,6 +126,20 @@ describe('loopback in a real namespace', () => {
     }
   });
 
+  test('DEL on a non-empty file, a directory or another namespace type is an error (not "gone")', async () => {
+    const file = join(tmpdir(), `cnikit-lo-notns-${process.pid}`);
+    writeFileSync(file, 'x');
+    try {
+      for (const p of [file, tmpdir(), '/proc/self/ns/mnt']) {
+        const r = await invokeInProcess(plugin, env('DEL', p), conf('1.0.0'));
+        assert.equal(r.code, 1, `${p}: ${r.stdout}`);
+        assert.match(JSON.parse(r.stdout).msg, /FS magic|not a network namespace/, p);
+      }
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
+
   test('ADD into a missing namespace is an error', async () => {
     const r = await invokeInProcess(plugin, env('ADD', `/run/netns/${ns}-gone`), conf('1.0.0'));
     assert.equal(r.code, 1);

@@ -4,12 +4,12 @@
  * - ADD: `lo` UP; every address on it must be a loopback address; the result is prevResult unchanged when one
  *   is given, else `{ interfaces: [{ name: 'lo', mac: '00:00:00:00:00:00', sandbox: CNI_NETNS }], ips: [first v4,
  *   first v6] }` with `interface: 0` on each IP. CNI_IFNAME is ignored (always `lo`); CNI_ARGS is not parsed.
- * - DEL: empty CNI_NETNS or a namespace that is gone → success; else `lo` DOWN.
+ * - DEL: empty CNI_NETNS or a namespace that is gone (isNetnsGoneForDel: missing path, or the empty file left
+ *   behind by an unmounted bind mount) → success; else `lo` DOWN.
  * - CHECK: `lo` must be UP (`loopback interface is down`).
  * - GC / STATUS: not implemented (succeed as no-ops, like the reference).
  */
-import { statSync } from 'node:fs';
-import { isNetnsGone, isNotNetnsError, withNetns } from '@cnikit/netlink';
+import { isNetnsGoneForDel, withNetns } from '@cnikit/netlink';
 import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
 import { CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
 import { type LoopbackAddr, loopbackAddrs, loopbackIsUp, setLoopbackDown, setLoopbackUp } from './lo.ts';
@@ -79,24 +79,13 @@ function add(req: Request): Result {
   return loopbackResult(CURRENT_VERSION, req.netns, addrs);
 }
 
-/** A namespace path that no longer refers to a namespace: missing, or the empty file left by an unmount. */
-function isGone(err: unknown, path: string): boolean {
-  if (isNetnsGone(err)) return true;
-  if (!isNotNetnsError(err)) return false;
-  try {
-    const st = statSync(path);
-    return st.isFile() && st.size === 0;
-  } catch {
-    return true;
-  }
-}
-
 function del(req: Request): void {
   if (!req.netns) return;
   try {
     withNetns(req.netns, () => setLoopbackDown());
   } catch (err) {
-    if (isGone(err, req.netns)) return;
+    // missing, or the empty file left by an unmounted bind mount (the rule lives in @cnikit/netlink)
+    if (isNetnsGoneForDel(err, req.netns)) return;
     throw err;
   }
 }
