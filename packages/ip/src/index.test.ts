@@ -15,6 +15,7 @@ import {
   fromBytes,
   type IP,
   isGlobalUnicast,
+  isLoopback,
   network,
   networkCIDR,
   next,
@@ -294,6 +295,26 @@ describe('bytes (netlink, iptables)', () => {
     const c = cidr('10.1.2.77/23');
     assert.deepEqual([...toBytes(network(c))], [10, 1, 2, 0]);
     assert.deepEqual([...toBytes(broadcast(c))], [10, 1, 3, 255]);
+  });
+});
+
+describe('isLoopback (Go net.IP.IsLoopback)', () => {
+  test('127/8, mapped 127/8 and ::1 only', () => {
+    for (const t of ['127.0.0.1', '127.255.0.9', '::1', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.2']) {
+      assert.equal(isLoopback(ip(t)), true, t);
+    }
+    for (const t of [
+      '10.0.0.1',
+      '128.0.0.1',
+      '::2',
+      'fe80::1',
+      '::',
+      '::ffff:10.0.0.1',
+      '1::1',
+      '::127.0.0.1',
+    ]) {
+      assert.equal(isLoopback(ip(t)), false, t);
+    }
   });
 });
 

@@ -384,6 +384,11 @@ export function overlaps(a: CIDR, b: CIDR): boolean {
   return contains(a, network(b)) || contains(b, network(a));
 }
 
+/** Go `net.IP.IsLoopback`: 127.0.0.0/8 (also written IPv4-mapped) and ::1. */
+export function isLoopback(ip: IP): boolean {
+  return ip.family === 4 ? ip.value >> 24n === 127n : ip.value === 1n;
+}
+
 /**
  * Go `net.IP.IsGlobalUnicast`: not unspecified, loopback, multicast, link-local unicast or the IPv4
  * limited broadcast address.

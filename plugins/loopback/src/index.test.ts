@@ -13,13 +13,9 @@ describe('loopback (pure)', () => {
     assert.equal(plugin.status, undefined);
   });
 
-  test('isLoopbackIp follows Go net.IP.IsLoopback', () => {
-    for (const ip of ['127.0.0.1', '127.255.0.9', '::1', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.2']) {
-      assert.equal(isLoopbackIp(ip), true, ip);
-    }
-    for (const ip of ['10.0.0.1', '128.0.0.1', '::2', 'fe80::1', '::', '::ffff:10.0.0.1', '1::1']) {
-      assert.equal(isLoopbackIp(ip), false, ip);
-    }
+  test('isLoopbackIp: text through @cnikit/ip isLoopback (cases tested there)', () => {
+    for (const ip of ['127.0.0.1', '::1', '::FFFF:127.0.0.2']) assert.equal(isLoopbackIp(ip), true, ip);
+    for (const ip of ['10.0.0.1', '::2', 'not-an-ip', '']) assert.equal(isLoopbackIp(ip), false, ip);
   });
 
   test('pickAddresses takes the first address of each family', () => {

@@ -9,6 +9,7 @@
  * - CHECK: `lo` must be UP (`loopback interface is down`).
  * - GC / STATUS: not implemented (succeed as no-ops, like the reference).
  */
+import { isLoopback, parseIP } from '@cnikit/ip';
 import { isNetnsGoneForDel, withNetns } from '@cnikit/netlink';
 import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
 import { CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
@@ -19,18 +20,8 @@ export const LOOPBACK_MAC = '00:00:00:00:00:00';
 
 /** Go's net.IP.IsLoopback: 127.0.0.0/8 (also IPv4-mapped) and ::1. */
 export function isLoopbackIp(ip: string): boolean {
-  const s = ip.toLowerCase();
-  if (s.startsWith('::ffff:')) return isLoopbackIp(s.slice(7));
-  if (/^\d+\.\d+\.\d+\.\d+$/.test(s)) return s.split('.')[0] === '127';
-  return expandV6(s) === '0000:0000:0000:0000:0000:0000:0000:0001';
-}
-
-function expandV6(s: string): string {
-  const [head = '', tail] = s.split('::');
-  const h = head ? head.split(':') : [];
-  const t = tail !== undefined && tail !== '' ? tail.split(':') : [];
-  const fill = tail === undefined ? [] : new Array(Math.max(0, 8 - h.length - t.length)).fill('0');
-  return [...h, ...fill, ...t].map((x) => x.padStart(4, '0')).join(':');
+  const parsed = parseIP(ip);
+  return parsed !== undefined && isLoopback(parsed);
 }
 
 /** Checks the addresses of `lo` and picks the first of each family, like the reference. */
