@@ -40,63 +40,80 @@ export function resultFamily(version: string): Family | undefined {
 /** Thrown by address refinements; surfaces as a plain Error with Go's text. */
 class ParseFailure extends Error {}
 
-const cidr = s.string().refine((v) => {
-  const c = canonicalCIDR(v);
-  if (c === undefined) throw new ParseFailure(`invalid CIDR address: ${v}`);
-  return c;
-});
-const ip = s
-  .string()
-  .refine((v) => {
-    if (v === '') return undefined; // Go: empty text → nil IP
-    const c = canonicalIP(v);
-    if (c === undefined) throw new ParseFailure(`invalid IP address: ${v}`);
+/**
+ * The result schemas, built on first use: every process start evaluates this module, and only the calls
+ * that parse a result (prevResult, a delegate's answer) need them.
+ */
+function buildSchemas() {
+  const cidr = s.string().refine((v) => {
+    const c = canonicalCIDR(v);
+    if (c === undefined) throw new ParseFailure(`invalid CIDR address: ${v}`);
     return c;
-  })
-  .optional();
-const optStr = s.string().optional();
-const optInt = s.int().optional();
-const strList = s.array(s.string()).optional();
+  });
+  const ip = s
+    .string()
+    .refine((v) => {
+      if (v === '') return undefined; // Go: empty text → nil IP
+      const c = canonicalIP(v);
+      if (c === undefined) throw new ParseFailure(`invalid IP address: ${v}`);
+      return c;
+    })
+    .optional();
+  const optStr = s.string().optional();
+  const optInt = s.int().optional();
+  const strList = s.array(s.string()).optional();
 
-const routeSchema = s.object({
-  dst: cidr,
-  gw: ip,
-  mtu: optInt,
-  advmss: optInt,
-  priority: optInt,
-  table: optInt,
-  scope: optInt,
-});
-const dnsSchema = s
-  .object({ nameservers: strList, domain: optStr, search: strList, options: strList })
-  .optional();
-const iface040 = s.object({ name: s.string().default(''), mac: optStr, sandbox: optStr });
-const iface100 = s.object({
-  name: s.string().default(''),
-  mac: optStr,
-  mtu: optInt,
-  sandbox: optStr,
-  socketPath: optStr,
-  pciID: optStr,
-});
-const ipc020 = s.object({ ip: cidr, gateway: ip, routes: s.array(routeSchema).optional() }).optional();
-const schema020 = s.object({ cniVersion: s.string().default(''), ip4: ipc020, ip6: ipc020, dns: dnsSchema });
-const schema040 = s.object({
-  cniVersion: s.string().default(''),
-  interfaces: s.array(iface040).optional(),
-  ips: s
-    .array(s.object({ version: s.string().default(''), interface: optInt, address: cidr, gateway: ip }))
-    .optional(),
-  routes: s.array(routeSchema).optional(),
-  dns: dnsSchema,
-});
-const schema100 = s.object({
-  cniVersion: s.string().default(''),
-  interfaces: s.array(iface100).optional(),
-  ips: s.array(s.object({ interface: optInt, address: cidr, gateway: ip })).optional(),
-  routes: s.array(routeSchema).optional(),
-  dns: dnsSchema,
-});
+  const routeSchema = s.object({
+    dst: cidr,
+    gw: ip,
+    mtu: optInt,
+    advmss: optInt,
+    priority: optInt,
+    table: optInt,
+    scope: optInt,
+  });
+  const dnsSchema = s
+    .object({ nameservers: strList, domain: optStr, search: strList, options: strList })
+    .optional();
+  const iface040 = s.object({ name: s.string().default(''), mac: optStr, sandbox: optStr });
+  const iface100 = s.object({
+    name: s.string().default(''),
+    mac: optStr,
+    mtu: optInt,
+    sandbox: optStr,
+    socketPath: optStr,
+    pciID: optStr,
+  });
+  const ipc020 = s.object({ ip: cidr, gateway: ip, routes: s.array(routeSchema).optional() }).optional();
+  const schema020 = s.object({
+    cniVersion: s.string().default(''),
+    ip4: ipc020,
+    ip6: ipc020,
+    dns: dnsSchema,
+  });
+  const schema040 = s.object({
+    cniVersion: s.string().default(''),
+    interfaces: s.array(iface040).optional(),
+    ips: s
+      .array(s.object({ version: s.string().default(''), interface: optInt, address: cidr, gateway: ip }))
+      .optional(),
+    routes: s.array(routeSchema).optional(),
+    dns: dnsSchema,
+  });
+  const schema100 = s.object({
+    cniVersion: s.string().default(''),
+    interfaces: s.array(iface100).optional(),
+    ips: s.array(s.object({ interface: optInt, address: cidr, gateway: ip })).optional(),
+    routes: s.array(routeSchema).optional(),
+    dns: dnsSchema,
+  });
+  return { schema020, schema040, schema100 };
+}
+let schemas: ReturnType<typeof buildSchemas> | undefined;
+function resultSchemas(): ReturnType<typeof buildSchemas> {
+  schemas ??= buildSchemas();
+  return schemas;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Normalisers (field order = Go's struct order for 020/040)
@@ -254,7 +271,7 @@ export function parseResult(json: unknown, version?: string): AnyResult {
   }
   const supported = FAMILY_VERSIONS[fam];
   if (fam === '020') {
-    const r = decodePlain(schema020, json);
+    const r = decodePlain(resultSchemas().schema020, json);
     if (!supported.includes(r.cniVersion)) {
       throw new Error(
         `result type supports ${goList(supported)} but unmarshalled CNIVersion is ${goQuote(r.cniVersion)}`,
@@ -263,7 +280,7 @@ export function parseResult(json: unknown, version?: string): AnyResult {
     return make020(r.cniVersion || '0.1.0', r.ip4, r.ip6, r.dns);
   }
   if (fam === '040') {
-    const r = decodePlain(schema040, json);
+    const r = decodePlain(resultSchemas().schema040, json);
     if (!supported.includes(r.cniVersion)) {
       throw new Error(
         `result type supports ${goList(supported)} but unmarshalled CNIVersion is ${goQuote(r.cniVersion)}`,
@@ -271,7 +288,7 @@ export function parseResult(json: unknown, version?: string): AnyResult {
     }
     return make040(r.cniVersion, r.interfaces, r.ips, r.routes, r.dns);
   }
-  const r = decodePlain(schema100, json);
+  const r = decodePlain(resultSchemas().schema100, json);
   if (!supported.includes(r.cniVersion)) {
     throw new Error(
       `result type supports ${goList(supported)} but unmarshalled CNIVersion is ${goQuote(r.cniVersion)}`,

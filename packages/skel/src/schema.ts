@@ -275,6 +275,21 @@ export const s = {
 };
 
 /**
+ * A schema built by `make` on first use, with the behaviour of the built one (`typeName` is given up front).
+ * For module-level schemas that most process starts never use: building them costs start-up time.
+ */
+export function lazy<T>(typeName: string, make: () => Schema<T>): Schema<T> {
+  let built: Schema<T> | undefined;
+  const get = () => {
+    built ??= make();
+    return built;
+  };
+  const out = new Schema<T>(typeName, (v, path) => get()._dec(v, path));
+  Object.defineProperty(out, '_fallback', { get: () => get()._fallback, enumerable: true });
+  return out;
+}
+
+/**
  * Decode `value` with `schema`. `what` prefixes every error path (e.g. `'ipam'`).
  * Errors are `CniError` code 7 naming the key path.
  */
