@@ -10,6 +10,8 @@
  *   postrouting (nat/postrouting/100): ip daddr == 224.0.0.0/4 return; ip6 daddr == ff00::/8 return; goto masq_checks
  *   masq_checks: ip saddr == <ip> ip daddr != <net/prefix> masquerade comment "<hash>, net: …, if: …, id: …"
  */
+import { readFileSync } from 'node:fs';
+import { nftExists, withNetns } from '@cnikit/netlink';
 import { resolveBackend } from './backend.ts';
 import { type ParsedCidr, parseCidr } from './cidr.ts';
 import { ToolNotFoundError, type ToolOptions } from './exec.ts';
@@ -158,11 +160,39 @@ export class IPMasqError extends Error {
  * deleted in one transaction. Missing rules/chains/tables are fine. Errors are reported only for
  * backends the host supports, joined with newlines.
  */
+/**
+ * What teardown may find, from the kernel directly (one nfnetlink GET each, no tool process): per family,
+ * false only when the chain cannot exist — no legacy x_tables table `nat` is loaded and iptables-nft's
+ * `ip`/`ip6 nat` table has no such chain (a POSTROUTING jump to it cannot exist either); nft: false only when
+ * the masquerade table is absent. Anything unclear counts as "may exist" and takes the full path.
+ */
+function teardownCandidates(chain: string, opts: ToolOptions): { 4: boolean; 6: boolean; nft: boolean } {
+  const probe = () => {
+    const mayExist = (family: 4 | 6): boolean => {
+      try {
+        const names = readFileSync(`/proc/thread-self/net/ip${family === 6 ? '6' : ''}_tables_names`, 'utf8');
+        if (names.split('\n').includes('nat')) return true;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return true;
+      }
+      return nftExists(family === 4 ? 'ip' : 'ip6', 'nat', chain) !== false;
+    };
+    return { 4: mayExist(4), 6: mayExist(6), nft: nftExists('inet', IPMASQ_NFT_TABLE) !== false };
+  };
+  try {
+    return opts.netns ? withNetns(opts.netns, probe) : probe();
+  } catch {
+    return { 4: true, 6: true, nft: true };
+  }
+}
+
 export function teardownIPMasq(args: IPMasqTeardownArgs): void {
   parseAll(args.ips); // validate only: iptables cleanup is by chain name, nftables by comment hash
   const errors: unknown[] = [];
   const chain = formatChainName(args.network, args.containerID);
+  const may = teardownCandidates(chain, args);
   for (const family of [4, 6] as const) {
+    if (!may[family]) continue;
     try {
       const b = new IptablesBatch(family, args);
       b.deleteRulesWhere('nat', 'POSTROUTING', (r) => ruleTarget(r) === chain);
@@ -171,6 +201,10 @@ export function teardownIPMasq(args: IPMasqTeardownArgs): void {
     } catch (e) {
       if (!(e instanceof ToolNotFoundError) && supportsIPTables(family, args)) errors.push(e);
     }
+  }
+  if (!may.nft) {
+    if (errors.length) throw new IPMasqError(errors);
+    return;
   }
   try {
     const rules = findNftRules(nftInstanceHash(args.network, args.ifName, args.containerID), args);

@@ -3,6 +3,7 @@ export * from './bridge.ts';
 export * from './link.ts';
 export * from './names.ts';
 export * from './netns.ts';
+export * from './nftexists.ts';
 export * from './nl.ts';
 export * from './route.ts';
 export * from './rtnl.ts';
