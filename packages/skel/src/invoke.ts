@@ -11,7 +11,7 @@
  */
 import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { dispatch } from './dispatch.ts';
+import { invokeInProcess } from './dispatch.ts';
 import { CniError, ErrorCode } from './errors.ts';
 import { goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
@@ -225,14 +225,7 @@ async function runInProcess(
   stdin: Uint8Array,
   env: Record<string, string>,
 ): Promise<RawOutcome> {
-  let stdout = '';
-  let stderr = '';
-  const code = await dispatch(plugin, {
-    env,
-    stdin,
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-  });
+  const { code, stdout, stderr } = await invokeInProcess(plugin, env, stdin);
   const enc = new TextEncoder();
   return {
     stdout: enc.encode(stdout),
