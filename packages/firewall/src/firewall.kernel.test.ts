@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { createSandbox, diffSnapshots, formatDiff, type Sandbox } from '@cnikit/testing';
 import { detectBackend, resolveBackend } from './backend.ts';
 import { execStats, runTool, ToolNotFoundError } from './exec.ts';
-import { gcIPMasq, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
+import { gcIPMasq, IPMASQ_NFT_CHAIN, IPMASQ_NFT_TABLE, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
 import {
   hasRule,
   IptablesBatch,
@@ -20,7 +20,7 @@ import {
   supportsIPTables,
 } from './iptables.ts';
 import { formatChainName } from './names.ts';
-import { nftBatch, nftList, supportsNFTables } from './nftables.ts';
+import { nftBatch, nftList, nftListRules, supportsNFTables } from './nftables.ts';
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
 import { tcBatch, tcFilters, tcQdiscs } from './tc.ts';
 
@@ -752,6 +752,23 @@ describe('backend selection and tool errors', () => {
       );
       // Teardown with no tools at all: nothing supported, nothing reported.
       teardownIPMasq({ ips: ['10.0.0.2/24'], network: 'n', ifName: 'eth0', containerID: 'x', ...ns });
+      // auto setup tries iptables first; without iptables it falls back to nftables (as detection decides)
+      process.env.PATH = dir;
+      const auto = { ips: ['10.0.0.7/24'], network: 'auto-net', ifName: 'eth0', containerID: 'auto', ...ns };
+      setupIPMasq(auto);
+      assert.equal(
+        nftListRules('inet', IPMASQ_NFT_TABLE, IPMASQ_NFT_CHAIN, ns).filter((r) =>
+          r.comment?.endsWith('id: auto'),
+        ).length,
+        1,
+      );
+      teardownIPMasq(auto);
+      assert.equal(
+        nftListRules('inet', IPMASQ_NFT_TABLE, IPMASQ_NFT_CHAIN, ns).filter((r) =>
+          r.comment?.endsWith('id: auto'),
+        ).length,
+        0,
+      );
     } finally {
       process.env.PATH = savedPath;
       rmSync(dir, { recursive: true, force: true });

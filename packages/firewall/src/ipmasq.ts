@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { nftExists, withNetns } from '@cnikit/netlink';
-import { resolveBackend } from './backend.ts';
+import { detectBackend, resolveBackend } from './backend.ts';
 import { type ParsedCidr, parseCidr } from './cidr.ts';
 import { ToolNotFoundError, type ToolOptions } from './exec.ts';
 import {
@@ -74,8 +74,20 @@ function parseAll(ips: readonly string[]): ParsedCidr[] {
 
 /** Install masquerading for the container's addresses with the chosen (or detected) backend. */
 export function setupIPMasq(args: IPMasqSetupArgs): void {
-  const backend = resolveBackend(args.backend, args);
   const cidrs = parseAll(args.ips);
+  if (args.backend === undefined || args.backend === null) {
+    // auto (detectBackend: iptables unless it is unusable and nftables works). iptables is tried directly,
+    // which saves the detection probe (one `iptables -S INPUT` exec) in the common case; it fails at its first
+    // iptables-save, before changing anything, when iptables is unusable — then the same detection decides.
+    try {
+      setupIPTables(cidrs, args);
+    } catch (err) {
+      if (detectBackend(args) === 'iptables') throw err;
+      setupNFTables(cidrs, args);
+    }
+    return;
+  }
+  const backend = resolveBackend(args.backend, args);
   if (backend === 'iptables') setupIPTables(cidrs, args);
   else setupNFTables(cidrs, args);
 }
