@@ -10,8 +10,20 @@ const CHAIN_PREFIX = 'CNI-';
 /** Length of a full SHA-512 hex digest. */
 export const MAX_HASH_LENGTH = 128;
 
+interface Hasher {
+  update(data: string, enc: 'utf8'): Hasher;
+  digest(enc: 'hex'): string;
+}
+
+/**
+ * SHA-512 hex: Bun's native CryptoHasher when running under Bun (loading node:crypto costs Bun 5–10 ms per
+ * start, on every masquerade ADD/DEL), node:crypto otherwise.
+ */
 function sha512Hex(s: string): string {
-  return createHash('sha512').update(s, 'utf8').digest('hex');
+  const BunHasher = (globalThis as { Bun?: { CryptoHasher?: new (alg: string) => Hasher } }).Bun
+    ?.CryptoHasher;
+  const h: Hasher = BunHasher ? new BunHasher('sha512') : (createHash('sha512') as unknown as Hasher);
+  return h.update(s, 'utf8').digest('hex');
 }
 
 /**
