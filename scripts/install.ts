@@ -34,6 +34,7 @@ import {
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeAtomic } from './multicall-native.ts';
 
 export const MAIN = 'cnikit';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -147,29 +148,7 @@ function fsyncDir(dir: string): void {
 
 /** Copy src to dst atomically: O_EXCL temp file in dst's directory, write, fsync, rename. */
 export function copyAtomic(src: string, dst: string, mode = 0o755): void {
-  const dir = dirname(dst);
-  const tmp = tmpName(dir, 'copy');
-  const data = readFileSync(src);
-  const fd = openSync(
-    tmp,
-    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-    mode,
-  );
-  try {
-    let off = 0;
-    while (off < data.length) off += writeSync(fd, data, off, data.length - off);
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(tmp, dst);
-  } catch (err) {
-    try {
-      closeSync(fd);
-    } catch {}
-    try {
-      unlinkSync(tmp);
-    } catch {}
-    throw err;
-  }
+  writeAtomic(dirname(dst), dst, readFileSync(src), mode);
 }
 
 /** Make dst a hard link of src atomically: link to a temp name, rename over dst. */
