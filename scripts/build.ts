@@ -216,7 +216,7 @@ async function bundle(
     bundle: true,
     platform: 'node',
     format: 'cjs',
-    target: backend === 'sea' ? 'node20' : 'node20',
+    target: 'node20',
     outfile: out,
     minify: true,
     keepNames: false,

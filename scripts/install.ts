@@ -88,7 +88,6 @@ function fileState(p: string): ReturnType<typeof lstatSync> | undefined {
   }
 }
 
-/** What install would do; pure inspection. */
 /** The executable to install: dist-bin/cnikit, or dist-bin/<backend>/cnikit. */
 export function sourceMain(source: string, backend?: string): string {
   const p = backend ? join(source, backend, MAIN) : join(source, MAIN);
