@@ -46,12 +46,15 @@ export async function cmdDel(req: Request): Promise<void> {
 
   let addrs: string[] = [];
   if (req.netns !== '') {
-    try {
-      addrs = k.inNetnsPath(req.netns, () => k.delLinkByNameAddr(req.ifName));
-    } catch (err) {
-      // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
-      if (!k.isNetnsGoneForDel(err, req.netns)) throw CniError.from(err);
-    }
+    // any other netns or netlink error is reported at the end: IPAM DEL and the firewall teardown still run
+    await step('', () => {
+      try {
+        addrs = k.inNetnsPath(req.netns, () => k.delLinkByNameAddr(req.ifName));
+      } catch (err) {
+        // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
+        if (!k.isNetnsGoneForDel(err, req.netns)) throw err;
+      }
+    });
   }
 
   if (l3) await step('', () => delegateDel(conf.ipamType, req));

@@ -441,14 +441,15 @@ describe('bridge L3 with host-local', () => {
     for (let i = 0; i < 100 && nl.getLink(hostVeth); i++) await sleep(50);
     assert.equal(nl.getLink(hostVeth), undefined, 'host veth went away with the namespace');
 
-    // a non-empty file is not a leftover mount point: DEL fails (code 999) and releases nothing
+    // a non-empty file is not a leftover mount point: DEL reports the error (code 999) but keeps going
     const notNs = join(env.dataDir, 'not-a-netns');
     writeFileSync(notNs, 'x');
     const bad = await cni(plugin, 'DEL', cf, { netns: notNs, containerId: 'unmounted' });
     assert.equal(bad.code, 1);
     assert.equal(JSON.parse(bad.stdout).code, 999);
     assert.match(JSON.parse(bad.stdout).msg, new RegExp(`^unknown FS magic on "${notNs}": [0-9a-f]+$`));
-    assert.deepEqual(reservations(cf.name), ['10.28.0.2'], 'nothing released by the failed DEL');
+    assert.deepEqual(reservations(cf.name), [], 'IP released by the failed DEL');
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-|10\.28\.0\./);
 
     await ok('DEL', cf, { netns: c, containerId: 'unmounted' });
     assert.deepEqual(reservations(cf.name), [], 'IP released');
@@ -456,6 +457,31 @@ describe('bridge L3 with host-local', () => {
     assert.doesNotMatch(run('nft', ['list', 'ruleset']), /cni-br-iface-unmounted-eth0|10\.28\.0\./);
     assert.equal(core(snapshot()), core(before), 'host back to its state before ADD (bridge aside)');
     await ok('DEL', cf, { netns: c, containerId: 'unmounted' }); // again: idempotent
+  });
+
+  test('DEL with CNI_NETNS on a non-network namespace reports the error and still releases the IP and removes the rules', async () => {
+    const cn = env.newContainer();
+    const c = env.path(cn);
+    const cf = conf('1.0.0', '10.29.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
+    await ok('ADD', cf, { netns: c, containerId: 'mntns' });
+    assert.deepEqual(reservations(cf.name), ['10.29.0.2']);
+    assert.match(run('iptables', ['-t', 'nat', '-S']), /-A POSTROUTING -s 10\.29\.0\.2\/32 .*-j CNI-/);
+    assert.match(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-mntns-eth0/);
+    const r = await cni(plugin, 'DEL', cf, { netns: '/proc/self/ns/mnt', containerId: 'mntns' });
+    assert.equal(r.code, 1, r.stdout);
+    const err = JSON.parse(r.stdout);
+    assert.equal(err.code, 999);
+    assert.match(err.msg, /\/proc\/self\/ns\/mnt/);
+    assert.deepEqual(reservations(cf.name), [], 'IP released');
+    assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-|10\.29\.0\./);
+    assert.doesNotMatch(run('nft', ['list', 'ruleset']), /10\.29\.0\.|cni-br-iface-mntns-eth0/);
+    // the interface in the real namespace was not reachable: a retried DEL with the right path removes it
+    assert.ok(nl.withNetns(c, () => nl.getLink('eth0')));
+    await ok('DEL', cf, { netns: c, containerId: 'mntns' });
+    assert.equal(
+      nl.withNetns(c, () => nl.getLink('eth0')),
+      undefined,
+    );
   });
 
   test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {
