@@ -186,7 +186,9 @@ export interface MainOptions {
 
 /** Process entry of the multicall executable. */
 export async function main(sources: readonly PluginSource[], opts: MainOptions = {}): Promise<void> {
-  if (opts.native && !process.env.CNIKIT_NATIVE_PATH) installNativeOverride(opts.native);
+  // A compiled binary always loads its own embedded, verified addon: CNIKIT_NATIVE_PATH from the runtime's
+  // environment must not make a root plugin dlopen an arbitrary file (the global override wins over the env).
+  if (opts.native) installNativeOverride(opts.native);
   const names = sources.map((p) => ({ name: p.name }) as Plugin);
   const sel = selectPlugin(names, process.argv0, process.execPath, process.argv.slice(2));
   if (!sel.plugin && !sel.name && sel.rest[0] === '--native-selftest') {

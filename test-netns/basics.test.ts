@@ -131,7 +131,13 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
 
   test('the embedded native addon is extracted to a private content-addressed file and loads', () => {
     const dir = join(scratch, 'native');
-    const r = run(join(DIST, 'cnikit'), { CNIKIT_NATIVE_DIR: dir }, '', ['--native-selftest']);
+    // CNIKIT_NATIVE_PATH (a development override) is ignored by the compiled binary: it loads its own addon.
+    const r = run(
+      join(DIST, 'cnikit'),
+      { CNIKIT_NATIVE_DIR: dir, CNIKIT_NATIVE_PATH: join(scratch, 'not-an-addon.node') },
+      '',
+      ['--native-selftest'],
+    );
     assert.equal(r.status, 0, r.stderr);
     const { path, tid } = JSON.parse(r.stdout) as { path: string; tid: number };
     assert.match(path, new RegExp(`^${dir}/[0-9a-f]{64}\\.node$`));
