@@ -180,6 +180,12 @@ describe('snapshots', () => {
       assert.deepEqual(s.links, []);
       assert.ok(s.sysctls.includes('net/ipv4/conf/lo/arp_ignore = 0'));
       assert.ok(s.sysctls.some((l) => l.startsWith('net/ipv6/conf/lo/disable_ipv6 = ')));
+      // A name with '..' is rejected, not read (it would reach /etc/shadow).
+      assert.throws(
+        () =>
+          snapshotNetns(sb.container.path, { sections: ['sysctls'], sysctls: ['net/../../../etc/shadow'] }),
+        /invalid sysctl name/,
+      );
     });
   });
 });

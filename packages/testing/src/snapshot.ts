@@ -7,7 +7,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { withNetns } from '@cnikit/netlink';
+import { sysctlNormalName, sysctlPath, withNetns } from '@cnikit/netlink';
 
 export type SnapshotSection =
   | 'links'
@@ -136,26 +136,27 @@ function nftLines(doc: unknown, keepHandles: boolean): string[] {
 
 /** Read a sysctl by its slashed path relative to /proc/sys (interface names may contain dots). */
 function readSysctl(name: string): string | undefined {
+  let path: string;
   try {
-    return readFileSync(`/proc/sys/${name}`, 'utf8').trimEnd();
+    path = sysctlPath(name);
+  } catch {
+    return undefined; // not a valid name (e.g. a link name that cannot be a path component): nothing to read
+  }
+  try {
+    return readFileSync(path, 'utf8').trimEnd();
   } catch {
     return undefined;
   }
 }
 
-function sysctlPathOf(name: string): string {
-  // Go rule: a name whose first separator is "." uses dots (and "/" stands for a dot inside a component).
-  const firstDot = name.indexOf('.');
-  const firstSlash = name.indexOf('/');
-  if (firstDot >= 0 && (firstSlash < 0 || firstDot < firstSlash)) {
-    return name.replace(/[./]/g, (c) => (c === '.' ? '/' : '.'));
-  }
-  return name;
-}
-
 /** Capture the state of the namespace at `path` (must be run as root). */
 export function snapshotNetns(path: string, opts: SnapshotOptions = {}): Snapshot {
   const want = new Set(opts.sections ?? SNAPSHOT_SECTIONS);
+  // Caller-supplied names: Go's dotted/slashed rules, and sysctlPath rejects '..' / empty components (throws).
+  const extraSysctls = (opts.sysctls ?? []).map((n) => {
+    sysctlPath(n);
+    return sysctlNormalName(n);
+  });
   const snap = Object.fromEntries(SNAPSHOT_SECTIONS.map((s) => [s, [] as string[]])) as unknown as Snapshot;
   withNetns(path, () => {
     const links = json('ip', ['-json', '-details', 'link', 'show']) as { ifname: string }[];
@@ -207,7 +208,7 @@ export function snapshotNetns(path: string, opts: SnapshotOptions = {}): Snapsho
       const keys = [
         ...DEFAULT_SYSCTLS,
         ...names.flatMap((n) => PER_LINK_SYSCTLS.map((k) => k.replace('%', n))),
-        ...(opts.sysctls ?? []).map(sysctlPathOf),
+        ...extraSysctls,
       ];
       for (const k of [...new Set(keys)]) {
         const v = readSysctl(k);
