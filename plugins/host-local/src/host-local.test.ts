@@ -698,6 +698,47 @@ describe('GC (spec 1.1.0)', () => {
     assert.equal(empty.code, 0);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
   });
+
+  test('"cni.dev/valid-attachments": null removes nothing (same as a missing key)', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    await add(conf);
+    const r = await call({ ...conf, 'cni.dev/valid-attachments': null }, { command: 'GC' });
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'dummy\r\neth0' });
+    const both = await call(
+      { ...conf, 'cni.dev/valid-attachments': null, 'cni.dev/attachments': null },
+      { command: 'GC' },
+    );
+    assert.equal(both.code, 0, both.stdout);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'dummy\r\neth0' });
+  });
+
+  test('the old key cni.dev/attachments is used when cni.dev/valid-attachments is absent', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    await add(conf, { id: 'keep' });
+    await add(conf, { id: 'gone' });
+    const r = await call(
+      { ...conf, 'cni.dev/attachments': [{ containerID: 'keep', ifname: 'eth0' }] },
+      { command: 'GC' },
+    );
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'keep\r\neth0' });
+  });
+
+  test('the key is matched case-insensitively, like skel and Go', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
+    await add(conf, { id: 'keep' });
+    await add(conf, { id: 'gone' });
+    const r = await call(
+      { ...conf, 'CNI.dev/Valid-Attachments': [{ containerID: 'keep', ifname: 'eth0' }] },
+      { command: 'GC' },
+    );
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'keep\r\neth0' });
+  });
 });
 
 describe('STATUS (spec 1.1.0)', () => {

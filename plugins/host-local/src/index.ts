@@ -10,7 +10,6 @@
  */
 import { formatIP, type IP } from '@cnikit/ip';
 import {
-  type Attachment,
   CniError,
   CURRENT_VERSION,
   ErrorCode,
@@ -156,14 +155,6 @@ function check(req: Request): void {
   if (!found) throw internal(`host-local: Failed to find address added by container ${req.containerId}`);
 }
 
-/** The valid attachments, or undefined when the runtime sent none (then GC removes nothing). */
-function validAttachments(req: Request): Attachment[] | undefined {
-  const cfg = req.config as Record<string, unknown>;
-  if (cfg['cni.dev/valid-attachments'] === undefined && cfg['cni.dev/attachments'] === undefined)
-    return undefined;
-  return req.validAttachments ?? [];
-}
-
 /**
  * GC: remove every reservation of this network whose container+interface is not a valid attachment.
  * Only files named by an IP address in `<dataDir>/<name>/` are considered; a legacy ID-only file is kept
@@ -172,13 +163,14 @@ function validAttachments(req: Request): Attachment[] | undefined {
 function gc(req: Request): void {
   const conf = loadIPAMConfig(req);
   Store.dirFor(conf.dataDir, conf.name); // validates the name and dataDir first
-  const valid = validAttachments(req);
+  // skel sets validAttachments only when the runtime sent a non-null list (either key, any case).
+  const valid = req.validAttachments;
   if (!valid) {
     req.log.warn('GC without cni.dev/valid-attachments: nothing removed');
     return;
   }
-  const keys = new Set(valid.map((a) => reservationKey(String(a.containerID ?? ''), String(a.ifname ?? ''))));
-  const ids = new Set(valid.map((a) => String(a.containerID ?? '').trim()));
+  const keys = new Set(valid.map((a) => reservationKey(a.containerID, a.ifname)));
+  const ids = new Set(valid.map((a) => a.containerID.trim()));
   const store = Store.openExisting(conf.dataDir, conf.name);
   if (!store) return;
   const errors: string[] = [];
