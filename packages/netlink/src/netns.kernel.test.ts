@@ -365,6 +365,8 @@ import { NetlinkSocket } from ${JSON.stringify(join(root, 'packages/sys/src/inde
 const ino = () => statSync('/proc/thread-self/ns/net').ino;
 const orig = ino();
 const r = withNetns('/run/netns/${ns}', () => {
+  // ip_forward also exists in the root namespace: never write it unless this thread really is in the test one.
+  if (ino() !== statSync('/run/netns/${ns}').ino) throw new Error('withNetns did not switch: refusing to write ip_forward');
   const s = NetlinkSocket.open(0);
   s.close();
   return { ino: ino(), fwd: sysctlSet('net.ipv4.ip_forward', '1'), links: spawnSync('ip', ['-o', 'link']).stdout.toString().trim().split('\\n').length };

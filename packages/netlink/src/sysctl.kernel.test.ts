@@ -1,7 +1,7 @@
 // sysctl inside namespaces this file creates (never the root namespace's values).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { isSysError } from '@cnikit/sys';
 import { withNetns } from './netns.ts';
@@ -12,6 +12,17 @@ function netnsAdd(): string {
   const r = spawnSync('ip', ['netns', 'add', name], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   return name;
+}
+
+/**
+ * Guard for callbacks that write sysctls which also exist in the root namespace: throws unless the calling thread
+ * really is in the namespace at `path`, so a broken withNetns can never change the machine's own values.
+ */
+function assertInNs(path: string): void {
+  const here = statSync('/proc/thread-self/ns/net').ino;
+  const want = statSync(path).ino;
+  if (here !== want)
+    throw new Error(`not inside ${path} (thread netns inode ${here}, want ${want}): refusing to write`);
 }
 
 describe('sysctl in a namespace', () => {
@@ -38,6 +49,7 @@ describe('sysctl in a namespace', () => {
 
   test('get strips the newline; set writes, reads back, and stays in the namespace', () => {
     const r = withNetns(path, () => {
+      assertInNs(path);
       const before = sysctlGet('net.ipv4.ip_forward');
       const next = before === '1' ? '0' : '1';
       const set = sysctlSet('net.ipv4.ip_forward', next);
@@ -55,10 +67,13 @@ describe('sysctl in a namespace', () => {
   });
 
   test('numbers are written as text; multi-field values come back as the kernel prints them', () => {
-    const r = withNetns(path, () => ({
-      mtu: sysctlSet('net.ipv6.conf.lo.mtu', 1400),
-      ports: sysctlSet('net.ipv4.ip_local_port_range', '20000 30000'),
-    }));
+    const r = withNetns(path, () => {
+      assertInNs(path);
+      return {
+        mtu: sysctlSet('net.ipv6.conf.lo.mtu', 1400),
+        ports: sysctlSet('net.ipv4.ip_local_port_range', '20000 30000'),
+      };
+    });
     assert.equal(r.mtu, '1400');
     assert.equal(r.ports, '20000\t30000');
   });
