@@ -252,6 +252,25 @@ describe('static CHECK', () => {
     );
     assert.equal(r2.code, 0, r2.stdout);
   });
+  test('prevResult is found whatever the key case ("PrevResult"), like Go', async () => {
+    const ok = await call(
+      conf({ PrevResult: prev([{ address: '10.10.0.1/24', gateway: '10.10.0.254' }]) }),
+      'CHECK',
+    );
+    assert.equal(ok.code, 0, ok.stdout);
+    const bad = await call(
+      conf({ PrevResult: prev([{ address: '10.10.0.1/24', gateway: '10.10.0.1' }]) }),
+      'CHECK',
+    );
+    assert.deepEqual(bad.json, {
+      code: 999,
+      msg: 'static: Failed to match addr 10.10.0.1 on interface eth0',
+    });
+  });
+  test('prevResult: null counts as missing', async () => {
+    const r = await call(conf({ prevResult: null }), 'CHECK');
+    assert.deepEqual(r.json, { code: 999, msg: 'Required prevResult missing' });
+  });
   test('a different gateway fails', async () => {
     const r = await call(
       conf({ prevResult: prev([{ address: '10.10.0.1/24', gateway: '10.10.0.1' }]) }),

@@ -155,12 +155,11 @@ function add(req: Request): Result {
 
 function check(req: Request): void {
   const conf = loadStaticConfig(req);
-  const raw = (req.config as Record<string, unknown>).prevResult;
-  if (raw === undefined || raw === null)
-    throw new CniError(ErrorCode.Internal, 'Required prevResult missing');
+  // skel parses prevResult (key matched case-insensitively, like Go); null counts as missing
   const prev = req.prevResult;
+  if (!prev) throw new CniError(ErrorCode.Internal, 'Required prevResult missing');
   for (const want of conf.addresses) {
-    for (const got of prev?.ips ?? []) {
+    for (const got of prev.ips ?? []) {
       const gotIP = parseCIDR(got.address)?.ip;
       if (!gotIP || !equal(gotIP, want.cidr.ip)) continue;
       if (!want.gateway) break;
