@@ -7,9 +7,6 @@ import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
 import * as k from './kernel.ts';
 import { chooseDns, interfaceSkeleton, mergeIpamResult } from './result.ts';
 
-/** Test seam: an error thrown after IPAM (the reference's debugPostIPAMError). */
-export const testHooks: { postIpamError?: Error } = {};
-
 function internal(msg: string, cause?: unknown): CniError {
   return new CniError(ErrorCode.Internal, msg, '', { cause });
 }
@@ -339,8 +336,6 @@ export async function cmdAdd(req: Request): Promise<Result> {
     if (!hostLink) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
     result.interfaces![1]!.mac = hostLink.mac;
     result.interfaces![0]!.mac = bridgeByName(conf.bridge).mac;
-
-    if (testHooks.postIpamError) throw testHooks.postIpamError;
 
     // like the reference, the result always carries a DNS object (printed as {} when empty)
     result.dns = chooseDns(conf.dns, result.dns) ?? {};

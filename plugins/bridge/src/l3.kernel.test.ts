@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
-import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps, testHooks } from './add.ts';
+import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps } from './add.ts';
 import { loadNetConf } from './config.ts';
 import { plugin } from './index.ts';
 import * as kernel from './kernel.ts';
@@ -313,15 +313,15 @@ describe('bridge L3 with host-local', () => {
     const cn = env.newContainer();
     const c = env.path(cn);
     const cf = conf('1.0.0', '10.15.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
+    // a real failure after IPAM: an IPAM route whose gateway is off-link cannot be added in the container
+    cf.ipam = { ...cf.ipam, routes: [{ dst: '10.99.0.0/16', gw: '192.0.2.1' }] } as typeof cf.ipam;
     const before = snapshot(cn);
-    testHooks.postIpamError = new Error('injected failure');
-    try {
-      const r = await cni(plugin, 'ADD', cf, { netns: c });
-      assert.notEqual(r.code, 0);
-      assert.equal(JSON.parse(r.stdout).msg, 'injected failure');
-    } finally {
-      testHooks.postIpamError = undefined;
-    }
+    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    assert.notEqual(r.code, 0);
+    assert.match(
+      JSON.parse(r.stdout).msg,
+      /^failed to add route '10\.99\.0\.0\/16 via 192\.0\.2\.1 dev eth0 /,
+    );
     assert.deepEqual(reservations(cf.name), []);
     assert.equal(snapshot(cn), before);
     assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /10\.15\.0\./);
