@@ -14,6 +14,15 @@ describe('nftExists', () => {
     assert.equal(b[16], NFPROTO.ip6);
     assert.ok(b.includes(Buffer.from('nat\0')) && b.includes(Buffer.from('CNI-x\0')));
     assert.equal(nftGetRequest('inet', 't', undefined, 1).readUInt16LE(4), (10 << 8) | 1);
+    // exact bytes (header, nfgenmsg, NUL-terminated padded string attributes)
+    assert.equal(
+      b.toString('hex'),
+      '28000000040a050007000000000000000a000000080001006e6174000a000300434e492d78000000',
+    );
+    assert.equal(
+      nftGetRequest('inet', 'filter', undefined, 0xfffffff1).toString('hex'),
+      '20000000010a0500f1ffffff00000000010000000b00010066696c7465720000',
+    );
   });
 
   test('tables and chains: absent, then present (per family), in the namespace it runs in', () => {
