@@ -233,7 +233,7 @@ function netnsOverride(v: string): boolean {
   return v === '1' || v.toUpperCase() === 'TRUE';
 }
 
-/** Test seam: the path of the plugin's own network namespace. */
+/** Test seam (module-internal: not exported from the package index): the path of the plugin's own network namespace. */
 export const netnsGuard = { selfPath: '/proc/thread-self/ns/net', fallbackPath: '/proc/self/ns/net' };
 
 function checkNetns(path: string): void {

@@ -51,7 +51,7 @@ export function isRunningExecutable(path: string): boolean {
   }
 }
 
-/** Test seams (process-wide). */
+/** Test seams (process-wide; module-internal: not exported from the package index). */
 export const invokeHooks = {
   /** Decides whether a resolved delegate path is this executable. */
   isSelf: isRunningExecutable as (path: string) => boolean,
