@@ -2,8 +2,8 @@
 // retries), errors decoded into NetlinkError (a SysError with errno/code and a message naming the operation).
 //
 // A socket belongs to the namespace the calling thread is in when it is opened. Every public operation opens
-// its own socket in the current thread's namespace and closes it before returning (opening costs two syscalls,
-// far less than one request), so a socket can never be reused across namespaces, and no socket keeps a deleted
+// its own socket in the current thread's namespace and closes it before returning (opening one is a few
+// syscalls, no process start), so a socket can never be reused across namespaces, and no socket keeps a deleted
 // namespace alive. Nested calls made while an operation is running share that operation's socket.
 import { NETLINK_EXT_ACK, NETLINK_ROUTE, NetlinkSocket, SysError } from '@cnikit/sys';
 import {
@@ -39,28 +39,6 @@ const ENOENT = 2;
 const ETIMEDOUT = 110;
 const EINVAL = 22;
 
-/** Go syscall.Errno texts of the errors rtnetlink commonly returns (fallback when the addon is not loaded). */
-const GO_ERRNO_TEXT: Record<number, string> = {
-  1: 'operation not permitted',
-  2: 'no such file or directory',
-  3: 'no such process',
-  4: 'interrupted system call',
-  5: 'input/output error',
-  12: 'cannot allocate memory',
-  13: 'permission denied',
-  16: 'device or resource busy',
-  17: 'file exists',
-  19: 'no such device',
-  22: 'invalid argument',
-  34: 'numerical result out of range',
-  95: 'operation not supported',
-  97: 'address family not supported by protocol',
-  99: 'cannot assign requested address',
-  101: 'network is unreachable',
-  105: 'no buffer space available',
-  110: 'connection timed out',
-};
-
 /**
  * An rtnetlink failure: `errno`/`code` ('EEXIST', 'ENODEV', …), `reason` (Go errno text, 'file exists'), `op`
  * (what was attempted, e.g. 'failed to add address 10.1.2.3/24 to eth0'); message = `${op}: ${reason}`.
@@ -76,11 +54,7 @@ export class NetlinkError extends SysError {
     opts: { kernelMessage?: string; reason?: string; cause?: unknown } = {},
   ) {
     super(errno, 'netlink', undefined, opts.cause === undefined ? undefined : { cause: opts.cause });
-    // SysError's text comes from the native addon; keep the common ones right even when it is not loaded
-    const reason =
-      opts.reason ??
-      (this.reason.startsWith('errno ') ? GO_ERRNO_TEXT[this.errno] : undefined) ??
-      this.reason;
+    const reason = opts.reason ?? this.reason; // this.reason: @cnikit/sys errnoMessage (Go errno text)
     this.message = op ? `${op}: ${reason}` : reason;
     this.name = 'NetlinkError';
     this.op = op;

@@ -3,7 +3,7 @@ import { tryLoadNative } from './native.ts';
 
 const BRAND = Symbol.for('cnikit.SysError');
 
-// Built on first use (only without the addon): reading node:os constants at load costs every start ~0.5 ms
+// Built on first use (only without the addon): reading node:os constants at load would add to every start
 // under Bun (the single-file bundle loads built-ins on first property access).
 let errnoNamesMap: Map<number, string> | undefined;
 function errnoNames(): Map<number, string> {
@@ -25,12 +25,34 @@ export function errnoName(errno: number): string {
   return errnoNames().get(no) ?? `E${no}`;
 }
 
+/** Go syscall.Errno texts of common errors, for when the addon is not loaded (unit tests with fake transports). */
+const GO_ERRNO_TEXT: Record<number, string> = {
+  1: 'operation not permitted',
+  2: 'no such file or directory',
+  3: 'no such process',
+  4: 'interrupted system call',
+  5: 'input/output error',
+  12: 'cannot allocate memory',
+  13: 'permission denied',
+  16: 'device or resource busy',
+  17: 'file exists',
+  19: 'no such device',
+  22: 'invalid argument',
+  34: 'numerical result out of range',
+  95: 'operation not supported',
+  97: 'address family not supported by protocol',
+  99: 'cannot assign requested address',
+  101: 'network is unreachable',
+  105: 'no buffer space available',
+  110: 'connection timed out',
+};
+
 /** The Go `syscall.Errno` text: 'no such file or directory' for 2 (sign ignored). */
 export function errnoMessage(errno: number): string {
   const no = Math.abs(errno);
   const native = tryLoadNative();
   if (native) return native.errnoMessage(no);
-  return `errno ${no} (${errnoName(no)})`;
+  return GO_ERRNO_TEXT[no] ?? `errno ${no} (${errnoName(no)})`;
 }
 
 /**
