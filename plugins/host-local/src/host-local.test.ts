@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
+import { goFsError } from './store.ts';
 import { add, call, net, reservations, storeFiles, tempDir } from './test-helpers.ts';
 
 describe('ADD/DEL (reference host_local_test.go)', () => {
@@ -837,5 +838,20 @@ describe('in-process concurrency', () => {
     assert.equal(Object.keys(reservations(join(tmp.path, 'mynet'))).length, 32);
     await Promise.all(Array.from({ length: 32 }, (_, i) => call(conf, { command: 'DEL', id: `p${i}` })));
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+  });
+});
+
+describe('store error text', () => {
+  test('goFsError words any errno like Go (strerror, lower case), code 5', () => {
+    const busy = Object.assign(new Error('EBUSY: resource busy or locked, open /x'), {
+      code: 'EBUSY',
+      errno: -16,
+    });
+    const e = goFsError('open', '/x', busy);
+    assert.equal(e.code, 5);
+    assert.equal(e.msg, 'open /x: device or resource busy');
+    const noent = Object.assign(new Error('ENOENT'), { code: 'ENOENT', errno: -2 });
+    assert.equal(goFsError('open', '/y', noent).msg, 'open /y: no such file or directory');
+    assert.equal(goFsError('read', '/z', new Error('odd')).msg, 'read /z: odd');
   });
 });

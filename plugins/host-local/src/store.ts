@@ -33,7 +33,7 @@ import {
 import { isAbsolute, join } from 'node:path';
 import { formatIP, type IP, parseIP } from '@cnikit/ip';
 import { CniError, ErrorCode } from '@cnikit/skel';
-import { flock } from '@cnikit/sys';
+import { errnoMessage, flock } from '@cnikit/sys';
 
 export const LAST_IP_PREFIX = 'last_reserved_ip.';
 export const LOCK_FILE = 'lock';
@@ -42,26 +42,11 @@ const TMP_PREFIX = '.cnikit-';
 /** Reservation files larger than this are not reservations (IDs are short); never read more. */
 const MAX_ENTRY = 4096;
 
-const GO_ERRNO: Record<string, string> = {
-  ENOENT: 'no such file or directory',
-  EACCES: 'permission denied',
-  EPERM: 'operation not permitted',
-  EEXIST: 'file exists',
-  ENOTDIR: 'not a directory',
-  EISDIR: 'is a directory',
-  EROFS: 'read-only file system',
-  ENOSPC: 'no space left on device',
-  EDQUOT: 'disk quota exceeded',
-  ELOOP: 'too many levels of symbolic links',
-  ENAMETOOLONG: 'file name too long',
-  EIO: 'input/output error',
-  EMFILE: 'too many open files',
-};
-
 /** A filesystem error worded like Go's `*PathError` (`open /x: permission denied`), as CNI code 5. */
 export function goFsError(op: string, path: string, err: unknown): CniError {
   const e = err as NodeJS.ErrnoException;
-  const why = (e.code && GO_ERRNO[e.code]) || (e.message ?? String(err));
+  // Node's fs errnos are negative; errnoMessage ignores the sign and gives Go's (lower-case strerror) text
+  const why = typeof e?.errno === 'number' ? errnoMessage(e.errno) : (e?.message ?? String(err));
   return new CniError(ErrorCode.IOFailure, `${op} ${path}: ${why}`, '', { cause: err });
 }
 
