@@ -1,6 +1,9 @@
 /** ADD, step by step as the reference (plugins.md §1.2), plus rollback of what this call created. */
 
+import { closeSync } from 'node:fs';
+import * as fw from '@cnikit/firewall';
 import { type CIDR, formatCIDR } from '@cnikit/ip';
+import * as nl from '@cnikit/netlink';
 import { CniError, delegateAdd, delegateDel, ErrorCode, type Request, type Result } from '@cnikit/skel';
 import { type BridgeConf, loadNetConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
 import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
@@ -30,7 +33,7 @@ export function ensureBridge(conf: BridgeConf): k.LinkInfo {
     }
     if (conf.promiscMode && !br.promisc) {
       try {
-        k.setPromisc(br.index, true);
+        nl.setPromisc(br.index, true);
       } catch (err) {
         throw internal(
           `could not set promiscuous mode on ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`,
@@ -39,7 +42,7 @@ export function ensureBridge(conf: BridgeConf): k.LinkInfo {
       }
     }
     k.sysctlEnsure(`net/ipv6/conf/${conf.bridge}/accept_ra`, '0');
-    if (!br.up) k.setUp(br.index);
+    if (!br.up) nl.setLinkUp(br.index);
     return br;
   } catch (err) {
     throw internal(`failed to create bridge ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
@@ -145,7 +148,7 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
   const plan = planAddr(dev, existing, gw, forceAddress);
   for (const a of plan.remove) {
     try {
-      k.delAddr(dev, formatCIDR(a));
+      nl.delAddr(dev, formatCIDR(a));
     } catch (err) {
       if (!k.isErrno(err, 'EADDRNOTAVAIL')) {
         throw internal(`could not remove IP address from ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
@@ -155,7 +158,7 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
   if (!plan.add) return;
   const text = formatCIDR(gw);
   try {
-    k.addAddr(dev, text);
+    nl.addAddr(dev, text);
   } catch (err) {
     // EEXIST: a concurrent ADD put the same address there first.
     if (!k.isErrno(err, 'EEXIST'))
@@ -165,7 +168,7 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
     // A bridge whose ports all went away has the zero MAC until a port joins again: the reference then
     // fails with EADDRNOTAVAIL; freeze the MAC it has now (taken from the new port) instead.
     const target = isUsableMac(mac) ? mac : k.linkByName(dev)?.mac;
-    if (target && isUsableMac(target)) k.setMac(dev, target);
+    if (target && isUsableMac(target)) nl.setMac(dev, target);
   } catch (err) {
     throw internal(`could not set bridge's mac: ${k.reason(err)}`, err);
   }
@@ -190,7 +193,7 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortO
     throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
   }
   try {
-    k.setUp(peer);
+    nl.setLinkUp(peer);
     k.sysctlTry(`net/ipv6/conf/${peer}/accept_ra`, '0');
     configurePort(
       peer,
@@ -205,7 +208,7 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortO
       { host: peer, bridge: br.index },
       ops,
     );
-    k.setUp(name);
+    nl.setLinkUp(name);
   } catch (err) {
     k.deleteLinkQuiet(name);
     throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
@@ -238,7 +241,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
   let netnsFd: number;
   try {
-    netnsFd = k.openNetns(req.netns);
+    netnsFd = nl.openNetnsFd(req.netns);
   } catch (err) {
     throw internal(`failed to open netns ${JSON.stringify(req.netns)}: ${k.reason(err)}`, err);
   }
@@ -257,7 +260,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
     const host0 = k.linkByName(hostName);
     if (!host0) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
     try {
-      k.setUp(host0.index);
+      nl.setLinkUp(host0.index);
     } catch (err) {
       throw internal(`failed to set ${JSON.stringify(hostName)} up: ${k.reason(err)}`, err);
     }
@@ -286,8 +289,8 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
     if (conf.macspoofchk) {
       const id = uniqueID(req.containerId, req.ifName);
-      undo.push({ what: 'spoof-check teardown', fn: () => k.spoofCheckTeardown(id) });
-      k.spoofCheckSetup(hostName, veth.contMac, id);
+      undo.push({ what: 'spoof-check teardown', fn: () => fw.teardownSpoofCheck(id) });
+      fw.setupSpoofCheck({ iface: hostName, mac: veth.contMac, refID: id });
     }
 
     if (l3) {
@@ -324,7 +327,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
       k.inNetns(netnsFd, () => {
         if (!k.linkByName(req.ifName)) throw internal('failed to retrieve link: Link not found');
         try {
-          k.setUp(req.ifName);
+          nl.setLinkUp(req.ifName);
         } catch (err) {
           throw internal(`failed to set ${JSON.stringify(req.ifName)} up: ${k.reason(err)}`, err);
         }
@@ -351,7 +354,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
     }
     throw err;
   } finally {
-    k.closeFd(netnsFd);
+    closeSync(netnsFd);
   }
 }
 

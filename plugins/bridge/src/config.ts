@@ -145,9 +145,14 @@ export function decodeNetConf(config: unknown): {
   ipMasq: boolean;
   macspoofchk: boolean;
 } {
-  let raw: RawNetConf;
+  const raw = decodeRaw(config);
+  return { name: raw.name, ipamType: raw.ipam?.type ?? '', ipMasq: raw.ipMasq, macspoofchk: raw.macspoofchk };
+}
+
+/** Decode the network configuration; errors become "failed to load netconf: …" (code 6 unless more specific). */
+function decodeRaw(config: unknown): RawNetConf {
   try {
-    raw = decode(netConfSchema, config, 'config');
+    return decode(netConfSchema, config, 'config');
   } catch (err) {
     const e = CniError.from(err);
     throw new CniError(
@@ -156,7 +161,6 @@ export function decodeNetConf(config: unknown): {
       e.details,
     );
   }
-  return { name: raw.name, ipamType: raw.ipam?.type ?? '', ipMasq: raw.ipMasq, macspoofchk: raw.macspoofchk };
 }
 
 /**
@@ -164,17 +168,7 @@ export function decodeNetConf(config: unknown): {
  * (runtimeConfig.mac > args.cni.mac > CNI_ARGS MAC). `cniArgs` is CNI_ARGS verbatim.
  */
 export function loadNetConf(config: unknown, cniArgs: string): BridgeConf {
-  let raw: RawNetConf;
-  try {
-    raw = decode(netConfSchema, config, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load netconf: ${e.msg}`,
-      e.details,
-    );
-  }
+  const raw = decodeRaw(config);
   if (raw.vlan < 0 || raw.vlan > 4094) {
     throw configError(`invalid VLAN ID ${raw.vlan} (must be between 0 and 4094)`);
   }

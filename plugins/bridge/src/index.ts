@@ -2,6 +2,9 @@
  * bridge: a Linux bridge in the host namespace, a veth pair into the container, optional delegated
  * IPAM, gateway addresses, masquerade and MAC spoof checking (drop-in for the reference plugin).
  */
+import { closeSync } from 'node:fs';
+import * as fw from '@cnikit/firewall';
+import * as nl from '@cnikit/netlink';
 import {
   ALL_VERSIONS,
   CniError,
@@ -52,7 +55,7 @@ export async function cmdDel(req: Request): Promise<void> {
         addrs = k.inNetnsPath(req.netns, () => k.delLinkByNameAddr(req.ifName));
       } catch (err) {
         // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
-        if (!k.isNetnsGoneForDel(err, req.netns)) throw err;
+        if (!nl.isNetnsGoneForDel(err, req.netns)) throw err;
       }
     });
   }
@@ -62,7 +65,7 @@ export async function cmdDel(req: Request): Promise<void> {
     // like the reference, a spoof-check teardown failure is reported on stderr and does not fail DEL
     // (GC removes what is left once the interface is gone)
     try {
-      k.spoofCheckTeardown(uniqueID(req.containerId, req.ifName));
+      fw.teardownSpoofCheck(uniqueID(req.containerId, req.ifName));
     } catch (err) {
       req.log.warn(errText(err));
     }
@@ -78,10 +81,10 @@ export async function cmdDel(req: Request): Promise<void> {
 
 export async function cmdCheck(req: Request): Promise<void> {
   const conf = loadNetConf(req.config, req.args);
-  if (!k.isNetnsPath(req.netns)) {
+  if (!nl.isNetns(req.netns)) {
     // reproduce the reference's message for a bad path
     try {
-      k.closeFd(k.openNetns(req.netns));
+      closeSync(nl.openNetnsFd(req.netns));
     } catch (err) {
       throw new CniError(
         ErrorCode.Internal,

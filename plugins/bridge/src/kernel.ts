@@ -2,7 +2,6 @@
  * The bridge plugin's view of the system: a thin adapter over @cnikit/netlink and @cnikit/firewall.
  * Everything is synchronous and acts in the calling thread's network namespace unless stated.
  */
-import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
 import { type CIDR, type Family, formatCIDR, isGlobalUnicast, parseCIDR, parseIP } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
@@ -26,27 +25,12 @@ export function isErrno(err: unknown, code: string): boolean {
   return false;
 }
 
-/** DEL: the namespace is missing, or only the empty file of an unmounted bind mount is left. */
-export const isNetnsGoneForDel = nl.isNetnsGoneForDel;
-
 function internal(msg: string, cause?: unknown): CniError {
   return new CniError(ErrorCode.Internal, msg, '', { cause });
 }
 
 // ---------------------------------------------------------------------------------------------
 // namespaces
-
-export function openNetns(path: string): number {
-  return nl.openNetnsFd(path);
-}
-
-export function closeFd(fd: number): void {
-  closeSync(fd);
-}
-
-export function isNetnsPath(path: string): boolean {
-  return nl.isNetns(path);
-}
 
 /** Run `fn` inside the namespace open on `fd`; `fn` gets a descriptor of the original namespace. */
 export function inNetns<T>(fd: number, fn: (hostNsFd: number) => T): T {
@@ -113,14 +97,6 @@ export function reason(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/**
- * `veth` + 8 hex digits from 4 random bytes (ip.RandomVethName). Web Crypto underneath: loading
- * node:crypto costs Bun 5–10 ms per start.
- */
-export function randomVethName(): string {
-  return nl.randomVethName();
-}
-
 export function linkByName(name: string): LinkInfo | undefined {
   const l = nl.getLink(name);
   return l ? toInfo(l) : undefined;
@@ -128,14 +104,6 @@ export function linkByName(name: string): LinkInfo | undefined {
 
 export function createBridge(name: string, mtu: number, vlanFiltering: boolean): void {
   nl.createBridge({ name, mtu: mtu > 0 ? mtu : undefined, vlanFiltering: vlanFiltering ? true : undefined });
-}
-
-export function setPromisc(link: string | number, on: boolean): void {
-  nl.setPromisc(link, on);
-}
-
-export function setUp(link: string | number): void {
-  nl.setLinkUp(link);
 }
 
 export function setMaster(link: string | number, master: string | number): void {
@@ -162,10 +130,6 @@ export function vlanAdd(name: string, vid: number, opts: { pvid: boolean; untagg
   nl.bridgeVlanAdd(name, { vid, pvid: opts.pvid, untagged: opts.untagged, master: true });
 }
 
-export function setMac(name: string, mac: string): void {
-  nl.setMac(name, mac);
-}
-
 export function deleteLinkQuiet(name: string): void {
   try {
     nl.deleteLink(name);
@@ -186,7 +150,7 @@ export function createVethWithRandomPeer(
   peerNsFd: number | undefined,
 ): { peer: string; link: LinkInfo } {
   for (let i = 0; i < 10; i++) {
-    const peer = randomVethName();
+    const peer = nl.randomVethName();
     try {
       const link = nl.createVethPair({
         name,
@@ -238,14 +202,6 @@ export function listAddrs(name: string, family: Family): CIDR[] {
     .listAddrs({ link: name, family })
     .map((a) => parseCIDR(a.cidr))
     .filter((a): a is CIDR => a !== undefined);
-}
-
-export function addAddr(name: string, cidr: string): void {
-  nl.addAddr(name, cidr);
-}
-
-export function delAddr(name: string, cidr: string): void {
-  nl.delAddr(name, cidr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -387,14 +343,6 @@ export function ipMasqGc(
     network,
     valid.map((a) => ({ containerID: a.containerID, ifName: a.ifname })),
   );
-}
-
-export function spoofCheckSetup(iface: string, mac: string, refID: string): void {
-  fw.setupSpoofCheck({ iface, mac, refID });
-}
-
-export function spoofCheckTeardown(refID: string): void {
-  fw.teardownSpoofCheck(refID);
 }
 
 /**

@@ -41,8 +41,6 @@ export interface HostEnv {
 export function enterHost(tag: string, n = 2): HostEnv {
   const host = `cnikit-br${tag}-${uid}-h`;
   const containers: string[] = [];
-  run('ip', ['netns', 'add', host]);
-  run('ip', ['-n', host, 'link', 'set', 'lo', 'up']);
   let counter = 0;
   const newContainer = () => {
     const name = `cnikit-br${tag}-${uid}-c${counter++}`;
@@ -52,6 +50,8 @@ export function enterHost(tag: string, n = 2): HostEnv {
   };
   const orig = openSync('/proc/self/ns/net', 'r');
   try {
+    run('ip', ['netns', 'add', host]);
+    run('ip', ['-n', host, 'link', 'set', 'lo', 'up']);
     for (let i = 0; i < n; i++) newContainer();
     const hostFd = openSync(`/run/netns/${host}`, 'r');
     try {
