@@ -10,8 +10,7 @@
  *   postrouting (nat/postrouting/100): ip daddr == 224.0.0.0/4 return; ip6 daddr == ff00::/8 return; goto masq_checks
  *   masq_checks: ip saddr == <ip> ip daddr != <net/prefix> masquerade comment "<hash>, net: …, if: …, id: …"
  */
-import { readFileSync } from 'node:fs';
-import { nftExists, withNetns } from '@cnikit/netlink';
+import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
 import { detectBackend, resolveBackend } from './backend.ts';
 import { type ParsedCidr, parseCidr } from './cidr.ts';
 import { ToolNotFoundError, type ToolOptions } from './exec.ts';
@@ -164,31 +163,16 @@ export class IPMasqError extends Error {
 }
 
 /**
- * Remove masquerading for a container, from BOTH backends (the container may have been set up by
- * another version or configuration). iptables: every POSTROUTING rule jumping to the container's
- * chain is deleted (found by chain name, so this works with `ips` empty — the reference leaks the
- * chain then) and the chain is flushed and deleted; one iptables-save + at most one
- * iptables-restore per family. nftables: rules whose comment starts with the instance hash are
- * deleted in one transaction. Missing rules/chains/tables are fine. Errors are reported only for
- * backends the host supports, joined with newlines.
- */
-/**
- * What teardown may find, from the kernel directly (one nfnetlink GET each, no tool process): per family,
- * false only when the chain cannot exist — no legacy x_tables table `nat` is loaded and iptables-nft's
- * `ip`/`ip6 nat` table has no such chain (a POSTROUTING jump to it cannot exist either); nft: false only when
+ * What teardown may find, from the kernel directly (a /proc read and one nfnetlink GET each, no tool process):
+ * per family, false only when the chain cannot exist — no legacy x_tables table `nat` is loaded and
+ * iptables-nft's `ip`/`ip6 nat` table has no such chain (a POSTROUTING jump to it cannot exist either); nft: false only when
  * the masquerade table is absent. Anything unclear counts as "may exist" and takes the full path.
  */
 function teardownCandidates(chain: string, opts: ToolOptions): { 4: boolean; 6: boolean; nft: boolean } {
   const probe = () => {
-    const mayExist = (family: 4 | 6): boolean => {
-      try {
-        const names = readFileSync(`/proc/thread-self/net/ip${family === 6 ? '6' : ''}_tables_names`, 'utf8');
-        if (names.split('\n').includes('nat')) return true;
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return true;
-      }
-      return nftExists(family === 4 ? 'ip' : 'ip6', 'nat', chain) !== false;
-    };
+    const mayExist = (family: 4 | 6): boolean =>
+      xtablesTableLoaded(family, 'nat') !== false ||
+      nftExists(family === 4 ? 'ip' : 'ip6', 'nat', chain) !== false;
     return { 4: mayExist(4), 6: mayExist(6), nft: nftExists('inet', IPMASQ_NFT_TABLE) !== false };
   };
   try {
@@ -198,6 +182,15 @@ function teardownCandidates(chain: string, opts: ToolOptions): { 4: boolean; 6: 
   }
 }
 
+/**
+ * Remove masquerading for a container, from BOTH backends (the container may have been set up by
+ * another version or configuration). iptables: every POSTROUTING rule jumping to the container's
+ * chain is deleted (found by chain name, so this works with `ips` empty — the reference leaks the
+ * chain then) and the chain is flushed and deleted; one iptables-save + at most one
+ * iptables-restore per family. nftables: rules whose comment starts with the instance hash are
+ * deleted in one transaction. Missing rules/chains/tables are fine. Errors are reported only for
+ * backends the host supports, joined with newlines.
+ */
 export function teardownIPMasq(args: IPMasqTeardownArgs): void {
   parseAll(args.ips); // validate only: iptables cleanup is by chain name, nftables by comment hash
   const errors: unknown[] = [];

@@ -16,8 +16,8 @@ interface Hasher {
 }
 
 /**
- * SHA-512 hex: Bun's native CryptoHasher when running under Bun (loading node:crypto costs Bun 5–10 ms per
- * start, on every masquerade ADD/DEL), node:crypto otherwise.
+ * SHA-512 hex: Bun's native CryptoHasher when running under Bun (Bun loads node:crypto on first use, which
+ * would add to the start of every masquerade ADD/DEL), node:crypto otherwise.
  */
 function sha512Hex(s: string): string {
   const BunHasher = (globalThis as { Bun?: { CryptoHasher?: new (alg: string) => Hasher } }).Bun

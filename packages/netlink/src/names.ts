@@ -1,7 +1,7 @@
 // Host-side veth names and locally administered MAC addresses, generated like the reference plugins do.
 import { formatMac } from './nl.ts';
 
-// Web Crypto's getRandomValues is a global: no node:crypto import (~5 ms) on the paths that never need it.
+// Web Crypto's getRandomValues is a global: no node:crypto load on the paths that never need it.
 function randomBytes(n: number): Buffer {
   const b = Buffer.alloc(n);
   globalThis.crypto.getRandomValues(b);

@@ -1,8 +1,9 @@
 // nftExists against the real kernel, inside namespaces this file creates; objects are made with nft / iptables.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { withNetns } from './netns.ts';
-import { NFPROTO, nftExists, nftGetRequest } from './nftexists.ts';
+import { NFPROTO, nftExists, nftGetRequest, xtablesTableLoaded } from './nftexists.ts';
 import { run, withTestNs } from './testns.ts';
 
 describe('nftExists', () => {
@@ -44,6 +45,35 @@ describe('nftExists', () => {
       assert.deepEqual(probe(), { table: true, chain: true, v4: nftBackend, v6: false });
       // the machine's own namespace is not where the objects are
       assert.equal(nftExists('inet', 'cnikit_nfx'), false);
+    });
+  });
+});
+
+describe('xtablesTableLoaded', () => {
+  test('legacy x_tables nat table: absent in a fresh namespace, present after iptables-legacy uses it', (t) => {
+    withTestNs(1, (ns) => {
+      const probe = () =>
+        withNetns(ns.path, () => ({ v4: xtablesTableLoaded(4, 'nat'), v6: xtablesTableLoaded(6, 'nat') }));
+      assert.deepEqual(probe(), { v4: false, v6: false });
+      const r = spawnSync('ip', ['netns', 'exec', ns.name, 'iptables-legacy', '-t', 'nat', '-S'], {
+        encoding: 'utf8',
+      });
+      if (r.error || r.status !== 0) {
+        t.skip(`iptables-legacy unavailable or x_tables nat not supported: ${r.error?.message ?? r.stderr}`);
+        return;
+      }
+      assert.deepEqual(probe(), { v4: true, v6: false });
+      // only this namespace: another fresh one still has none
+      withTestNs(1, (other) =>
+        assert.equal(
+          withNetns(other.path, () => xtablesTableLoaded(4, 'nat')),
+          false,
+        ),
+      );
+      assert.equal(
+        withNetns(ns.path, () => xtablesTableLoaded(4, 'filter')),
+        false,
+      );
     });
   });
 });

@@ -1,5 +1,7 @@
-// Cheap existence checks for nftables objects (one nfnetlink GET, no `nft` process): lets teardown code skip
-// the tool executions (iptables-save, nft list), each a process start, when nothing of its own can exist.
+// Cheap existence checks for nftables objects (one nfnetlink GET, no `nft` process) and legacy x_tables tables
+// (one /proc read): let teardown code skip the tool executions (iptables-save, nft list), each a process start,
+// when nothing of its own can exist.
+import { readFileSync } from 'node:fs';
 import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
 import { NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR, NlBuilder, parseMessages } from './nl.ts';
 
@@ -64,4 +66,20 @@ export function nftExists(family: NftFamily, table: string, chain?: string): boo
   } finally {
     sock.close();
   }
+}
+
+/**
+ * Whether the legacy x_tables table `table` (e.g. 'nat') of IPv`family` is loaded in the calling thread's network
+ * namespace, from /proc/thread-self/net/ip{,6}_tables_names: true / false (false also when the x_tables module of
+ * that family is not loaded at all), or undefined when the file cannot be read for another reason.
+ * iptables-nft tables are not x_tables tables: check those with nftExists('ip' | 'ip6', …).
+ */
+export function xtablesTableLoaded(family: 4 | 6, table: string): boolean | undefined {
+  let names: string;
+  try {
+    names = readFileSync(`/proc/thread-self/net/ip${family === 6 ? '6' : ''}_tables_names`, 'utf8');
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? false : undefined;
+  }
+  return names.split('\n').includes(table);
 }
