@@ -308,7 +308,7 @@ export class Store {
     return ip ? { ip } : {};
   }
 
-  /** Record the last reserved address of a range set (atomically replaced; mode 0600). */
+  /** Record the last reserved address of a range set (temp, fdatasync, rename; mode 0600). */
   setLastReservedIP(rangeID: number, ip: IP): void {
     const path = join(this.dir, LAST_IP_PREFIX + rangeID);
     const tmp = join(this.dir, `${TMP_PREFIX}${process.pid}-last.tmp`);
@@ -323,6 +323,7 @@ export class Store {
       }
       try {
         writeSync(fd, formatIP(ip));
+        fdatasyncSync(fd); // DESIGN: temp, fsync, rename — never an empty file after a crash
       } finally {
         closeSync(fd);
       }
