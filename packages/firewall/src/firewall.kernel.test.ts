@@ -789,7 +789,7 @@ describe('spoof check (nftables bridge family)', () => {
     const refID = 'c0ffee-eth0';
     setupSpoofCheck({ iface: 'veth1234', mac: '0A:58:0a:f4:00:02', refID, ...ns });
     setupSpoofCheck({ iface: 'veth1234', mac: '0a:58:0a:f4:00:02', refID, ...ns }); // idempotent
-    setupSpoofCheck({ iface: 'vethother', mac: '0a:58:0a:f4:00:03', refID: 'other-eth0', ...ns });
+    setupSpoofCheck({ iface: 'vethother', mac: '0A-58-0A-F4-00-03', refID: 'other-eth0', ...ns }); // dash form
     const t = table();
     // Bridge family: priority -300 is printed as "dstnat".
     assert.match(t, /chain PREROUTING \{\n\s+type filter hook prerouting priority dstnat; policy accept;/);
@@ -808,6 +808,11 @@ describe('spoof check (nftables bridge family)', () => {
       t,
       /chain cni-br-iface-c0ffee-eth0-mac \{\n\s+ether saddr 0a:58:0a:f4:00:02 return comment "macspoofchk-c0ffee-eth0"\n\s+drop comment "macspoofchk-c0ffee-eth0"\n\s+\}/,
     );
+    assert.match(
+      t,
+      /ether saddr 0a:58:0a:f4:00:03 return comment "macspoofchk-other-eth0"/,
+      'normalised MAC',
+    );
     teardownSpoofCheck(refID, ns);
     const after = table();
     assert.doesNotMatch(after, /c0ffee/);
@@ -820,6 +825,10 @@ describe('spoof check (nftables bridge family)', () => {
   test('bad input', () => {
     assert.throws(
       () => setupSpoofCheck({ iface: 'v1', mac: 'zz:58:0a:f4:00:02', refID: 'r', ...ns }),
+      /invalid MAC/,
+    );
+    assert.throws(
+      () => setupSpoofCheck({ iface: 'v1', mac: '0a:58-0a:f4:00:02', refID: 'r', ...ns }),
       /invalid MAC/,
     );
     assert.throws(

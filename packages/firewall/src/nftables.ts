@@ -6,10 +6,12 @@
  * including table and chain comments (nft 1.0.6's JSON input silently drops those). Names used as
  * identifiers (tables, chains) must therefore be valid nft identifiers; they are checked.
  */
+import { NFPROTO, type NftFamily } from '@cnikit/netlink';
 import { runTool, ToolError, type ToolOptions } from './exec.ts';
 
-export type NftFamily = 'ip' | 'ip6' | 'inet' | 'arp' | 'bridge' | 'netdev';
-const FAMILIES = new Set<string>(['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev']);
+export type { NftFamily };
+
+const FAMILIES = new Set<string>(Object.keys(NFPROTO));
 
 /** A rule as listed by `nft -j`. `expr` is nft's JSON expression array (not interpreted here). */
 export interface NftRule {
@@ -198,13 +200,10 @@ export class NftBatch {
     rule: string,
     opts: { comment?: string } = {},
   ): this {
-    if (/[\r\n;#]/.test(rule)) throw new TypeError(`invalid nftables rule text: ${JSON.stringify(rule)}`);
-    const comment = opts.comment !== undefined ? ` comment ${nftQuote(opts.comment)}` : '';
-    this.ref('add rule', family, table, chain, ` ${rule}${comment}`);
-    return this;
+    return this.ruleStatement('add rule', family, table, chain, rule, opts);
   }
 
-  /** Insert a rule at the top of the chain. */
+  /** Insert a rule at the top of the chain (same rules as addRule). */
   insertRule(
     family: NftFamily,
     table: string,
@@ -212,9 +211,20 @@ export class NftBatch {
     rule: string,
     opts: { comment?: string } = {},
   ): this {
+    return this.ruleStatement('insert rule', family, table, chain, rule, opts);
+  }
+
+  private ruleStatement(
+    verb: 'add rule' | 'insert rule',
+    family: NftFamily,
+    table: string,
+    chain: string,
+    rule: string,
+    opts: { comment?: string },
+  ): this {
     if (/[\r\n;#]/.test(rule)) throw new TypeError(`invalid nftables rule text: ${JSON.stringify(rule)}`);
     const comment = opts.comment !== undefined ? ` comment ${nftQuote(opts.comment)}` : '';
-    this.ref('insert rule', family, table, chain, ` ${rule}${comment}`);
+    this.ref(verb, family, table, chain, ` ${rule}${comment}`);
     return this;
   }
 

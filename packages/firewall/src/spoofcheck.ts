@@ -7,6 +7,7 @@
  *   …-mac:                 ether saddr <mac> return; drop
  * every rule commented `macspoofchk-<refID>`. The bridge plugin uses refID `<containerID>-<ifName>`.
  */
+import { formatMac, parseMac } from '@cnikit/netlink';
 import type { ToolOptions } from './exec.ts';
 import { NftBatch, nftList } from './nftables.ts';
 
@@ -42,9 +43,9 @@ function preroutingRulesOf(refID: string, opts: ToolOptions) {
  * (so repeating setup does not duplicate rules, unlike the reference).
  */
 export function setupSpoofCheck(args: SpoofCheckArgs): void {
-  if (!/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/.test(args.mac)) {
-    throw new TypeError(`invalid MAC address for spoof check: ${JSON.stringify(args.mac)}`);
-  }
+  const macBytes = parseMac(args.mac);
+  if (!macBytes) throw new TypeError(`invalid MAC address for spoof check: ${JSON.stringify(args.mac)}`);
+  const mac = formatMac(macBytes);
   const { ifaceChain, macChain, comment } = spoofCheckNames(args.refID);
   const old = preroutingRulesOf(args.refID, args).rules;
   const tx = new NftBatch(args);
@@ -65,7 +66,7 @@ export function setupSpoofCheck(args: SpoofCheckArgs): void {
   for (const r of old) tx.deleteRule('bridge', TABLE, BASE, r.handle);
   tx.addRule('bridge', TABLE, BASE, `iifname ${quoteIface(args.iface)} jump ${ifaceChain}`, { comment });
   tx.addRule('bridge', TABLE, ifaceChain, `jump ${macChain}`, { comment });
-  tx.addRule('bridge', TABLE, macChain, `ether saddr ${args.mac.toLowerCase()} return`, { comment });
+  tx.addRule('bridge', TABLE, macChain, `ether saddr ${mac} return`, { comment });
   tx.addRule('bridge', TABLE, macChain, 'drop', { comment });
   try {
     tx.commit();
