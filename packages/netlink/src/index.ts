@@ -1,5 +1,6 @@
 export * from './addr.ts';
 export * from './bridge.ts';
+export * from './ipam.ts';
 export * from './link.ts';
 export * from './names.ts';
 export * from './netns.ts';
@@ -8,3 +9,4 @@ export * from './nl.ts';
 export * from './route.ts';
 export * from './rtnl.ts';
 export * from './sysctl.ts';
+export * from './veth.ts';

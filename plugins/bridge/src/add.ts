@@ -188,7 +188,7 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortO
   if (existing) return existing;
   let peer: string;
   try {
-    peer = k.createVethWithRandomPeer(name, br.mtu, '', undefined).peer;
+    peer = nl.createVethWithRandomPeer(name, br.mtu, '', undefined).peer;
   } catch (err) {
     throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
   }
@@ -251,7 +251,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
   try {
     // 5. veth pair, created inside the container namespace with the peer placed in ours.
     const veth = k.inNetns(netnsFd, (hostNsFd) => {
-      const { peer, link } = k.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNsFd);
+      const { peer, link } = nl.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNsFd);
       return { peer, contMac: link.mac };
     });
     hostName = veth.peer;
@@ -310,7 +310,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
           k.sysctlTry(`net/ipv6/conf/${req.ifName}/accept_dad`, '0');
         }
         k.sysctlTry(`net/ipv4/conf/${req.ifName}/arp_notify`, '1');
-        k.configureIface(req.ifName, result);
+        nl.configureIface(req.ifName, result);
       });
 
       if (conf.isGateway) setupGateways(conf, br, gws, result);
@@ -393,7 +393,7 @@ function setupGateways(
     }
     if (info.gws.length > 0) {
       try {
-        k.enableForward(info.family);
+        nl.enableForward(info.family);
       } catch (err) {
         throw internal(`failed to enable forwarding: ${k.reason(err)}`, err);
       }

@@ -52,7 +52,7 @@ export async function cmdDel(req: Request): Promise<void> {
     // any other netns or netlink error is reported at the end: IPAM DEL and the firewall teardown still run
     await step('', () => {
       try {
-        addrs = k.inNetnsPath(req.netns, () => k.delLinkByNameAddr(req.ifName));
+        addrs = k.inNetnsPath(req.netns, () => nl.delLinkByNameAddr(req.ifName));
       } catch (err) {
         // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
         if (!nl.isNetnsGoneForDel(err, req.netns)) throw err;

@@ -3,9 +3,8 @@
  * Everything is synchronous and acts in the calling thread's network namespace unless stated.
  */
 import * as fw from '@cnikit/firewall';
-import { type CIDR, type Family, formatCIDR, isGlobalUnicast, parseCIDR, parseIP } from '@cnikit/ip';
+import { type CIDR, type Family, formatCIDR, parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
-import type { Result } from '@cnikit/skel';
 import { CniError, ErrorCode } from '@cnikit/skel';
 import type { CheckEnv, LinkView, RouteView } from './check.ts';
 
@@ -57,18 +56,6 @@ export function sysctlTry(name: string, value: string): void {
   } catch {
     // the reference ignores these errors
   }
-}
-
-/** `ip.EnableIP4Forward` / `EnableIP6Forward`: write 1 unless it already reads 1. */
-export function enableForward(family: Family): void {
-  const name = family === 4 ? 'net/ipv4/ip_forward' : 'net/ipv6/conf/all/forwarding';
-  let cur = '';
-  try {
-    cur = nl.sysctlGet(name).trim();
-  } catch {
-    // write below
-  }
-  if (cur !== '1') nl.sysctlSet(name, '1');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -138,162 +125,11 @@ export function deleteLinkQuiet(name: string): void {
   }
 }
 
-/**
- * `ip.SetupVeth` (creation part): a veth pair `name` ↔ random `veth…`, the peer placed directly into
- * the namespace open on `peerNsFd` (or here when undefined) in one RTM_NEWLINK. Retries on name
- * collisions. Returns the peer name.
- */
-export function createVethWithRandomPeer(
-  name: string,
-  mtu: number,
-  mac: string,
-  peerNsFd: number | undefined,
-): { peer: string; link: LinkInfo } {
-  for (let i = 0; i < 10; i++) {
-    const peer = nl.randomVethName();
-    try {
-      const link = nl.createVethPair({
-        name,
-        peerName: peer,
-        peerNetnsFd: peerNsFd,
-        mtu: mtu > 0 ? mtu : undefined,
-        peerMtu: mtu > 0 ? mtu : undefined,
-        mac: mac || undefined,
-      });
-      return { peer, link: toInfo(link) };
-    } catch (err) {
-      if (isErrno(err, 'EEXIST')) {
-        // which name clashed? retry with a new peer name only if the peer exists
-        let peerExists = false;
-        if (peerNsFd === undefined) peerExists = nl.getLink(peer) !== undefined;
-        else peerExists = nl.withNetns(`/proc/self/fd/${peerNsFd}`, () => nl.getLink(peer) !== undefined);
-        if (peerExists) continue;
-        throw internal(
-          `container veth name (${JSON.stringify(name)}) peer provided (${JSON.stringify(peer)}) already exists`,
-          err,
-        );
-      }
-      throw internal(`failed to make veth pair: ${reason(err)}`, err);
-    }
-  }
-  throw internal('failed to find a unique veth name');
-}
-
-/** `ip.DelLinkByNameAddr`: the link's global-unicast addresses, then delete it; [] when absent. */
-export function delLinkByNameAddr(name: string): string[] {
-  const l = nl.getLink(name);
-  if (!l) return [];
-  const addrs = nl
-    .listAddrs({ link: name })
-    .map((a) => parseCIDR(a.cidr))
-    .filter((a): a is CIDR => a !== undefined && isGlobalUnicast(a.ip))
-    .map(formatCIDR);
-  try {
-    nl.deleteLink(name);
-  } catch (err) {
-    if (!nl.isNotFoundError(err))
-      throw internal(`failed to delete ${JSON.stringify(name)}: ${reason(err)}`, err);
-  }
-  return addrs;
-}
-
 export function listAddrs(name: string, family: Family): CIDR[] {
   return nl
     .listAddrs({ link: name, family })
     .map((a) => parseCIDR(a.cidr))
     .filter((a): a is CIDR => a !== undefined);
-}
-
-// ---------------------------------------------------------------------------------------------
-// ipam.ConfigureIface (plugins.md §9.3), run inside the container namespace
-
-export function configureIface(ifName: string, res: Result): void {
-  const interfaces = res.interfaces ?? [];
-  if (interfaces.length === 0) throw internal('no interfaces to configure');
-  if (!nl.getLink(ifName)) throw internal(`failed to lookup ${JSON.stringify(ifName)}: Link not found`);
-  let v4gw: string | undefined;
-  let v6gw: string | undefined;
-  let v6enabled = false;
-  for (const ipc of res.ips ?? []) {
-    if (ipc.interface === undefined) continue;
-    const idx = ipc.interface;
-    if (idx < 0 || idx >= interfaces.length || interfaces[idx]?.name !== ifName) {
-      throw internal(
-        `failed to add IP addr ${JSON.stringify(ipc)} to ${JSON.stringify(ifName)}: invalid interface index`,
-      );
-    }
-    const addr = parseCIDR(ipc.address);
-    if (!addr)
-      throw internal(`failed to add IP addr ${ipc.address} to ${JSON.stringify(ifName)}: invalid address`);
-    if (!v6enabled && addr.ip.family === 6) {
-      for (const iface of ['lo', ifName]) {
-        const key = `net/ipv6/conf/${iface}/disable_ipv6`;
-        let value: string;
-        try {
-          value = nl.sysctlGet(key).trim();
-        } catch {
-          continue;
-        }
-        if (value === '0') continue;
-        try {
-          nl.sysctlSet(key, '0');
-        } catch (err) {
-          throw internal(
-            `failed to enable IPv6 for interface ${JSON.stringify(iface)} (${key}=${value}): ${reason(err)}`,
-            err,
-          );
-        }
-      }
-      try {
-        nl.sysctlSet(`net/ipv6/conf/${ifName}/keep_addr_on_down`, '1');
-      } catch (err) {
-        throw internal(
-          `failed to enable keep_addr_on_down for interface ${JSON.stringify(ifName)}: ${reason(err)}`,
-          err,
-        );
-      }
-      v6enabled = true;
-    }
-    try {
-      nl.addAddr(ifName, formatCIDR(addr));
-    } catch (err) {
-      throw internal(
-        `failed to add IP addr ${ipc.address} to ${JSON.stringify(ifName)}: ${reason(err)}`,
-        err,
-      );
-    }
-    const gw = ipc.gateway ? parseIP(ipc.gateway) : undefined;
-    if (gw?.family === 4) v4gw ??= ipc.gateway;
-    else if (gw?.family === 6) v6gw ??= ipc.gateway;
-  }
-  try {
-    nl.setLinkUp(ifName);
-  } catch (err) {
-    throw internal(`failed to set ${JSON.stringify(ifName)} UP: ${reason(err)}`, err);
-  }
-  if (v6gw) {
-    try {
-      nl.waitDadSettled(ifName, 5000);
-    } catch (err) {
-      throw internal(`failed to settle addresses for ${JSON.stringify(ifName)}: ${reason(err)}`, err);
-    }
-  }
-  for (const r of res.routes ?? []) {
-    const dst = parseCIDR(r.dst);
-    if (!dst) throw internal(`failed to add route '${r.dst}': invalid destination`);
-    const gw = r.gw || (dst.ip.family === 4 ? v4gw : v6gw);
-    try {
-      nl.addRoute(
-        { dst: formatCIDR(dst), gw, dev: ifName, priority: r.priority, table: r.table, scope: r.scope },
-        { exclusive: false },
-      );
-    } catch (err) {
-      throw internal(
-        `failed to add route '${r.dst} via ${gw ?? '<nil>'} dev ${ifName} metric ${r.priority ?? 0} (Scope: ${r.scope ?? 0}, Table: ${r.table ?? 0})': ${reason(err)}`,
-        err,
-      );
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
