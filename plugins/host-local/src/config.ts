@@ -11,8 +11,6 @@ import { checkAddressesPerFamily, cidrField, configError, ipField, routeSchema, 
 import { decode, type Infer, loadArgs, type Request, type Route, s } from '@cnikit/skel';
 import { canonicalizeRangeSet, mayOverlap, type RangeSet, type RawRange, rangeSetsOverlap } from './range.ts';
 
-export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
-
 /** JSON `pkg/ip.IP` (`ip` or `ip/prefix`): '' means "no address" (rejected later as `IP <nil>`). */
 const requestedIPField = s.string().refine((text): IP | null => {
   if (text === '') return null;

@@ -828,8 +828,10 @@ describe('hostile input (handlers called directly, past skel validation)', () =>
   });
 });
 
-describe('in-process concurrency', () => {
-  test('32 concurrent in-process ADDs on one store get 32 distinct addresses', async () => {
+// Not a concurrency test: the handlers are synchronous, so these calls run one after another.
+// Concurrency across processes (ours and Go's) is covered by process.test.ts.
+describe('many in-process calls on one store', () => {
+  test('32 sequential in-process ADDs on one store get 32 distinct addresses; DELs empty it', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.3.0.0/24' });
     const rs = await Promise.all(Array.from({ length: 32 }, (_, i) => add(conf, { id: `p${i}` })));

@@ -22,11 +22,7 @@ import { AddSession, AllocError } from './allocator.ts';
 import { loadIPAMConfig } from './config.ts';
 import { parseResolvConf } from './dns.ts';
 import { rangeContains } from './range.ts';
-import { type Entry, entryIP, goFsError, reservationKey, Store } from './store.ts';
-
-export { loadIPAMConfig } from './config.ts';
-export { parseResolvConf, parseResolvConfText } from './dns.ts';
-export { Store } from './store.ts';
+import { type Entry, entryIP, reservationKey, Store } from './store.ts';
 
 const VERSION = '0.1.0';
 
@@ -223,5 +219,3 @@ export const plugin: Plugin = {
   gc,
   status,
 };
-
-export { goFsError };

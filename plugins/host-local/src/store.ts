@@ -35,6 +35,8 @@ import { formatIP, type IP, parseIP } from '@cnikit/ip';
 import { CniError, ErrorCode } from '@cnikit/skel';
 import { errnoMessage, flock } from '@cnikit/sys';
 
+/** Where the store lives when the config has no (or an empty) `dataDir`, as in the reference. */
+export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
 export const LAST_IP_PREFIX = 'last_reserved_ip.';
 export const LOCK_FILE = 'lock';
 export const LINE_BREAK = '\r\n';
@@ -109,7 +111,7 @@ export class Store {
 
   /** The directory a network's reservations live in (validated; not created). */
   static dirFor(dataDir: string, network: string): string {
-    const root = dataDir === '' ? '/var/lib/cni/networks' : dataDir;
+    const root = dataDir === '' ? DEFAULT_DATA_DIR : dataDir;
     checkDataDir(root);
     checkNetworkName(network);
     return join(root, network);
