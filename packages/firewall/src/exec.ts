@@ -100,15 +100,3 @@ export function runTool(tool: string, args: readonly string[], opts: RunOptions 
   }
   return { status: r.status ?? 1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
 }
-
-/** Like runTool, but throws ToolError on a non-zero exit. Returns stdout. */
-export function runToolOk(
-  tool: string,
-  args: readonly string[],
-  opts: RunOptions = {},
-  what?: string,
-): string {
-  const r = runTool(tool, args, opts);
-  if (r.status !== 0) throw new ToolError(tool, args, r, what);
-  return r.stdout;
-}

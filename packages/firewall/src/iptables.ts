@@ -292,11 +292,6 @@ export function hasRule(table: SavedTable, chain: string, rule: readonly string[
   return table.rules.some((r) => r.chain === chain && r.key === key);
 }
 
-/** True when a chain exists in the table. */
-export function chainExists(family: IPFamily, table: string, chain: string, opts: ToolOptions = {}): boolean {
-  return readTable(family, table, opts).chains.has(chain);
-}
-
 type Op =
   | { kind: 'ensureChain'; table: string; chain: string }
   | {

@@ -203,7 +203,7 @@ export function delAddr(ref: LinkRef, cidr: string): void {
 }
 
 /** Blocks the thread for `ms` milliseconds (synchronous; used between DAD polls). */
-export function sleepSync(ms: number): void {
+function sleepSync(ms: number): void {
   if (ms <= 0) return;
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }

@@ -425,18 +425,13 @@ export function createIfb(name: string, o: IfbOptions = {}): Link {
 // --- changes ---------------------------------------------------------------------------------------------------
 
 /** RTM_NEWLINK (no create) addressing `ref`: by index, or by IFLA_IFNAME when only a name is known. */
-function linkChange(ref: LinkRef, flags = 0, change = 0, byName = true): NlBuilder {
+function linkChange(ref: LinkRef, flags = 0, change = 0): NlBuilder {
   const b = new NlBuilder(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
   if (typeof ref === 'string') {
     checkName(ref, `invalid link ${ref}`);
-    if (byName) return b.ifinfo(AF_UNSPEC, 0, flags, change).attrStr(IFLA_IFNAME, ref);
+    return b.ifinfo(AF_UNSPEC, 0, flags, change).attrStr(IFLA_IFNAME, ref);
   }
-  return b.ifinfo(
-    AF_UNSPEC,
-    typeof ref === 'number' ? ref : typeof ref === 'object' ? ref.index : 0,
-    flags,
-    change,
-  );
+  return b.ifinfo(AF_UNSPEC, typeof ref === 'number' ? ref : ref.index, flags, change);
 }
 
 function setFlag(ref: LinkRef, flag: number, on: boolean, op: string): void {

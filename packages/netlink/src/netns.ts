@@ -116,11 +116,17 @@ export function isNetnsGoneForDel(err: unknown, path: string): boolean {
   return st.isFile() && st.size === 0;
 }
 
-export function isNetnsRestoreError(err: unknown): err is NetnsRestoreError {
-  return branded(err, RESTORE_BRAND);
-}
-
 let poisoned: NetnsRestoreError | undefined;
+
+/** Whether the namespace descriptor `fd` is a network namespace (ENOTTY/EINVAL from NS_GET_NSTYPE: not one). */
+function isNetType(fd: number): boolean {
+  try {
+    return nsType(fd) === CLONE_NEWNET;
+  } catch (err) {
+    if (isSysError(err) && (err.code === 'ENOTTY' || err.code === 'EINVAL')) return false;
+    throw err;
+  }
+}
 
 /**
  * Opens `path` and checks it is a network namespace. Returns the descriptor (the caller closes it).
@@ -149,14 +155,7 @@ export function openNetnsFd(path: string): number {
         magic,
       );
     }
-    let type: number;
-    try {
-      type = nsType(fd);
-    } catch (err) {
-      if (isSysError(err) && (err.code === 'ENOTTY' || err.code === 'EINVAL')) type = -1;
-      else throw err;
-    }
-    if (type !== CLONE_NEWNET) {
+    if (!isNetType(fd)) {
       throw new NotNetnsError(path, `${JSON.stringify(path)} is not a network namespace`);
     }
     return fd;
@@ -318,13 +317,6 @@ export function withNetns<T>(path: string, fn: (hostNs: NetNS) => T): T {
  */
 export function withNetnsFd<T>(fd: number, fn: (hostNs: NetNS) => T, label = `fd ${fd}`): T {
   if (poisoned) throw poisoned;
-  let type: number;
-  try {
-    type = nsType(fd);
-  } catch (err) {
-    if (isSysError(err) && (err.code === 'ENOTTY' || err.code === 'EINVAL')) type = -1;
-    else throw err;
-  }
-  if (type !== CLONE_NEWNET) throw new NotNetnsError(label, `${label} is not a network namespace`);
+  if (!isNetType(fd)) throw new NotNetnsError(label, `${label} is not a network namespace`);
   return runIn(fd, label, fn);
 }

@@ -404,11 +404,6 @@ export function attrU32(a: Attrs, type: number): number | undefined {
   return b && b.length >= 4 ? b.readUInt32LE(0) : undefined;
 }
 
-export function attrI32(a: Attrs, type: number): number | undefined {
-  const b = a.get(type);
-  return b && b.length >= 4 ? b.readInt32LE(0) : undefined;
-}
-
 export function attrStr(a: Attrs, type: number): string | undefined {
   const b = a.get(type);
   if (!b) return undefined;

@@ -34,8 +34,6 @@ export type TransportFactory = () => NetlinkTransport;
 
 const EINTR = 4;
 const EIO = 5;
-const ENODEV = 19;
-const ENOENT = 2;
 const ETIMEDOUT = 110;
 const EINVAL = 22;
 
@@ -269,5 +267,3 @@ export function rtDump(b: NlBuilder, op: string, attempts = DUMP_ATTEMPTS): NlMe
     }
   }, op);
 }
-
-export const errnos = { EINTR, EIO, ENODEV, ENOENT, ETIMEDOUT, EINVAL } as const;
