@@ -1,6 +1,5 @@
 /**
- * IP address arithmetic with Go `net` semantics, on BigInt (no dependencies; loading this module
- * costs well under a millisecond, `ip-address` costs ~15 ms per process start).
+ * IP address arithmetic with Go `net` semantics, on BigInt (no dependencies).
  *
  * Canonical model (Go's `canonicalizeIP`/`To4`): an address whose 16-byte form is IPv4-mapped
  * (`::ffff:a.b.c.d`) IS an IPv4 address. Text forms follow Go's `net.IP.String()`: dotted quad for
@@ -35,14 +34,6 @@ export function bitsOf(family: Family): 32 | 128 {
 
 export function maxValue(family: Family): bigint {
   return family === 4 ? V4_MAX : V6_MAX;
-}
-
-export function ipv4(value: bigint | number): IP {
-  return { family: 4, value: BigInt(value) & V4_MAX };
-}
-
-export function ipv6(value: bigint): IP {
-  return canonical6(value & V6_MAX);
 }
 
 /** A 128-bit value in canonical form: IPv4-mapped addresses become IPv4. */
@@ -290,20 +281,15 @@ export function formatIP(ip: IP): string {
   return `${head}::${tail}`;
 }
 
-/** The prefix length as Go prints it for this address family (mapped-IPv4 masks lose 96 bits). */
-function printedPrefix(c: CIDR): number {
+/** The prefix length in this family's terms, as Go prints it (a mapped-IPv4 CIDR's 128-bit prefix minus 96). */
+export function familyPrefix(c: CIDR): number {
   if (c.ip.family === 4 && c.maskBits === 128) return Math.max(0, c.prefix - 96);
   return c.prefix;
 }
 
 /** Go `(*net.IPNet).String()`: the address as stored (host bits NOT cleared) and the prefix. */
 export function formatCIDR(c: CIDR): string {
-  return `${formatIP(c.ip)}/${printedPrefix(c)}`;
-}
-
-/** `ip/prefix` text for an address inside a network of the given prefix length. */
-export function formatWithPrefix(ip: IP, prefix: number): string {
-  return `${formatIP(ip)}/${prefix}`;
+  return `${formatIP(c.ip)}/${familyPrefix(c)}`;
 }
 
 // -------------------------------------------------------------------------------------------
@@ -343,11 +329,6 @@ export function maskOf(family: Family, prefix: number): bigint {
   if (p <= 0n) return 0n;
   if (p >= bits) return maxValue(family);
   return (maxValue(family) >> (bits - p)) << (bits - p);
-}
-
-/** The prefix length in this family's terms (a mapped-IPv4 CIDR's 128-bit prefix minus 96). */
-export function familyPrefix(c: CIDR): number {
-  return printedPrefix(c);
 }
 
 /** The network address (host bits cleared). */
