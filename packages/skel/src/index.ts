@@ -66,5 +66,5 @@ export {
   s,
 } from './schema.ts';
 export * from './types.ts';
-export { isGoSpace, validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
+export { validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
 export { compareVersions, goQuote, goQuoteList, parseVersion, versionGte } from './version.ts';

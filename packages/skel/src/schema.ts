@@ -139,34 +139,30 @@ export interface IntOptions {
 
 export class ObjectSchema<S extends Shape> extends Schema<ObjectOf<S>> {
   readonly shape: S;
-  constructor(shape: S, passthrough = false, fallback: (() => ObjectOf<S>) | typeof MISSING = MISSING) {
+  constructor(shape: S, passthrough = false) {
     const keys = Object.keys(shape);
     const folded = new Map<string, string>();
     for (const k of keys) if (!folded.has(foldKey(k))) folded.set(foldKey(k), k);
-    super(
-      'object',
-      (v, path) => {
-        if (!isPlainObject(v)) throw mismatch(path || '(config)', 'object', v);
-        const raw = new Map<string, unknown>();
-        const out: Record<string, unknown> = passthrough ? {} : {};
-        for (const [inKey, inVal] of Object.entries(v)) {
-          const field = Object.hasOwn(shape, inKey) ? inKey : folded.get(foldKey(inKey));
-          if (field === undefined) {
-            if (passthrough) setOwn(out, inKey, inVal);
-            continue;
-          }
-          // Go: null leaves the field as it was.
-          if (inVal === null) continue;
-          raw.set(field, inVal);
+    super('object', (v, path) => {
+      if (!isPlainObject(v)) throw mismatch(path || '(config)', 'object', v);
+      const raw = new Map<string, unknown>();
+      const out: Record<string, unknown> = {};
+      for (const [inKey, inVal] of Object.entries(v)) {
+        const field = Object.hasOwn(shape, inKey) ? inKey : folded.get(foldKey(inKey));
+        if (field === undefined) {
+          if (passthrough) setOwn(out, inKey, inVal);
+          continue;
         }
-        for (const k of keys) {
-          const val = shape[k]!._run(raw.get(k), childPath(path, k));
-          if (val !== undefined) out[k] = val;
-        }
-        return out as ObjectOf<S>;
-      },
-      fallback,
-    );
+        // Go: null leaves the field as it was.
+        if (inVal === null) continue;
+        raw.set(field, inVal);
+      }
+      for (const k of keys) {
+        const val = shape[k]!._run(raw.get(k), childPath(path, k));
+        if (val !== undefined) out[k] = val;
+      }
+      return out as ObjectOf<S>;
+    });
     this.shape = shape;
   }
 

@@ -5,11 +5,6 @@ const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 /** Go `unicode.IsSpace` (not JS `\s`: includes U+0085, excludes U+FEFF). */
 const GO_SPACE = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
 
-/** Go's IsSpace set as a predicate on one character. */
-export function isGoSpace(ch: string): boolean {
-  return GO_SPACE.test(ch);
-}
-
 /** Throws CniError 4 `invalid characters in containerID` (details = the id). */
 export function validateContainerID(id: string): void {
   if (id === '') throw new CniError(ErrorCode.UnknownContainer, 'missing containerID');
