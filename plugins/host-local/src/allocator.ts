@@ -133,10 +133,7 @@ export class AddSession {
 
     const last = this.store.lastReservedIP(rangeID);
     if (last.error) this.log(`Error retrieving last reserved ip: ${(last.error as Error).message}`);
-    const iter = new RangeIter(
-      set,
-      last.ip && set.some((r) => rangeContains(r, last.ip!)) ? last.ip : undefined,
-    );
+    const iter = new RangeIter(set, last.ip); // an address outside the set starts at the first range
     for (let c = iter.next(); c; c = iter.next()) {
       if (this.reserve(c.ip, rangeID)) return c;
     }

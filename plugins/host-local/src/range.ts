@@ -117,39 +117,18 @@ export function rangesOverlap(a: Range, b: Range): boolean {
 export function mayOverlap(ranges: readonly Range[]): boolean {
   if (ranges.length < 2) return false;
   if (ranges.some((r) => r.rangeStart.value > r.rangeEnd.value)) return true;
-  const sorted = [...ranges].sort((a, b) =>
-    a.rangeStart.family !== b.rangeStart.family
-      ? a.rangeStart.family - b.rangeStart.family
-      : a.rangeStart.value < b.rangeStart.value
-        ? -1
-        : a.rangeStart.value > b.rangeStart.value
-          ? 1
-          : 0,
+  const sorted = [...ranges].sort(
+    (a, b) => a.rangeStart.family - b.rangeStart.family || compare(a.rangeStart, b.rangeStart),
   );
-  for (let i = 1; i < sorted.length; i++) {
-    const prev = sorted[i - 1]!;
+  // sweep: overlap iff a range starts at or before the largest end seen so far in its family
+  let maxEnd = -1n;
+  for (let i = 0; i < sorted.length; i++) {
     const cur = sorted[i]!;
-    if (prev.rangeStart.family === cur.rangeStart.family && cur.rangeStart.value <= maxEnd(sorted, i))
-      return true;
+    if (i > 0 && sorted[i - 1]!.rangeStart.family !== cur.rangeStart.family) maxEnd = -1n;
+    if (cur.rangeStart.value <= maxEnd) return true;
+    if (cur.rangeEnd.value > maxEnd) maxEnd = cur.rangeEnd.value;
   }
   return false;
-}
-
-/** Largest rangeEnd among sorted[0..i) of sorted[i]'s family (memoised along the sweep). */
-const maxEndCache = new WeakMap<readonly Range[], bigint[]>();
-function maxEnd(sorted: readonly Range[], i: number): bigint {
-  let cache = maxEndCache.get(sorted);
-  if (!cache) {
-    cache = [];
-    let m = -1n;
-    for (let k = 0; k < sorted.length; k++) {
-      if (k > 0 && sorted[k]!.rangeStart.family !== sorted[k - 1]!.rangeStart.family) m = -1n;
-      cache.push(m);
-      if (sorted[k]!.rangeEnd.value > m) m = sorted[k]!.rangeEnd.value;
-    }
-    maxEndCache.set(sorted, cache);
-  }
-  return cache[i]!;
 }
 
 /** Go `RangeSet.Canonicalize`. */
