@@ -8,7 +8,7 @@
 import { readSync, statSync, writeSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode } from './errors.ts';
-import { goKind, parseJsonGo } from './gojson.ts';
+import { configVersion, goKind, goStringField, parseJsonGo } from './gojson.ts';
 import { createLogger } from './log.ts';
 import { convertResult, formatResult, goEscapeJSON, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
@@ -140,19 +140,6 @@ function toBytes(stdin: PluginIO['stdin']): Uint8Array {
 
 const NAME_STRUCT = 'struct { Name string "json:\\"name\\"" }';
 
-/** Go-like lookup of one string field: case-insensitive, null is a no-op, the last match wins. */
-function stringField(obj: Record<string, unknown>, field: string, onType: (kind: string) => never): string {
-  let out = '';
-  const f = foldKey(field);
-  for (const [k, v] of Object.entries(obj)) {
-    if (k !== field && foldKey(k) !== f) continue;
-    if (v === null) continue;
-    if (typeof v !== 'string') onType(goKind(v));
-    out = v as string;
-  }
-  return out;
-}
-
 function parseConfigText(bytes: Uint8Array): unknown {
   const r = parseJsonGo(bytes);
   if (!r.ok) throw new CniError(ErrorCode.DecodingFailure, `error unmarshall network config: ${r.error}`);
@@ -169,7 +156,7 @@ function validateConfig(bytes: Uint8Array): Record<string, unknown> {
     );
   }
   const obj = (json ?? {}) as Record<string, unknown>;
-  const name = stringField(obj, 'name', (kind) => {
+  const name = goStringField(obj, 'name', (kind) => {
     throw new CniError(
       ErrorCode.DecodingFailure,
       `error unmarshall network config: json: cannot unmarshal ${kind} into Go struct field .name of type string`,
@@ -182,13 +169,12 @@ function validateConfig(bytes: Uint8Array): Record<string, unknown> {
 
 /** The config's cniVersion ('0.1.0' when missing/empty/null); code 6 when not a string. */
 function decodeVersion(conf: Record<string, unknown>): string {
-  const v = stringField(conf, 'cniVersion', (kind) => {
+  return configVersion(conf, (kind) => {
     throw new CniError(
       ErrorCode.DecodingFailure,
       `decoding version from network config: json: cannot unmarshal ${kind} into Go struct field .cniVersion of type string`,
     );
   });
-  return v === '' ? '0.1.0' : v;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { goJsonSyntaxError } from './gojson.ts';
+import { configVersion, goJsonSyntaxError, goStringField } from './gojson.ts';
+import { parseResult } from './result.ts';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
@@ -52,4 +53,34 @@ describe('Go encoding/json syntax errors', () => {
       assert.equal(goJsonSyntaxError(typeof input === 'string' ? enc(input) : input), want);
     });
   }
+});
+
+describe('Go-like string field lookup (cniVersion)', () => {
+  const boom = (kind: string): never => {
+    throw new Error(`cannot unmarshal ${kind}`);
+  };
+  test('exact or Go-folded key, null ignored, last match wins, missing/empty → 0.1.0', () => {
+    assert.equal(configVersion({}, boom), '0.1.0');
+    assert.equal(configVersion({ cniVersion: '' }, boom), '0.1.0');
+    assert.equal(configVersion({ cniVersion: null }, boom), '0.1.0');
+    assert.equal(configVersion({ CNIVERSION: '1.0.0' }, boom), '1.0.0');
+    assert.equal(configVersion({ cniVer\u017fion: '0.4.0' }, boom), '0.4.0');
+    assert.equal(
+      configVersion({ cniVersion: '0.3.1', CniVersion: '1.1.0', cniversion: null }, boom),
+      '1.1.0',
+    );
+    assert.equal(goStringField({ Name: 'n' }, 'name', boom), 'n');
+  });
+  test('a non-string value goes through onType (thrown, or replaced by its return value)', () => {
+    assert.throws(() => configVersion({ cniVersion: 1 }, boom), /cannot unmarshal number/);
+    assert.throws(() => configVersion({ cniVersion: ['x'] }, boom), /cannot unmarshal array/);
+    assert.equal(
+      configVersion({ cniVersion: true }, () => ''),
+      '0.1.0',
+    );
+  });
+  test("parseResult reads a result's version key with Go folding (U+017F), like the config decoders", () => {
+    const r = parseResult({ cniVer\u017fion: '0.2.0', ip4: { ip: '10.0.0.2/24' } });
+    assert.equal(r.cniVersion, '0.2.0');
+  });
 });

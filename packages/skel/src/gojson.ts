@@ -2,7 +2,9 @@
  * Go `encoding/json` syntax-error texts, so malformed input is reported with the same words as the
  * reference (`invalid character 'x' looking for beginning of value`, `unexpected end of JSON input`).
  * Only consulted after `JSON.parse` failed, so the fast path stays native.
+ * Also: Go-like lookup of a string field in a decoded object (`goStringField`, `configVersion`).
  */
+import { foldKey } from './schema.ts';
 
 enum Ctx {
   ObjectKey,
@@ -198,6 +200,30 @@ export function parseJsonGo(
   } catch (e) {
     return { ok: false, error: goJsonSyntaxError(data) ?? (e instanceof Error ? e.message : String(e)) };
   }
+}
+
+/**
+ * Go `json.Unmarshal` of one string field of an object: the key matches exactly or with Go's case folding,
+ * null is a no-op, the last match wins, '' when absent. A non-string value calls `onType(goKind(value))`:
+ * throw there (each caller words Go's "cannot unmarshal" error its own way) or return the value to use.
+ */
+export function goStringField(
+  obj: Record<string, unknown>,
+  field: string,
+  onType: (kind: string) => string,
+): string {
+  let out = '';
+  const f = foldKey(field);
+  for (const [k, v] of Object.entries(obj)) {
+    if (v === null || foldKey(k) !== f) continue;
+    out = typeof v === 'string' ? v : onType(goKind(v));
+  }
+  return out;
+}
+
+/** A config's `cniVersion` as Go's `version.ConfigDecoder` reads it: missing, null or '' → '0.1.0'. */
+export function configVersion(obj: Record<string, unknown>, onType: (kind: string) => string): string {
+  return goStringField(obj, 'cniVersion', onType) || '0.1.0';
 }
 
 /** Go's name of a JSON value's kind in unmarshal type errors (`number`, `string`, `bool`, `array`, `object`). */

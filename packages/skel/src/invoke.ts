@@ -13,7 +13,7 @@ import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { invokeInProcess } from './dispatch.ts';
 import { CniError, ErrorCode } from './errors.ts';
-import { goKind, parseJsonGo } from './gojson.ts';
+import { configVersion, goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
 import { foldKey } from './schema.ts';
 import { CURRENT_VERSION as CURRENT, type Plugin, type Request, type Result } from './types.ts';
@@ -274,19 +274,12 @@ function configVersionOf(stdin: Uint8Array): string {
   const parsed = parseJsonGo(stdin);
   if (!parsed.ok) throw new Error(`decoding version from network config: ${parsed.error}`);
   const json = parsed.value;
-  let v = '';
-  if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
-    for (const [k, x] of Object.entries(json)) {
-      if (foldKey(k) !== 'cniversion' || x === null) continue;
-      if (typeof x !== 'string') {
-        throw new Error(
-          `decoding version from network config: json: cannot unmarshal ${goKind(x)} into Go struct field .cniVersion of type string`,
-        );
-      }
-      v = x;
-    }
-  }
-  return v === '' ? '0.1.0' : v;
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return '0.1.0';
+  return configVersion(json as Record<string, unknown>, (kind) => {
+    throw new Error(
+      `decoding version from network config: json: cannot unmarshal ${kind} into Go struct field .cniVersion of type string`,
+    );
+  });
 }
 
 /** Parse a delegate's ADD output like Go `ExecPluginWithResult` and convert it to the current shape. */

@@ -6,6 +6,7 @@
  */
 import { canonicalCIDR, canonicalIP, familyOf } from '@cnikit/ip';
 import { CniError } from './errors.ts';
+import { configVersion } from './gojson.ts';
 import { decode, s } from './schema.ts';
 import type {
   AnyResult,
@@ -224,12 +225,10 @@ function make100(
 // ---------------------------------------------------------------------------------------------
 // Parsing
 
+/** A result's own cniVersion ('0.1.0' when missing, empty or not a string). */
 function versionOf(json: unknown): string {
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) return '';
-  const rec = json as Record<string, unknown>;
-  let v: unknown;
-  for (const [k, x] of Object.entries(rec)) if (k.toLowerCase() === 'cniversion' && x !== null) v = x;
-  return typeof v === 'string' ? v : '';
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return '0.1.0';
+  return configVersion(json as Record<string, unknown>, () => '');
 }
 
 function goList(list: readonly string[]): string {
@@ -261,7 +260,7 @@ function decodePlain<T>(schema: Parameters<typeof decode<T>>[0], json: unknown):
  * Throws plain `Error`s with Go's texts (`invalid CIDR address: x`, `unsupported CNI result version "9"`).
  */
 export function parseResult(json: unknown, version?: string): AnyResult {
-  const v = version ?? (versionOf(json) || '0.1.0');
+  const v = version ?? versionOf(json);
   const fam = resultFamily(v);
   if (!fam) throw new Error(`unsupported CNI result version ${goQuote(v)}`);
   if (json !== null && (typeof json !== 'object' || Array.isArray(json))) {
