@@ -297,6 +297,21 @@ describe('encoders: other shapes', () => {
       message: /longer than 15/,
     });
     assert.throws(() => buildVethPair({ name: 'a/b', peerName: 'b' }), { code: 'EINVAL' });
+    // the kernel's dev_valid_name() works on bytes with its own isspace(): 0xA0 is a space byte (so
+    // 'à' = C3 A0 is refused), U+2028 (E2 80 A8) is not
+    assert.throws(() => buildVethPair({ name: 'a\tb', peerName: 'b' }), {
+      code: 'EINVAL',
+      message: /whitespace/,
+    });
+    assert.throws(() => buildVethPair({ name: 'à', peerName: 'b' }), {
+      code: 'EINVAL',
+      message: /whitespace/,
+    });
+    assert.ok(buildVethPair({ name: 'a\u2028b', peerName: 'b' }));
+    assert.throws(() => buildVethPair({ name: '..', peerName: 'b' }), {
+      code: 'EINVAL',
+      message: /not allowed/,
+    });
     assert.throws(() => buildVethPair({ name: 'a', peerName: '' }), { code: 'EINVAL', message: /empty/ });
     assert.throws(() => buildVethPair({ name: 'a', peerName: 'b', mac: 'zz' }), {
       code: 'EINVAL',

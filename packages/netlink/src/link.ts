@@ -139,13 +139,20 @@ export type LinkRef = string | number | { index: number; name?: string };
 
 const IFNAMSIZ = 16;
 
-/** Linux dev_valid_name(): 1..15 bytes, not '.'/'..', no '/', ':' or whitespace. Returns a reason or undefined. */
-export function invalidLinkNameReason(name: string): string | undefined {
+/**
+ * The kernel's own guard, dev_valid_name(): 1..15 bytes, not '.'/'..', no '/', ':' or isspace() byte
+ * (the kernel's ctype: \t \n \v \f \r, space and 0xA0). It only turns the kernel's bare EINVAL into a
+ * message; the CNI rule set for names a user supplies is skel's `interfaceNameProblem`.
+ */
+function invalidLinkNameReason(name: string): string | undefined {
   if (typeof name !== 'string' || name.length === 0) return 'interface name is empty';
-  if (Buffer.byteLength(name) >= IFNAMSIZ)
-    return `interface name "${name}" is longer than ${IFNAMSIZ - 1} bytes`;
+  const bytes = Buffer.from(name, 'utf8');
+  if (bytes.length >= IFNAMSIZ) return `interface name "${name}" is longer than ${IFNAMSIZ - 1} bytes`;
   if (name === '.' || name === '..') return `interface name "${name}" is not allowed`;
-  if (/[/:\s]/.test(name)) return `interface name "${name}" contains '/', ':' or whitespace`;
+  for (const c of bytes) {
+    if (c === 0x2f || c === 0x3a || c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0)
+      return `interface name "${name}" contains '/', ':' or whitespace`;
+  }
   return undefined;
 }
 

@@ -66,5 +66,10 @@ export {
   s,
 } from './schema.ts';
 export * from './types.ts';
-export { validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
+export {
+  interfaceNameProblem,
+  validateContainerID,
+  validateInterfaceName,
+  validateNetworkName,
+} from './validate.ts';
 export { compareVersions, goQuote, goQuoteList, parseVersion, versionGte } from './version.ts';

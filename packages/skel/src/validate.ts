@@ -20,22 +20,31 @@ export function validateNetworkName(name: string): void {
   }
 }
 
-/** Linux interface-name rules as the reference checks them (≤15 bytes, not . or .., no / : or space). */
+/**
+ * The reference's interface-name rule set (`utils.ValidateInterfaceName`, applied to CNI_IFNAME):
+ * ≤15 bytes, not `.` or `..`, no `/`, `:` or Go whitespace. Returns what is wrong, worded to follow
+ * "name" (`is empty`, `is longer than 15 bytes`, `is . or ..`, `contains / or : or whitespace characters`),
+ * or undefined when the name is valid. Plugins validating other link names (e.g. a bridge name) use this
+ * with their own message; `validateInterfaceName` is the CNI_IFNAME wording.
+ */
+export function interfaceNameProblem(name: string): string | undefined {
+  if (name.length === 0) return 'is empty';
+  if (Buffer.byteLength(name, 'utf8') > 15) return 'is longer than 15 bytes';
+  if (name === '.' || name === '..') return 'is . or ..';
+  if (/[/:]/.test(name) || GO_SPACE.test(name)) return 'contains / or : or whitespace characters';
+  return undefined;
+}
+
+/** CNI_IFNAME validation with the reference's errors (code 4; "too long" carries Go's details text). */
 export function validateInterfaceName(name: string): void {
-  if (name.length === 0) throw new CniError(ErrorCode.InvalidEnvironmentVariables, 'interface name is empty');
-  if (Buffer.byteLength(name, 'utf8') > 15) {
+  const problem = interfaceNameProblem(name);
+  if (problem === undefined) return;
+  if (problem === 'is longer than 15 bytes') {
     throw new CniError(
       ErrorCode.InvalidEnvironmentVariables,
       'interface name is too long',
       'interface name should be less than 16 characters',
     );
   }
-  if (name === '.' || name === '..')
-    throw new CniError(ErrorCode.InvalidEnvironmentVariables, 'interface name is . or ..');
-  if (/[/:]/.test(name) || GO_SPACE.test(name)) {
-    throw new CniError(
-      ErrorCode.InvalidEnvironmentVariables,
-      'interface name contains / or : or whitespace characters',
-    );
-  }
+  throw new CniError(ErrorCode.InvalidEnvironmentVariables, `interface name ${problem}`);
 }

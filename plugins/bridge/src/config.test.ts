@@ -201,6 +201,16 @@ describe('validateForAdd', () => {
       7,
       /longer than 15/,
     );
+    cniErr(
+      () => validateForAdd(loadNetConf({ ...base, bridge: '..' }, '')),
+      7,
+      /invalid bridge name "..": name is . or ../,
+    );
+    cniErr(
+      () => validateForAdd(loadNetConf({ ...base, bridge: 'br 0' }, '')),
+      7,
+      'invalid bridge name "br 0": name contains / or : or whitespace characters',
+    );
   });
 });
 

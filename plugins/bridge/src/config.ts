@@ -2,7 +2,7 @@
  * bridge network configuration: decoding, validation (with the reference's exact messages) and the
  * container MAC choice. Pure: no system access.
  */
-import { CniError, decode, ErrorCode, type Infer, loadArgs, s } from '@cnikit/skel';
+import { CniError, decode, ErrorCode, type Infer, interfaceNameProblem, loadArgs, s } from '@cnikit/skel';
 
 const trunkSchema = s.object({
   minID: s.int().optional(),
@@ -125,14 +125,10 @@ export function parseMac(text: string): string {
   return bytes.map((b) => b.toLowerCase()).join(':');
 }
 
-/** Interface-name rules of the kernel (and the CNI spec): the bridge name reaches sysctl paths. */
-export function validateLinkName(what: string, name: string): void {
-  let reason = '';
-  if (name === '') reason = 'name is empty';
-  else if (Buffer.byteLength(name) > 15) reason = 'name is longer than 15 bytes';
-  else if (name === '.' || name === '..') reason = 'name is . or ..';
-  else if (/[/:\s]/.test(name)) reason = 'name contains / or : or whitespace characters';
-  if (reason) throw configError(`invalid ${what} name ${JSON.stringify(name)}: ${reason}`);
+/** The bridge name reaches sysctl paths: the reference's interface-name rules (skel), bridge wording. */
+function validateBridgeName(name: string): void {
+  const problem = interfaceNameProblem(name);
+  if (problem) throw configError(`invalid bridge name ${JSON.stringify(name)}: name ${problem}`);
 }
 
 /**
@@ -214,7 +210,7 @@ export function loadNetConf(config: unknown, cniArgs: string): BridgeConf {
  * that a DEL always cleans up. Returns the canonical MAC and the chosen masquerade backend.
  */
 export function validateForAdd(conf: BridgeConf): { mac: string; backend: MasqBackend | undefined } {
-  validateLinkName('bridge', conf.bridge);
+  validateBridgeName(conf.bridge);
   const mac = conf.mac === '' ? '' : parseMac(conf.mac);
   let backend: MasqBackend | undefined;
   const b = conf.ipMasqBackend;
