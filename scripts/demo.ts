@@ -57,7 +57,7 @@ async function main(): Promise<void> {
   ensureBuilt();
   // Imported after the build so that a fresh clone gets its dependencies first.
   const { createNamedNetns, deleteNamedNetns } = await import('@cnikit/testing');
-  const { Runtime } = await import('../test-netns/runtime.ts');
+  const { Runtime } = await import('@cnikit/libcni');
 
   // What "as it was" means, checked at the end: the machine's own links, addresses and routes, and our namespaces gone.
   const machineState = () =>

@@ -9,9 +9,9 @@ import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { Runtime } from '@cnikit/libcni';
 import { invokeInProcess, type Plugin } from '@cnikit/skel';
 import { type Backend, DIST, distPlugins, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
-import { Runtime } from './runtime.ts';
 
 const info = ensureBuilt();
 const other: Backend = info.default === 'bun' ? 'sea' : 'bun';

@@ -9,6 +9,7 @@ import { linkSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { type ConfList, type Json, Runtime } from '@cnikit/libcni';
 import {
   createNamedNetns,
   createSandbox,
@@ -19,7 +20,6 @@ import {
   type Snapshot,
 } from '@cnikit/testing';
 import { type Backend, DIST, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
-import { type ConfList, type Json, Runtime } from './runtime.ts';
 
 const info = ensureBuilt();
 const other: Backend = info.default === 'bun' ? 'sea' : 'bun';

@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { type ConfList, Runtime, RuntimeError } from '@cnikit/libcni';
 import { createSandbox, type Sandbox } from '@cnikit/testing';
 import { type Backend, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
-import { type ConfList, Runtime, RuntimeError } from './runtime.ts';
 
 const info = ensureBuilt();
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-lo-'));

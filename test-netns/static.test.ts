@@ -10,9 +10,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { type ConfList, type Json, Runtime, type RuntimeConf, RuntimeError } from '@cnikit/libcni';
 import { createSandbox } from '@cnikit/testing';
 import { type Backend, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
-import { type ConfList, type Json, Runtime, type RuntimeConf, RuntimeError } from './runtime.ts';
 
 const info = ensureBuilt();
 const other: Backend = info.default === 'bun' ? 'sea' : 'bun';

@@ -6,8 +6,10 @@
  * - a network configuration list is run as a chain: each plugin's config gets the list's `name` and `cniVersion`
  *   injected, `runtimeConfig` for the capabilities it declares, and the previous plugin's result as `prevResult`;
  * - the final ADD result is cached per (network, container, ifname) under `<cacheDir>/results/` in libcni's
- *   `cniCacheV1` format; CHECK and DEL (spec ≥ 0.4.0) send the cached result as `prevResult`; DEL runs the chain
- *   in reverse and removes the cache entry;
+ *   `cniCacheV1` format (empty netns, cniArgs and capabilityArgs omitted); CHECK and DEL (spec ≥ 0.4.0) send the
+ *   cached result as `prevResult` (none if there is no cache entry; an unreadable entry is deleted before DEL);
+ *   CHECK below 0.4.0 is an error; DEL runs the chain in reverse and removes the cache entry only after every
+ *   plugin succeeded;
  * - optionally, every plugin runs inside a named "host" network namespace (`ip netns exec <host> <plugin>`), so a
  *   test never touches the machine's own namespace.
  *
@@ -94,6 +96,14 @@ export interface ConfList {
 
 export type Json = Record<string, unknown>;
 
+/** Versions before 0.4.0 have no CHECK and never get a cached prevResult (libcni). */
+const PRE_040 = new Set(['0.1.0', '0.2.0', '0.3.0', '0.3.1']);
+
+/** True when a list of this cniVersion supports CHECK and gets the cached result as prevResult on CHECK/DEL. */
+export function supportsCachedPrevResult(cniVersion: string): boolean {
+  return !PRE_040.has(cniVersion);
+}
+
 export class Runtime {
   readonly opts: RuntimeOptions;
   constructor(opts: RuntimeOptions) {
@@ -174,28 +184,41 @@ export class Runtime {
   }
 
   getCachedResult(list: ConfList, rt: RuntimeConf): Json | undefined {
+    return this.readCache(list, rt).result;
+  }
+
+  /** The cached result; `unreadable` when an entry exists but cannot be read or parsed. */
+  private readCache(list: ConfList, rt: RuntimeConf): { result?: Json; unreadable?: boolean } {
+    let text: string;
     try {
-      const data = JSON.parse(readFileSync(this.cacheFile(list, rt), 'utf8')) as { result?: Json };
-      return data.result;
+      text = readFileSync(this.cacheFile(list, rt), 'utf8');
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'ENOENT' ? {} : { unreadable: true };
+    }
+    try {
+      const data = JSON.parse(text) as { result?: Json } | null;
+      const result = data?.result;
+      return result && typeof result === 'object' ? { result } : { unreadable: true };
     } catch {
-      return undefined;
+      return { unreadable: true };
     }
   }
 
   private cacheResult(list: ConfList, rt: RuntimeConf, result: Json): void {
     const file = this.cacheFile(list, rt);
     mkdirSync(join(this.opts.cacheDir, 'results'), { recursive: true, mode: 0o700 });
-    const entry = {
+    // libcni's field order; netns, cniArgs and capabilityArgs are omitted when empty (omitempty).
+    const entry: Json = {
       kind: 'cniCacheV1',
       containerId: rt.containerId,
       config: Buffer.from(JSON.stringify(list)).toString('base64'),
       ifName: rt.ifName,
       networkName: list.name,
-      netns: rt.netns,
-      cniArgs: rt.args ?? [],
-      capabilityArgs: rt.capabilityArgs ?? {},
-      result,
     };
+    if (rt.netns) entry.netns = rt.netns;
+    if (rt.args?.length) entry.cniArgs = rt.args;
+    if (rt.capabilityArgs && Object.keys(rt.capabilityArgs).length) entry.capabilityArgs = rt.capabilityArgs;
+    entry.result = result;
     const tmp = `${file}.tmp-${process.pid}`;
     writeFileSync(tmp, JSON.stringify(entry), { mode: 0o600 });
     renameSync(tmp, file);
@@ -215,19 +238,29 @@ export class Runtime {
     return prev;
   }
 
-  /** CHECK the chain against the cached result (spec ≥ 0.4.0). */
+  /** CHECK the chain in list order with the cached result as prevResult (none if not cached); spec ≥ 0.4.0. */
   checkNetworkList(list: ConfList, rt: RuntimeConf): void {
+    if (!supportsCachedPrevResult(list.cniVersion))
+      throw new Error(
+        `configuration version ${JSON.stringify(list.cniVersion)} does not support the CHECK command`,
+      );
     if (list.disableCheck) return;
     const cached = this.getCachedResult(list, rt);
-    if (!cached) throw new Error(`no cached result for ${list.name}/${rt.containerId}/${rt.ifName}`);
     for (const plugin of list.plugins)
       this.invoke(plugin.type, 'CHECK', this.buildConfig(list, plugin, rt, cached), rt);
   }
 
-  /** DEL the chain in reverse order with the cached result as prevResult (spec ≥ 0.4.0); removes the cache entry. */
+  /**
+   * DEL the chain in reverse order with the cached result as prevResult (spec ≥ 0.4.0; an unreadable cache entry is
+   * deleted and DEL goes on without one); removes the cache entry after every plugin succeeded.
+   */
   delNetworkList(list: ConfList, rt: RuntimeConf): void {
-    const useCache = !['0.1.0', '0.2.0', '0.3.0', '0.3.1'].includes(list.cniVersion);
-    const cached = useCache ? this.getCachedResult(list, rt) : undefined;
+    let cached: Json | undefined;
+    if (supportsCachedPrevResult(list.cniVersion)) {
+      const c = this.readCache(list, rt);
+      if (c.unreadable) rmSync(this.cacheFile(list, rt), { force: true });
+      cached = c.result;
+    }
     for (const plugin of [...list.plugins].reverse()) {
       this.invoke(plugin.type, 'DEL', this.buildConfig(list, plugin, rt, cached), rt);
     }
