@@ -37,6 +37,7 @@ import {
   IFLA_OPERSTATE,
   IFLA_PROMISCUITY,
   IFLA_TXQLEN,
+  invalidMacMessage,
   NLM_F_ACK,
   NLM_F_CREATE,
   NLM_F_DUMP,
@@ -311,7 +312,7 @@ function checkMtu(mtu: number | undefined, op: string): void {
 
 function macBytes(mac: string, op: string): Buffer {
   const b = parseMac(mac);
-  if (!b) throw invalidArgument(op, `address ${mac}: invalid MAC address`);
+  if (!b) throw invalidArgument(op, invalidMacMessage(mac));
   return b;
 }
 

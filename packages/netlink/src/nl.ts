@@ -423,12 +423,23 @@ export function formatMac(b: Uint8Array): string {
   return s;
 }
 
-/** 'aa:bb:cc:dd:ee:ff' or 'aa-bb-…' → 6 bytes; undefined when malformed. */
+/**
+ * Go `net.ParseMAC` restricted to 48-bit (Ethernet) addresses, the only length a veth, bridge or spoof
+ * check takes: `aa:bb:cc:dd:ee:ff`, `aa-bb-cc-dd-ee-ff` (one separator throughout) or `aabb.ccdd.eeff`,
+ * hex digits in either case → 6 bytes; undefined otherwise (report it with `invalidMacMessage`).
+ */
 export function parseMac(s: string): Buffer | undefined {
-  const m =
-    /^([0-9a-fA-F]{2})([:-])([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})$/.exec(
-      s,
-    );
-  if (!m) return undefined;
-  return Buffer.from([m[1], m[3], m[4], m[5], m[6], m[7]].map((h) => Number.parseInt(h!, 16)));
+  let hex: string | undefined;
+  if (s.length === 17 && (s[2] === ':' || s[2] === '-')) {
+    const parts = s.split(s[2]);
+    if (parts.length === 6 && parts.every((p) => /^[0-9a-fA-F]{2}$/.test(p))) hex = parts.join('');
+  } else if (s.length === 14 && /^[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}$/.test(s)) {
+    hex = s.replaceAll('.', '');
+  }
+  return hex === undefined ? undefined : Buffer.from(hex, 'hex');
+}
+
+/** Go's ParseMAC error text (`net.AddrError`: `address <s>: invalid MAC address`, no prefix for ''). */
+export function invalidMacMessage(s: string): string {
+  return s === '' ? 'invalid MAC address' : `address ${s}: invalid MAC address`;
 }

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CniError } from '@cnikit/skel';
 import {
+  canonicalMac,
   collectVlanTrunk,
   decodeNetConf,
   loadNetConf,
-  parseMac,
   validateForAdd,
   wantsVlanFiltering,
 } from './config.ts';
@@ -214,11 +214,11 @@ describe('validateForAdd', () => {
   });
 });
 
-describe('parseMac', () => {
+describe('canonicalMac', () => {
   test('Go ParseMAC 48-bit forms', () => {
-    assert.equal(parseMac('AA:bb:cc:dd:ee:ff'), 'aa:bb:cc:dd:ee:ff');
-    assert.equal(parseMac('aa-bb-cc-dd-ee-ff'), 'aa:bb:cc:dd:ee:ff');
-    assert.equal(parseMac('aabb.ccdd.eeff'), 'aa:bb:cc:dd:ee:ff');
+    assert.equal(canonicalMac('AA:bb:cc:dd:ee:ff'), 'aa:bb:cc:dd:ee:ff');
+    assert.equal(canonicalMac('aa-bb-cc-dd-ee-ff'), 'aa:bb:cc:dd:ee:ff');
+    assert.equal(canonicalMac('aabb.ccdd.eeff'), 'aa:bb:cc:dd:ee:ff');
   });
   for (const bad of [
     '',
@@ -229,7 +229,11 @@ describe('parseMac', () => {
     'a:bb:cc:dd:ee:ff',
   ]) {
     test(`rejects ${JSON.stringify(bad)}`, () =>
-      cniErr(() => parseMac(bad), 7, `address ${bad}: invalid MAC address`));
+      cniErr(
+        () => canonicalMac(bad),
+        7,
+        bad === '' ? 'invalid MAC address' : `address ${bad}: invalid MAC address`,
+      ));
   }
 });
 

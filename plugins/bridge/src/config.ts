@@ -2,6 +2,7 @@
  * bridge network configuration: decoding, validation (with the reference's exact messages) and the
  * container MAC choice. Pure: no system access.
  */
+import { formatMac, invalidMacMessage, parseMac } from '@cnikit/netlink';
 import { CniError, decode, ErrorCode, type Infer, interfaceNameProblem, loadArgs, s } from '@cnikit/skel';
 
 const trunkSchema = s.object({
@@ -109,20 +110,11 @@ export function collectVlanTrunk(trunk: readonly VlanTrunkEntry[] | undefined): 
   return [...set].sort((a, b) => a - b);
 }
 
-/**
- * Parse a MAC like Go's `net.ParseMAC` restricted to 48-bit addresses (the only length an
- * Ethernet veth accepts): `aa:bb:cc:dd:ee:ff`, `aa-bb-cc-dd-ee-ff` or `aabb.ccdd.eeff`.
- * Returns the canonical lowercase colon form; throws the Go error text otherwise.
- */
-export function parseMac(text: string): string {
-  let bytes: string[] | undefined;
-  if (/^[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}$/.test(text)) {
-    bytes = text.split(/[:-]/);
-  } else if (/^[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}$/.test(text)) {
-    bytes = text.replaceAll('.', '').match(/../g) ?? undefined;
-  }
-  if (bytes?.length !== 6) throw configError(`address ${text}: invalid MAC address`);
-  return bytes.map((b) => b.toLowerCase()).join(':');
+/** A configured MAC (Go `net.ParseMAC`, 48-bit, via netlink's parser) in canonical lowercase colon form; code 7 otherwise. */
+export function canonicalMac(text: string): string {
+  const bytes = parseMac(text);
+  if (!bytes) throw configError(invalidMacMessage(text));
+  return formatMac(bytes);
 }
 
 /** The bridge name reaches sysctl paths: the reference's interface-name rules (skel), bridge wording. */
@@ -211,7 +203,7 @@ export function loadNetConf(config: unknown, cniArgs: string): BridgeConf {
  */
 export function validateForAdd(conf: BridgeConf): { mac: string; backend: MasqBackend | undefined } {
   validateBridgeName(conf.bridge);
-  const mac = conf.mac === '' ? '' : parseMac(conf.mac);
+  const mac = conf.mac === '' ? '' : canonicalMac(conf.mac);
   let backend: MasqBackend | undefined;
   const b = conf.ipMasqBackend;
   if (conf.ipMasq && conf.ipamType !== '' && b !== undefined && b !== 'auto') {
