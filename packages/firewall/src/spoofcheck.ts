@@ -7,7 +7,7 @@
  *   …-mac:                 ether saddr <mac> return; drop
  * every rule commented `macspoofchk-<refID>`. The bridge plugin uses refID `<containerID>-<ifName>`.
  */
-import { formatMac, parseMac } from '@cnikit/netlink';
+import { formatMac, getLink, parseMac, withNetns } from '@cnikit/netlink';
 import type { ToolOptions } from './exec.ts';
 import { NftBatch, nftList } from './nftables.ts';
 
@@ -98,4 +98,52 @@ export function teardownSpoofCheck(refID: string, opts: ToolOptions = {}): void 
   } catch (e) {
     throw new Error(`failed to teardown spoof-check: ${(e as Error).message}`, { cause: e });
   }
+}
+
+/**
+ * GC of spoof checks: a PREROUTING jump whose refID (after `macspoofchk-`) is not in `validRefIDs`
+ * AND whose input interface no longer exists (looked up in `opts.netns`, else the calling thread's
+ * namespace) is stale,
+ * whatever network it belonged to (the bridge refID `<containerID>-<ifName>` carries no network name,
+ * so rules whose interface still exists are left alone). Every stale refID is torn down; failures are
+ * collected and thrown together at the end (one line each).
+ */
+export function gcSpoofCheck(validRefIDs: ReadonlySet<string>, opts: ToolOptions = {}): void {
+  const linkExists = (name: string) =>
+    opts.netns ? withNetns(opts.netns, () => getLink(name) !== undefined) : getLink(name) !== undefined;
+  const listing = nftList(['chain', 'bridge', TABLE, BASE], opts);
+  const stale = new Set<string>();
+  for (const r of listing.rules) {
+    if (!r.comment?.startsWith('macspoofchk-')) continue;
+    const refID = r.comment.slice('macspoofchk-'.length);
+    if (validRefIDs.has(refID)) continue;
+    const iface = iifnameOf(r.expr);
+    if (iface !== undefined && linkExists(iface)) continue;
+    stale.add(refID);
+  }
+  const errors: string[] = [];
+  for (const refID of stale) {
+    try {
+      teardownSpoofCheck(refID, opts);
+    } catch (err) {
+      errors.push(reasonOf(err));
+    }
+  }
+  if (errors.length) throw new Error(errors.join('\n'));
+}
+
+/** The interface name an nft JSON rule matches with `iifname "<name>"`, if any. */
+export function iifnameOf(expr: readonly unknown[]): string | undefined {
+  for (const e of expr) {
+    const m = (e as { match?: { left?: { meta?: { key?: string } }; right?: unknown } }).match;
+    if (m?.left?.meta?.key === 'iifname' && typeof m.right === 'string') return m.right;
+  }
+  return undefined;
+}
+
+/** The Go-style reason of a system error ('file exists'), else its message. */
+function reasonOf(err: unknown): string {
+  const r = (err as { reason?: unknown } | null)?.reason;
+  if (typeof r === 'string' && r) return r;
+  return err instanceof Error ? err.message : String(err);
 }

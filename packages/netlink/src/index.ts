@@ -9,4 +9,5 @@ export * from './nl.ts';
 export * from './route.ts';
 export * from './rtnl.ts';
 export * from './sysctl.ts';
+export * from './validate.ts';
 export * from './veth.ts';

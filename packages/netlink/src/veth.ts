@@ -18,8 +18,8 @@ function reasonOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** `err` (or one of its causes) carries errno code `code`. */
-function hasErrno(err: unknown, code: string): boolean {
+/** `err` (or one of its causes) carries errno code `code` ('EEXIST', 'EADDRNOTAVAIL', …). */
+export function hasErrno(err: unknown, code: string): boolean {
   for (let e = err, depth = 0; e && depth < 6; e = (e as { cause?: unknown }).cause, depth++) {
     if ((e as { code?: unknown }).code === code) return true;
   }

@@ -24,7 +24,7 @@ export function ensureBridge(conf: BridgeConf): k.LinkInfo {
         k.createBridge(conf.bridge, conf.mtu, wantsVlanFiltering(conf));
       } catch (err) {
         // EEXIST: a concurrent ADD created it first — re-read and verify below.
-        if (!k.isErrno(err, 'EEXIST'))
+        if (!nl.hasErrno(err, 'EEXIST'))
           throw internal(`could not add ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
       }
       br = bridgeByName(conf.bridge);
@@ -150,7 +150,7 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
     try {
       nl.delAddr(dev, formatCIDR(a));
     } catch (err) {
-      if (!k.isErrno(err, 'EADDRNOTAVAIL')) {
+      if (!nl.hasErrno(err, 'EADDRNOTAVAIL')) {
         throw internal(`could not remove IP address from ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
       }
     }
@@ -161,7 +161,7 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
     nl.addAddr(dev, text);
   } catch (err) {
     // EEXIST: a concurrent ADD put the same address there first.
-    if (!k.isErrno(err, 'EEXIST'))
+    if (!nl.hasErrno(err, 'EEXIST'))
       throw internal(`could not add IP address ${text} to ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
   }
   try {

@@ -3,18 +3,15 @@
  * of the kernel state so that it can be unit-tested; `kernel.ts` (`checkEnv`) provides the real views.
  */
 
+import type { Family } from '@cnikit/ip';
 import {
-  bitsOf,
-  type Family,
-  familyPrefix,
-  formatCIDR,
-  formatIP,
-  maskOf,
-  networkCIDR,
-  parseCIDR,
-  parseIP,
-} from '@cnikit/ip';
-import { CniError, ErrorCode, type Interface, type IPConfig, type Result, type Route } from '@cnikit/skel';
+  type AddrView,
+  type ExpectedStateView,
+  type RouteView,
+  validateExpectedInterfaceIPs,
+  validateExpectedRoutes,
+} from '@cnikit/netlink';
+import { CniError, ErrorCode, type Interface, type Result } from '@cnikit/skel';
 
 export interface LinkView {
   name: string;
@@ -27,19 +24,8 @@ export interface LinkView {
   peerIndex?: number;
 }
 
-export interface AddrView {
-  /** `ip/prefix`, canonical */
-  cidr: string;
-}
-
-export interface RouteView {
-  family: Family;
-  /** canonical `net/prefix` (`0.0.0.0/0` / `::/0` for default routes) */
-  dst: string;
-  /** canonical gateway address */
-  gw?: string;
-  table: number;
-}
+export type { AddrView, RouteView } from '@cnikit/netlink';
+export { routeText } from '@cnikit/netlink';
 
 /** What CHECK needs to read from the system. */
 export interface CheckEnv {
@@ -49,8 +35,6 @@ export interface CheckEnv {
   containerAddrs(linkName: string): AddrView[];
   containerRoutes(family: Family): RouteView[];
 }
-
-const MAIN_TABLE = 254;
 
 function fail(msg: string): never {
   throw new CniError(ErrorCode.Internal, msg);
@@ -75,53 +59,6 @@ function validateInterface(intf: Interface, link: LinkView | undefined, expectIn
     fail(`Interface ${intf.name} should not be in sandbox`);
   }
   return link;
-}
-
-/** A route as the reference prints it in CHECK errors (Go `%v` of types.Route: `{Dst:{IP:… Mask:…} GW:…}`). */
-export function routeText(r: Route): string {
-  const n = parseCIDR(r.dst);
-  let dst = r.dst;
-  if (n) {
-    const fam = n.ip.family;
-    const mask = maskOf(fam, familyPrefix(n))
-      .toString(16)
-      .padStart(bitsOf(fam) / 4, '0');
-    dst = `{IP:${formatIP(n.ip)} Mask:${mask}}`;
-  }
-  const gw = r.gw ? parseIP(r.gw) : undefined;
-  return `{Dst:${dst} GW:${gw ? formatIP(gw) : (r.gw ?? '<nil>')}}`;
-}
-
-/** `ip.ValidateExpectedInterfaceIPs`: every address is on the link and a route to its subnet exists. */
-export function validateExpectedInterfaceIPs(env: CheckEnv, ifName: string, ips: readonly IPConfig[]): void {
-  for (const ipc of ips) {
-    const addr = parseCIDR(ipc.address);
-    if (!addr) fail(`Failed to match addr ${ipc.address} on interface ${ifName}`);
-    if (!env.containerLink(ifName)) fail(`Cannot find container link ${ifName}`);
-    const want = formatCIDR(addr);
-    if (!env.containerAddrs(ifName).some((a) => a.cidr === want)) {
-      fail(`Failed to match addr ${want} on interface ${ifName}`);
-    }
-    const prefix = formatCIDR(networkCIDR(addr));
-    const found = env.containerRoutes(addr.ip.family).some((r) => r.table === MAIN_TABLE && r.dst === prefix);
-    if (!found) fail(`Failed to find Gateway ${ipc.gateway ?? '<nil>'} for interface ${ifName}`);
-  }
-}
-
-/** `ip.ValidateExpectedRoute` (HEAD): match by dst, and by gw when given (default routes: dst only). */
-export function validateExpectedRoutes(env: CheckEnv, routes: readonly Route[]): void {
-  for (const route of routes) {
-    const dst = parseCIDR(route.dst);
-    if (!dst) fail(`Invalid static route found ${routeText(route)}`);
-    const dstText = formatCIDR(networkCIDR(dst));
-    const isDefault = familyPrefix(dst) === 0;
-    const gw = route.gw ? parseIP(route.gw) : undefined;
-    const gwText = gw ? formatIP(gw) : undefined;
-    const found = env
-      .containerRoutes(dst.ip.family)
-      .some((r) => r.table === MAIN_TABLE && r.dst === dstText && (isDefault || !gwText || r.gw === gwText));
-    if (!found) fail(`Expected Route ${routeText(route)} not found in routing table`);
-  }
 }
 
 export interface CheckArgs {
@@ -210,6 +147,12 @@ export function checkAttachment(env: CheckEnv, args: CheckArgs, prev: Result): v
   }
   if (!veth.found) fail(`CNI veth created for bridge ${args.bridge} was not found`);
 
-  validateExpectedInterfaceIPs(env, args.ifName, prev.ips ?? []);
-  validateExpectedRoutes(env, prev.routes ?? []);
+  // pkg/ip's validators (in @cnikit/netlink) over the container side of the view
+  const inContainer: ExpectedStateView = {
+    link: (name) => env.containerLink(name),
+    addrs: (name) => env.containerAddrs(name),
+    routes: (family) => env.containerRoutes(family),
+  };
+  validateExpectedInterfaceIPs(args.ifName, prev.ips ?? [], inContainer);
+  validateExpectedRoutes(prev.routes ?? [], inContainer);
 }

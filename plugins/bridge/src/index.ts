@@ -141,7 +141,7 @@ export async function cmdGc(req: Request): Promise<void> {
   if (conf.macspoofchk) {
     try {
       const valid = new Set((req.validAttachments ?? []).map((a) => uniqueID(a.containerID, a.ifname)));
-      k.spoofCheckGc(valid);
+      fw.gcSpoofCheck(valid);
     } catch (err) {
       errors.push(errText(err));
     }

@@ -3,29 +3,15 @@
  * Everything is synchronous and acts in the calling thread's network namespace unless stated.
  */
 import * as fw from '@cnikit/firewall';
-import { type CIDR, type Family, formatCIDR, parseCIDR } from '@cnikit/ip';
+import { type CIDR, type Family, parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
-import { CniError, ErrorCode } from '@cnikit/skel';
-import type { CheckEnv, LinkView, RouteView } from './check.ts';
+import { CniError } from '@cnikit/skel';
+import type { CheckEnv, LinkView } from './check.ts';
 
 export interface LinkInfo extends LinkView {
   operstate: string;
   mtu: number;
   up: boolean;
-}
-
-// ---------------------------------------------------------------------------------------------
-// errors
-
-export function isErrno(err: unknown, code: string): boolean {
-  for (let e = err, depth = 0; e && depth < 6; e = (e as { cause?: unknown }).cause, depth++) {
-    if ((e as { code?: unknown }).code === code) return true;
-  }
-  return false;
-}
-
-function internal(msg: string, cause?: unknown): CniError {
-  return new CniError(ErrorCode.Internal, msg, '', { cause });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -136,21 +122,11 @@ export function listAddrs(name: string, family: Family): CIDR[] {
 // CHECK's view
 
 export function checkEnv(netns: string): CheckEnv {
-  const routes = (family: Family): RouteView[] =>
-    nl.listRoutes({ family, table: 0 }).flatMap((r) => {
-      const dst = formatCIDR(parseCIDR(r.dst)!);
-      // an ECMP route is one route with several next hops: each hop counts as a route via its gateway
-      const gws = r.multipath?.length ? r.multipath.map((h) => h.gw) : [r.gw];
-      return gws.map((gw) => ({ family, dst, gw, table: r.table }));
-    });
   return {
     hostLink: (name) => linkByName(name),
     containerLink: (name) => nl.withNetns(netns, () => linkByName(name)),
-    containerAddrs: (name) =>
-      nl.withNetns(netns, () =>
-        nl.listAddrs({ link: name }).map((a) => ({ cidr: formatCIDR(parseCIDR(a.cidr)!) })),
-      ),
-    containerRoutes: (family) => nl.withNetns(netns, () => routes(family)),
+    containerAddrs: (name) => nl.withNetns(netns, () => nl.addrViews(name)),
+    containerRoutes: (family) => nl.withNetns(netns, () => nl.routeViews(family)),
   };
 }
 
@@ -179,39 +155,4 @@ export function ipMasqGc(
     network,
     valid.map((a) => ({ containerID: a.containerID, ifName: a.ifname })),
   );
-}
-
-/**
- * GC of spoof-check rules: a PREROUTING jump whose refID (`<containerID>-<ifName>`) is not a valid
- * attachment AND whose host interface no longer exists is stale whatever network it belonged to (the
- * refID carries no network name, so rules whose interface still exists are left alone).
- */
-export function spoofCheckGc(validRefIDs: ReadonlySet<string>): void {
-  const listing = fw.nftList(['chain', 'bridge', 'nat', 'PREROUTING']);
-  const stale = new Set<string>();
-  for (const r of listing.rules) {
-    if (!r.comment?.startsWith('macspoofchk-')) continue;
-    const refID = r.comment.slice('macspoofchk-'.length);
-    if (validRefIDs.has(refID)) continue;
-    const iface = iifnameOf(r.expr);
-    if (iface !== undefined && nl.getLink(iface) !== undefined) continue;
-    stale.add(refID);
-  }
-  const errors: string[] = [];
-  for (const refID of stale) {
-    try {
-      fw.teardownSpoofCheck(refID);
-    } catch (err) {
-      errors.push(reason(err));
-    }
-  }
-  if (errors.length) throw internal(errors.join('\n'));
-}
-
-function iifnameOf(expr: unknown[]): string | undefined {
-  for (const e of expr) {
-    const m = (e as { match?: { left?: { meta?: { key?: string } }; right?: unknown } }).match;
-    if (m?.left?.meta?.key === 'iifname' && typeof m.right === 'string') return m.right;
-  }
-  return undefined;
 }

@@ -1,0 +1,121 @@
+/**
+ * CHECK helpers shared by interface plugins: Go's pkg/ip `ValidateExpectedInterfaceIPs` and
+ * `ValidateExpectedRoute`, written over a small view of the container's kernel state so that they can
+ * be unit-tested; `currentNetnsView()` is the real view of the calling thread's namespace (wrap in
+ * withNetns). Failures are plain Errors carrying the reference's message (code 999 through the SDK).
+ */
+import {
+  bitsOf,
+  type Family,
+  familyPrefix,
+  formatCIDR,
+  formatIP,
+  maskOf,
+  networkCIDR,
+  parseCIDR,
+  parseIP,
+} from '@cnikit/ip';
+import { listAddrs } from './addr.ts';
+import { getLink } from './link.ts';
+import { listRoutes } from './route.ts';
+
+export interface AddrView {
+  /** `ip/prefix`, canonical */
+  cidr: string;
+}
+
+export interface RouteView {
+  family: Family;
+  /** canonical `net/prefix` (`0.0.0.0/0` / `::/0` for default routes) */
+  dst: string;
+  /** canonical gateway address */
+  gw?: string;
+  table: number;
+}
+
+/** What the validators read from the (container) namespace. */
+export interface ExpectedStateView {
+  /** Any non-undefined value means the link exists. */
+  link(name: string): unknown;
+  addrs(linkName: string): AddrView[];
+  routes(family: Family): RouteView[];
+}
+
+/** Addresses of a link in the calling thread's namespace, canonical `ip/prefix`. */
+export function addrViews(linkName: string): AddrView[] {
+  return listAddrs({ link: linkName }).map((a) => ({ cidr: formatCIDR(parseCIDR(a.cidr)!) }));
+}
+
+/** Routes of all tables in the calling thread's namespace; an ECMP route counts once per next hop. */
+export function routeViews(family: Family): RouteView[] {
+  return listRoutes({ family, table: 0 }).flatMap((r) => {
+    const dst = formatCIDR(parseCIDR(r.dst)!);
+    const gws = r.multipath?.length ? r.multipath.map((h) => h.gw) : [r.gw];
+    return gws.map((gw) => ({ family, dst, gw, table: r.table }));
+  });
+}
+
+/** The real view of the calling thread's namespace. */
+export function currentNetnsView(): ExpectedStateView {
+  return { link: (name) => getLink(name), addrs: addrViews, routes: routeViews };
+}
+
+const MAIN_TABLE = 254;
+
+function fail(msg: string): never {
+  throw new Error(msg);
+}
+
+/** A route as the reference prints it in CHECK errors (Go `%v` of types.Route: `{Dst:{IP:… Mask:…} GW:…}`). */
+export function routeText(r: { dst: string; gw?: string }): string {
+  const n = parseCIDR(r.dst);
+  let dst = r.dst;
+  if (n) {
+    const fam = n.ip.family;
+    const mask = maskOf(fam, familyPrefix(n))
+      .toString(16)
+      .padStart(bitsOf(fam) / 4, '0');
+    dst = `{IP:${formatIP(n.ip)} Mask:${mask}}`;
+  }
+  const gw = r.gw ? parseIP(r.gw) : undefined;
+  return `{Dst:${dst} GW:${gw ? formatIP(gw) : (r.gw ?? '<nil>')}}`;
+}
+
+/** `ip.ValidateExpectedInterfaceIPs`: every address is on the link and a route to its subnet exists. */
+export function validateExpectedInterfaceIPs(
+  ifName: string,
+  ips: ReadonlyArray<{ address: string; gateway?: string }>,
+  view: ExpectedStateView = currentNetnsView(),
+): void {
+  for (const ipc of ips) {
+    const addr = parseCIDR(ipc.address);
+    if (!addr) fail(`Failed to match addr ${ipc.address} on interface ${ifName}`);
+    if (!view.link(ifName)) fail(`Cannot find container link ${ifName}`);
+    const want = formatCIDR(addr);
+    if (!view.addrs(ifName).some((a) => a.cidr === want)) {
+      fail(`Failed to match addr ${want} on interface ${ifName}`);
+    }
+    const prefix = formatCIDR(networkCIDR(addr));
+    const found = view.routes(addr.ip.family).some((r) => r.table === MAIN_TABLE && r.dst === prefix);
+    if (!found) fail(`Failed to find Gateway ${ipc.gateway ?? '<nil>'} for interface ${ifName}`);
+  }
+}
+
+/** `ip.ValidateExpectedRoute` (HEAD): match by dst, and by gw when given (default routes: dst only). */
+export function validateExpectedRoutes(
+  routes: ReadonlyArray<{ dst: string; gw?: string }>,
+  view: ExpectedStateView = currentNetnsView(),
+): void {
+  for (const route of routes) {
+    const dst = parseCIDR(route.dst);
+    if (!dst) fail(`Invalid static route found ${routeText(route)}`);
+    const dstText = formatCIDR(networkCIDR(dst));
+    const isDefault = familyPrefix(dst) === 0;
+    const gw = route.gw ? parseIP(route.gw) : undefined;
+    const gwText = gw ? formatIP(gw) : undefined;
+    const found = view
+      .routes(dst.ip.family)
+      .some((r) => r.table === MAIN_TABLE && r.dst === dstText && (isDefault || !gwText || r.gw === gwText));
+    if (!found) fail(`Expected Route ${routeText(route)} not found in routing table`);
+  }
+}
