@@ -3,7 +3,6 @@
 // Compares one iptables-restore per call with one iptables exec per rule (what go-iptables does:
 // -N, then -C and -A per rule), and times the high-level helpers for both backends.
 import {
-  execStats,
   IptablesBatch,
   runTool,
   setupIPMasq,
@@ -12,6 +11,8 @@ import {
   teardownSpoofCheck,
 } from '@cnikit/firewall';
 import { createSandbox } from '@cnikit/testing';
+// the exec counter is not part of the public API: import it from the module (same instance as the package's)
+import { execStats } from '../packages/firewall/src/exec.ts';
 
 const rounds = Number(process.argv[2] ?? 10);
 const N = 10;

@@ -74,7 +74,7 @@ export class ToolError extends Error {
   }
 }
 
-/** Counter of tool executions (for tests and benchmarks). */
+/** Counter of tool executions: a test/bench seam, deliberately not exported from the package index. */
 export const execStats = { count: 0 };
 
 /**

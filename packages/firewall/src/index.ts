@@ -10,7 +10,15 @@
  * Every function takes an optional `{ netns }` to run the tools in another network namespace.
  */
 export * from './backend.ts';
-export * from './exec.ts';
+// exec.ts's execStats counter is a test/bench seam: import it from the file, not the package.
+export {
+  type RunOptions,
+  runTool,
+  ToolError,
+  ToolNotFoundError,
+  type ToolOptions,
+  type ToolResult,
+} from './exec.ts';
 export * from './ipmasq.ts';
 export * from './iptables.ts';
 export * from './names.ts';

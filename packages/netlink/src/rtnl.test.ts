@@ -27,10 +27,9 @@ import {
   rtDump,
   rtGet,
   rtRequest,
-  setRequestTimeout,
-  setTransportFactory,
   withSocket,
 } from './rtnl.ts';
+import { setRequestTimeout, setTransportFactory } from './rtnl-seams.ts';
 
 function raw(type: number, flags: number, seq: number, payload: Buffer): Buffer {
   const h = Buffer.alloc(16);

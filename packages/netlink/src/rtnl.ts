@@ -20,6 +20,7 @@ import {
   parseAttrs,
   parseMessages,
 } from './nl.ts';
+import { rtnlSeams } from './rtnl-seams.ts';
 
 /** What rtnl needs from a socket (NetlinkSocket from @cnikit/sys; tests inject fakes). */
 export interface NetlinkTransport {
@@ -88,24 +89,8 @@ function defaultFactory(): NetlinkTransport {
   return s;
 }
 
-let factory: TransportFactory = defaultFactory;
 let active: NetlinkTransport | undefined;
 let seqCounter = (Math.floor(Math.random() * 0x3fffffff) + 1) >>> 0;
-let timeoutMs = 10_000;
-
-/** Replaces how sockets are opened (tests); returns the previous factory. No argument restores the default. */
-export function setTransportFactory(f?: TransportFactory): TransportFactory {
-  const prev = factory;
-  factory = f ?? defaultFactory;
-  return prev;
-}
-
-/** How long one request waits for the kernel's answer (default 10 s); returns the previous value. */
-export function setRequestTimeout(ms: number): number {
-  const prev = timeoutMs;
-  timeoutMs = ms;
-  return prev;
-}
 
 function nextSeq(): number {
   seqCounter = (seqCounter + 1) >>> 0;
@@ -121,7 +106,7 @@ export function withSocket<T>(fn: (t: NetlinkTransport) => T, op = 'netlink'): T
   if (active) return fn(active);
   let t: NetlinkTransport;
   try {
-    t = factory();
+    t = (rtnlSeams.factory ?? defaultFactory)();
   } catch (err) {
     const e = err as { errno?: number; message?: string };
     if (typeof e.errno === 'number')
@@ -171,7 +156,7 @@ function sendAndCollect(
     const e = err as { errno?: number };
     throw new NetlinkError(typeof e.errno === 'number' ? e.errno : EIO, op, { cause: err });
   }
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + rtnlSeams.timeoutMs;
   for (;;) {
     const left = deadline - Date.now();
     if (left <= 0) throw new NetlinkError(ETIMEDOUT, op, { reason: 'no answer from the kernel (timed out)' });
