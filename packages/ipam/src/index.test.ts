@@ -4,9 +4,12 @@ import { formatCIDR, formatIP } from '@cnikit/ip';
 import { CniError, decode, s } from '@cnikit/skel';
 import {
   checkAddressesPerFamily,
+  checkFamilies,
   cidrField,
   dnsSchema,
+  ipamNetSchema,
   ipField,
+  requireIpam,
   routeSchema,
   toDNS,
   toRoute,
@@ -83,5 +86,50 @@ describe('addresses per family', () => {
       () => checkAddressesPerFamily('bogus', 2, 2),
       'CNI version bogus does not support more than 1 address per family',
     );
+  });
+});
+
+describe('IPAM net frame', () => {
+  const schema = ipamNetSchema(s.object({ type: s.string().optional() }), cidrField, {
+    ipRanges: s.array(s.string()).optional(),
+  });
+  test('decodes name, cniVersion, ipam, runtimeConfig (extra fields + ips) and args.cni.ips', () => {
+    const n = decode(schema, {
+      name: 'net1',
+      cniVersion: '1.0.0',
+      ipam: { type: 'x' },
+      runtimeConfig: { ipRanges: ['a'], ips: ['10.1.2.3/24'] },
+      args: { cni: { ips: ['fd00::1/64'] } },
+      other: 1,
+    });
+    assert.deepEqual(requireIpam(n), { name: 'net1', cniVersion: '1.0.0', ipam: { type: 'x' } });
+    assert.deepEqual(n.runtimeConfig?.ipRanges, ['a']);
+    assert.equal(formatCIDR(n.runtimeConfig!.ips![0]!), '10.1.2.3/24');
+    assert.equal(formatCIDR(n.args!.cni!.ips![0]!), 'fd00::1/64');
+    // the ips items go through the given schema, with the key path in the message
+    code7(
+      () => decode(schema, { ipam: {}, args: { cni: { ips: ['10.1.2.3'] } } }),
+      'invalid CIDR address: 10.1.2.3',
+    );
+    assert.throws(
+      () => decode(schema, { ipam: {}, runtimeConfig: { ips: [1] } }),
+      (e: unknown) =>
+        e instanceof CniError && e.code === 7 && e.msg.startsWith('runtimeConfig.ips[0]: expected string'),
+    );
+  });
+  test("requireIpam: no (or null) ipam is code 7 \"IPAM config missing 'ipam' key\"; absent name/cniVersion are ''", () => {
+    code7(() => requireIpam(decode(schema, { name: 'n' })), "IPAM config missing 'ipam' key");
+    code7(() => requireIpam(decode(schema, { ipam: null })), "IPAM config missing 'ipam' key");
+    assert.deepEqual(requireIpam(decode(schema, { ipam: {} })), { name: '', cniVersion: '', ipam: {} });
+  });
+  test('checkFamilies counts per family before the version gate', () => {
+    checkFamilies('0.2.0', [4, 6]);
+    checkFamilies('0.3.0', [4, 4, 6, 6]);
+    checkFamilies('', []);
+    code7(
+      () => checkFamilies('0.2.0', [4, 6, 6]),
+      'CNI version 0.2.0 does not support more than 1 address per family',
+    );
+    code7(() => checkFamilies('', [4, 4]), 'CNI version  does not support more than 1 address per family');
   });
 });

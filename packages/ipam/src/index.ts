@@ -17,6 +17,7 @@ import {
   normalizeDNS,
   normalizeRoute,
   type Route,
+  type Schema,
   s,
   versionGte,
 } from '@cnikit/skel';
@@ -74,4 +75,46 @@ export function checkAddressesPerFamily(cniVersion: string, numV4: number, numV6
     ok = false;
   }
   if (!ok) throw configError(`CNI version ${cniVersion} does not support more than 1 address per family`);
+}
+
+/**
+ * The top-level frame of an IPAM plugin's stdin (the reference's `Net` struct): `name`, `cniVersion`, the
+ * plugin's own `ipam` object (optional here; `requireIpam` rejects its absence), `runtimeConfig.ips` and
+ * `args.cni.ips` (items decoded by `ipsItem`). `runtimeConfig` adds plugin-specific runtimeConfig fields
+ * (decoded before `ips`, e.g. host-local's `ipRanges`).
+ */
+export function ipamNetSchema<I, P, R extends Record<string, Schema<unknown>> = Record<never, never>>(
+  ipam: Schema<I>,
+  ipsItem: Schema<P>,
+  runtimeConfig?: R,
+) {
+  const ips = s.array(ipsItem).optional();
+  return s.object({
+    name: s.string().optional(),
+    cniVersion: s.string().optional(),
+    ipam: ipam.optional(),
+    runtimeConfig: s.object({ ...(runtimeConfig ?? ({} as R)), ips }).optional(),
+    args: s.object({ cni: s.object({ ips }).optional() }).optional(),
+  });
+}
+
+/** `name`, `cniVersion` ('' when absent) and the `ipam` object of a decoded frame; no `ipam` is a config error. */
+export function requireIpam<T>(n: { name?: string; cniVersion?: string; ipam?: T }): {
+  name: string;
+  cniVersion: string;
+  ipam: NonNullable<T>;
+} {
+  if (!n.ipam) throw configError("IPAM config missing 'ipam' key");
+  return { name: n.name ?? '', cniVersion: n.cniVersion ?? '', ipam: n.ipam };
+}
+
+/** `checkAddressesPerFamily` over the families of a list (addresses or range sets), counted per family. */
+export function checkFamilies(cniVersion: string, families: Iterable<4 | 6>): void {
+  let numV4 = 0;
+  let numV6 = 0;
+  for (const f of families) {
+    if (f === 4) numV4++;
+    else numV6++;
+  }
+  checkAddressesPerFamily(cniVersion, numV4, numV6);
 }

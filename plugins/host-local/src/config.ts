@@ -7,7 +7,16 @@
  * same message); CNI_ARGS errors keep the reference's code 999.
  */
 import { formatIP, type IP, parseIPOrCIDR } from '@cnikit/ip';
-import { checkAddressesPerFamily, cidrField, configError, ipField, routeSchema, toRoute } from '@cnikit/ipam';
+import {
+  checkFamilies,
+  cidrField,
+  configError,
+  ipamNetSchema,
+  ipField,
+  requireIpam,
+  routeSchema,
+  toRoute,
+} from '@cnikit/ipam';
 import { decode, type Infer, loadArgs, type Request, type Route, s } from '@cnikit/skel';
 import { canonicalizeRangeSet, mayOverlap, type RangeSet, type RawRange, rangeSetsOverlap } from './range.ts';
 
@@ -39,17 +48,8 @@ const ipamSchema = s.object({
   ranges: s.array(rangeSetSchema).optional(),
 });
 
-const netSchema = s.object({
-  name: s.string().optional(),
-  cniVersion: s.string().optional(),
-  ipam: ipamSchema.optional(),
-  runtimeConfig: s
-    .object({
-      ipRanges: s.array(rangeSetSchema).optional(),
-      ips: s.array(requestedIPField).optional(),
-    })
-    .optional(),
-  args: s.object({ cni: s.object({ ips: s.array(requestedIPField).optional() }).optional() }).optional(),
+const netSchema = ipamNetSchema(ipamSchema, requestedIPField, {
+  ipRanges: s.array(rangeSetSchema).optional(),
 });
 
 type RawRangeIn = Infer<typeof rangeSchema>;
@@ -86,8 +86,7 @@ function parseArgIP(text: string): IP | undefined {
 /** Go `LoadIPAMConfig(stdin, CNI_ARGS)`. */
 export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfig {
   const n = decode(netSchema, req.config);
-  const ipam = n.ipam;
-  if (!ipam) throw configError("IPAM config missing 'ipam' key");
+  const { name, cniVersion, ipam } = requireIpam(n);
 
   const requested: Array<IP | null> = [];
   if (req.args !== '') {
@@ -114,8 +113,6 @@ export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfi
   if (rawSets.length === 0) throw configError('no IP ranges specified');
 
   const ranges: RangeSet[] = [];
-  let numV4 = 0;
-  let numV6 = 0;
   for (let i = 0; i < rawSets.length; i++) {
     let set: RangeSet;
     try {
@@ -123,13 +120,12 @@ export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfi
     } catch (err) {
       throw configError(`invalid range set ${i}: ${(err as Error).message}`);
     }
-    if (set[0]!.rangeStart.family === 4) numV4++;
-    else numV6++;
     ranges.push(set);
   }
-
-  const cniVersion = n.cniVersion ?? '';
-  checkAddressesPerFamily(cniVersion, numV4, numV6);
+  checkFamilies(
+    cniVersion,
+    ranges.map((set) => set[0]!.rangeStart.family),
+  );
 
   // Ranges inside one set never overlap (checked above), so any overlap found here is across sets.
   const overlapping = mayOverlap(ranges.flat());
@@ -140,7 +136,7 @@ export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfi
   }
 
   return {
-    name: n.name ?? '',
+    name,
     cniVersion,
     ranges,
     requestedIPs,

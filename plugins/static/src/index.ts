@@ -12,10 +12,12 @@
  */
 import { type CIDR, contains, equal, formatCIDR, formatIP, type IP, parseCIDR, parseIP } from '@cnikit/ip';
 import {
-  checkAddressesPerFamily,
+  checkFamilies,
   configError,
   dnsSchema,
+  ipamNetSchema,
   ipField,
+  requireIpam,
   routeSchema,
   toDNS,
   toRoute,
@@ -37,22 +39,15 @@ import {
 
 const VERSION = '0.1.0';
 
-const netSchema = s.object({
-  name: s.string().optional(),
-  cniVersion: s.string().optional(),
-  ipam: s
-    .object({
-      type: s.string().optional(),
-      routes: s.array(routeSchema).optional(),
-      addresses: s
-        .array(s.object({ address: s.string().default(''), gateway: ipField.optional() }))
-        .optional(),
-      dns: dnsSchema.optional(),
-    })
-    .optional(),
-  runtimeConfig: s.object({ ips: s.array(s.string()).optional() }).optional(),
-  args: s.object({ cni: s.object({ ips: s.array(s.string()).optional() }).optional() }).optional(),
-});
+const netSchema = ipamNetSchema(
+  s.object({
+    type: s.string().optional(),
+    routes: s.array(routeSchema).optional(),
+    addresses: s.array(s.object({ address: s.string().default(''), gateway: ipField.optional() })).optional(),
+    dns: dnsSchema.optional(),
+  }),
+  s.string(),
+);
 
 interface Address {
   text: string;
@@ -80,8 +75,7 @@ function fromList(list: string[]): Address[] {
 /** Go `LoadIPAMConfig(stdin, CNI_ARGS)` of the static plugin. */
 export function loadStaticConfig(req: Pick<Request, 'config' | 'args'>): StaticConfig {
   const n = decode(netSchema, req.config);
-  const ipam = n.ipam;
-  if (!ipam) throw configError("IPAM config missing 'ipam' key");
+  const { name, cniVersion, ipam } = requireIpam(n);
   let addresses: Address[] = (ipam.addresses ?? []).map((a) => {
     const out: Address = { text: a.address };
     if (a.gateway) out.gateway = a.gateway;
@@ -112,8 +106,6 @@ export function loadStaticConfig(req: Pick<Request, 'config' | 'args'>): StaticC
   const rtIPs = n.runtimeConfig?.ips ?? [];
   if (rtIPs.length > 0) addresses = fromList(rtIPs);
 
-  let numV4 = 0;
-  let numV6 = 0;
   const out: StaticConfig['addresses'] = [];
   for (const a of addresses) {
     let cidr = a.cidr;
@@ -122,16 +114,15 @@ export function loadStaticConfig(req: Pick<Request, 'config' | 'args'>): StaticC
       if (!cidr)
         throw configError(`the 'address' field is expected to be in CIDR notation, got: '${a.text}'`);
     }
-    if (cidr.ip.family === 4) numV4++;
-    else numV6++;
     out.push(a.gateway ? { cidr, gateway: a.gateway } : { cidr });
   }
-
-  const cniVersion = n.cniVersion ?? '';
-  checkAddressesPerFamily(cniVersion, numV4, numV6);
+  checkFamilies(
+    cniVersion,
+    out.map((a) => a.cidr.ip.family),
+  );
 
   return {
-    name: n.name ?? '',
+    name,
     cniVersion,
     addresses: out,
     routes: (ipam.routes ?? []).map(toRoute),
