@@ -140,9 +140,8 @@ function attachTwo(rt: Runtime, sb: Sandbox, list: ConfList, second: { name: str
   };
 }
 
-describe('bridge + host-local through the compiled executables', {
-  skip: haveBridge ? false : 'bridge/host-local not built',
-}, () => {
+describe('bridge + host-local through the compiled executables', () => {
+  assert.ok(haveBridge, 'bridge/host-local not built' + ' (npm test runs npm run build before the tests)');
   test(`two containers talk over TCP; DEL restores the host namespace (${info.default})`, async () => {
     const sb = createSandbox();
     const second = createNamedNetns('cnikit-container2');
@@ -177,9 +176,11 @@ describe('bridge + host-local through the compiled executables', {
     }
   });
 
-  test('IPAM is delegated in-process when host-local is the same executable (one execve per plugin call)', {
-    skip: spawnSync('strace', ['-V']).status === 0 ? false : 'strace not installed',
-  }, () => {
+  test('IPAM is delegated in-process when host-local is the same executable (one execve per plugin call)', () => {
+    assert.ok(
+      spawnSync('strace', ['-V']).status === 0,
+      'strace not installed' + ' (apt-get install strace; .ci/run installs it)',
+    );
     const sb = createSandbox();
     try {
       const trace = join(scratch, `strace-${seq}`);
@@ -251,9 +252,11 @@ describe('bridge + host-local through the compiled executables', {
     ['our bridge with the Go host-local', 'ours', 'go'],
     ['the Go bridge with our host-local', 'go', 'ours'],
   ] as const) {
-    test(`interop: ${label}`, {
-      skip: goAvailable('bridge') ? false : `${GO_CNI} not installed`,
-    }, async () => {
+    test(`interop: ${label}`, async () => {
+      assert.ok(
+        goAvailable('bridge'),
+        `${GO_CNI} not installed` + ' (Debian package containernetworking-plugins; .ci/run installs it)',
+      );
       const dir = join(scratch, `mix-${bridgeFrom}-${ipamFrom}`);
       mkdirSync(dir, { recursive: true });
       const from = (who: 'ours' | 'go', name: string) =>

@@ -34,9 +34,8 @@ function exec(cmd: string, conf: object, netns: string, id: string) {
   return { code: r.status ?? -1, out: r.stdout, err: r.stderr };
 }
 
-describe('compiled binary (dist-bin/bridge)', {
-  skip: have ? false : 'dist-bin not built (npm run build)',
-}, () => {
+describe('compiled binary (dist-bin/bridge)', () => {
+  assert.ok(have, 'dist-bin not built (npm run build)' + ' (npm test runs npm run build before the tests)');
   test('1.1.0 ADD/CHECK/DEL with nftables masquerade and spoof check', () => {
     const conf = {
       cniVersion: '1.1.0',

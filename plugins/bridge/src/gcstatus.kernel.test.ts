@@ -14,9 +14,11 @@ before(() => {
 });
 after(() => env?.destroy());
 
-describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', {
-  skip: haveDist ? false : 'dist-bin/host-local not built (npm run build)',
-}, () => {
+describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () => {
+  assert.ok(
+    haveDist,
+    'dist-bin/host-local not built (npm run build)' + ' (npm test runs npm run build before the tests)',
+  );
   const conf = (backend: string, extra: object = {}) => ({
     cniVersion: '1.1.0',
     name: `gcnet-${backend}`,
