@@ -100,3 +100,37 @@ export function runTool(tool: string, args: readonly string[], opts: RunOptions 
   }
   return { status: r.status ?? 1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
 }
+
+/**
+ * Lines fed to ONE run of a tool that reads a script on stdin (`nft -f -`, `tc -batch -`): the builders add
+ * lines, `commit()` starts the process once (nothing for an empty batch) and clears the batch on success.
+ */
+export abstract class StdinBatch {
+  readonly opts: ToolOptions;
+  protected lines: string[] = [];
+
+  constructor(
+    private readonly tool: string,
+    private readonly args: readonly string[],
+    opts: ToolOptions = {},
+  ) {
+    this.opts = opts;
+  }
+
+  get size(): number {
+    return this.lines.length;
+  }
+
+  render(): string {
+    return this.lines.length ? `${this.lines.join('\n')}\n` : '';
+  }
+
+  commit(): { script: string } {
+    const script = this.render();
+    if (script === '') return { script };
+    const r = runTool(this.tool, this.args, { ...this.opts, input: script });
+    if (r.status !== 0) throw new ToolError(this.tool, this.args, r, `${this.tool} ${this.args.join(' ')}`);
+    this.lines = [];
+    return { script };
+  }
+}

@@ -7,7 +7,7 @@
  * identifiers (tables, chains) must therefore be valid nft identifiers; they are checked.
  */
 import { NFPROTO, type NftFamily } from '@cnikit/netlink';
-import { runTool, ToolError, type ToolOptions } from './exec.ts';
+import { runTool, StdinBatch, ToolError, type ToolOptions } from './exec.ts';
 
 export type { NftFamily };
 
@@ -134,16 +134,9 @@ export interface ChainSpec {
  * `add` is create-if-missing for tables and chains (so `addTable`/`addChain` are idempotent);
  * `addRule` always appends (callers delete stale rules by handle in the same transaction).
  */
-export class NftBatch {
-  readonly opts: ToolOptions;
-  private lines: string[] = [];
-
+export class NftBatch extends StdinBatch {
   constructor(opts: ToolOptions = {}) {
-    this.opts = opts;
-  }
-
-  get size(): number {
-    return this.lines.length;
+    super('nft', ['-f', '-'], opts);
   }
 
   addTable(family: NftFamily, name: string, opts: { comment?: string } = {}): this {
@@ -328,19 +321,6 @@ export class NftBatch {
   }
 
   /** The transaction text that commit() feeds to `nft -f -`. */
-  render(): string {
-    return this.lines.length ? `${this.lines.join('\n')}\n` : '';
-  }
-
-  /** Apply all statements in one `nft -f -` transaction (nothing is run for an empty batch). */
-  commit(): { script: string } {
-    const script = this.render();
-    if (script === '') return { script };
-    const r = runTool('nft', ['-f', '-'], { ...this.opts, input: script });
-    if (r.status !== 0) throw new ToolError('nft', ['-f', '-'], r, 'nft -f -');
-    this.lines = [];
-    return { script };
-  }
 }
 
 /** Start an nft transaction (contract name). */

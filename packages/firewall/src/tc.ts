@@ -6,7 +6,7 @@
  * failing line and the lines before it stay applied. Callers that need all-or-nothing should undo
  * on error (for the bandwidth plugin, deleting the IFB device / the veth removes everything).
  */
-import { runTool, ToolError, type ToolOptions } from './exec.ts';
+import { runTool, StdinBatch, ToolError, type ToolOptions } from './exec.ts';
 
 /** Token usable on a tc batch line (tc splits lines on blanks; quotes and `#` are special). */
 function tok(what: string, v: string | number): string {
@@ -57,16 +57,9 @@ export interface RedirectFilterSpec {
 }
 
 /** Accumulates tc commands for one `tc -batch -` run. */
-export class TcBatch {
-  readonly opts: ToolOptions;
-  private lines: string[] = [];
-
+export class TcBatch extends StdinBatch {
   constructor(opts: ToolOptions = {}) {
-    this.opts = opts;
-  }
-
-  get size(): number {
-    return this.lines.length;
+    super('tc', ['-batch', '-'], opts);
   }
 
   /** Any tc command as arguments (without the leading `tc`), e.g. `['qdisc','del','dev','x','root']`. */
@@ -135,20 +128,6 @@ export class TcBatch {
     args.push('action', 'mirred', 'egress', 'redirect', 'dev', tok('device', s.to));
     this.lines.push(args.join(' '));
     return this;
-  }
-
-  render(): string {
-    return this.lines.length ? `${this.lines.join('\n')}\n` : '';
-  }
-
-  /** Run all commands with one `tc -batch -` (nothing is run for an empty batch). */
-  commit(): { script: string } {
-    const script = this.render();
-    if (script === '') return { script };
-    const r = runTool('tc', ['-batch', '-'], { ...this.opts, input: script });
-    if (r.status !== 0) throw new ToolError('tc', ['-batch', '-'], r, 'tc -batch -');
-    this.lines = [];
-    return { script };
   }
 }
 
