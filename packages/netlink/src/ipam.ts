@@ -4,6 +4,7 @@
  */
 import { type Family, formatCIDR, parseCIDR, parseIP } from '@cnikit/ip';
 import { addAddr, waitDadSettled } from './addr.ts';
+import { fail, reasonOf } from './helper-errors.ts';
 import { getLink, setLinkUp } from './link.ts';
 import { addRoute } from './route.ts';
 import { sysctlGet, sysctlSet } from './sysctl.ts';
@@ -13,18 +14,6 @@ export interface IfaceConfig {
   interfaces?: ReadonlyArray<{ name: string }>;
   ips?: ReadonlyArray<{ address: string; gateway?: string; interface?: number }>;
   routes?: ReadonlyArray<{ dst: string; gw?: string; priority?: number; table?: number; scope?: number }>;
-}
-
-/** An error of these helpers: plain Error (code 999 through the SDK), the underlying error as `cause`. */
-function fail(msg: string, cause?: unknown): Error {
-  return new Error(msg, cause === undefined ? undefined : { cause });
-}
-
-/** The Go-style reason of a system error ('file exists'), else its message. */
-function reasonOf(err: unknown): string {
-  const r = (err as { reason?: unknown } | null)?.reason;
-  if (typeof r === 'string' && r) return r;
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** `ip.EnableIP4Forward` / `EnableIP6Forward`: write 1 unless it already reads 1. */

@@ -1,22 +1,11 @@
 /** Go's pkg/ip veth helpers: SetupVeth's creation with a random peer name, DelLinkByNameAddr. */
 import { type CIDR, formatCIDR, isGlobalUnicast, parseCIDR } from '@cnikit/ip';
 import { listAddrs } from './addr.ts';
+import { fail, reasonOf } from './helper-errors.ts';
 import { createVethPair, deleteLink, getLink, type Link } from './link.ts';
 import { randomVethName } from './names.ts';
 import { withNetns } from './netns.ts';
 import { isNotFoundError } from './rtnl.ts';
-
-/** An error of these helpers: plain Error (code 999 through the SDK), the underlying error as `cause`. */
-function fail(msg: string, cause?: unknown): Error {
-  return new Error(msg, cause === undefined ? undefined : { cause });
-}
-
-/** The Go-style reason of a system error ('file exists'), else its message. */
-function reasonOf(err: unknown): string {
-  const r = (err as { reason?: unknown } | null)?.reason;
-  if (typeof r === 'string' && r) return r;
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** `err` (or one of its causes) carries errno code `code` ('EEXIST', 'EADDRNOTAVAIL', …). */
 export function hasErrno(err: unknown, code: string): boolean {
