@@ -101,7 +101,6 @@ function sleepMs(ms: number): void {
 /** Read a file descriptor to EOF synchronously (handles non-blocking pipes). */
 export function readFdFully(fd: number): Uint8Array {
   const chunks: Uint8Array[] = [];
-  let total = 0;
   let buf = new Uint8Array(65536);
   for (;;) {
     let n: number;
@@ -119,11 +118,15 @@ export function readFdFully(fd: number): Uint8Array {
     }
     if (n === 0) break;
     chunks.push(buf.subarray(0, n));
-    total += n;
     buf = new Uint8Array(n === buf.length ? buf.length * 2 : buf.length);
   }
+  return concatBytes(chunks);
+}
+
+/** Join byte chunks (no copy for a single chunk). */
+export function concatBytes(chunks: Uint8Array[]): Uint8Array {
   if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
   let off = 0;
   for (const c of chunks) {
     out.set(c, off);

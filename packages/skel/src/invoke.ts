@@ -11,7 +11,7 @@
  */
 import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { invokeInProcess } from './dispatch.ts';
+import { concatBytes, invokeInProcess } from './dispatch.ts';
 import { CniError, ErrorCode } from './errors.ts';
 import { configVersion, goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
@@ -164,18 +164,6 @@ interface RawOutcome {
   failure?: string;
 }
 
-function concat(chunks: Uint8Array[]): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const total = chunks.reduce((n, c) => n + c.length, 0);
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
-}
-
 async function spawnOnce(
   path: string,
   stdin: Uint8Array,
@@ -191,8 +179,8 @@ async function spawnOnce(
       settled = true;
       const text = (e.code && ERRNO_TEXT[e.code]) ?? e.message;
       resolve({
-        stdout: concat(out),
-        stderr: concat(err),
+        stdout: concatBytes(out),
+        stderr: concatBytes(err),
         failure: `fork/exec ${path}: ${text}`,
         busy: e.code === 'ETXTBSY',
       });
@@ -214,7 +202,7 @@ async function spawnOnce(
       settled = true;
       const failure =
         code === 0 ? undefined : signal ? `signal: ${SIGNALS[signal] ?? signal}` : `exit status ${code ?? 1}`;
-      resolve({ stdout: concat(out), stderr: concat(err), ...(failure ? { failure } : {}) });
+      resolve({ stdout: concatBytes(out), stderr: concatBytes(err), ...(failure ? { failure } : {}) });
     });
     child.stdin!.end(stdin);
   });
