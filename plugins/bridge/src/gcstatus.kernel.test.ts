@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { plugin } from './index.ts';
-import { cni, enterHost, type HostEnv, hostLocal, run, sleep, tryRun } from './testenv.ts';
+import { cni, enterHost, eventually, type HostEnv, hostLocal, run, tryRun } from './testenv.ts';
 
 const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
 const haveDist = existsSync(join(DIST, 'host-local'));
@@ -105,12 +105,9 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
     const goneVeth: string = JSON.parse(gone.stdout).interfaces[1].name;
     run('ip', ['netns', 'del', b]); // the runtime lost it: no DEL
     // the kernel destroys the namespace (and with it the host-side veth) asynchronously
-    for (let i = 0; i < 200 && tryRun('ip', ['link', 'show', 'dev', goneVeth]).status === 0; i++)
-      await sleep(50);
-    assert.notEqual(
-      tryRun('ip', ['link', 'show', 'dev', goneVeth]).status,
-      0,
-      `${goneVeth} still exists after 10 s`,
+    await eventually(
+      () => tryRun('ip', ['link', 'show', 'dev', goneVeth]).status !== 0,
+      `${goneVeth} still exists`,
     );
     const g = await cni(
       plugin,

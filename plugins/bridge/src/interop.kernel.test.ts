@@ -5,7 +5,16 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
 import { plugin } from './index.ts';
-import { cni, enterHost, type HostEnv, hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
+import {
+  cni,
+  enterHost,
+  eventually,
+  type HostEnv,
+  hostLocal,
+  run,
+  snapshot,
+  withoutBridge,
+} from './testenv.ts';
 
 const GO = '/usr/lib/cni/bridge';
 const haveGo = existsSync(GO) && existsSync('/usr/lib/cni/host-local');
@@ -172,7 +181,10 @@ describe('interoperability with the Go reference bridge (Debian 1.1.1)', () => {
     assert.equal(del.code, 0, del.out);
     assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
     assert.deepEqual(reservations(), []);
-    // and the host veth went with the namespace
-    assert.equal(nl.listLinks().filter((l) => l.masterIndex === nl.getLink('brio')?.index).length, 0);
+    // and the host veth goes with the namespace (the kernel destroys it asynchronously)
+    await eventually(
+      () => nl.listLinks().filter((l) => l.masterIndex === nl.getLink('brio')?.index).length === 0,
+      'the host veth of the deleted namespace is still a port of brio',
+    );
   });
 });

@@ -3,6 +3,7 @@
  * namespaces, moving the test process's main thread into the host namespace, running the plugin
  * in-process, and snapshots of the kernel state for before/after comparisons.
  */
+import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -172,4 +173,11 @@ export function hostLocal(dataDir: string, subnet: string | string[][], extra: o
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls `cond` every 50 ms for up to `ms`; fails with `what` if it never holds (for asynchronous kernel work). */
+export async function eventually(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  for (const end = Date.now() + ms; !cond(); await sleep(50)) {
+    if (Date.now() > end) assert.fail(`${what} (waited ${ms / 1000} s)`);
+  }
 }
