@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseCIDR } from '@cnikit/ip';
@@ -330,6 +330,43 @@ describe('bridge L3 with host-local', () => {
       !nl.listLinks().some((l) => l.kind === 'veth' && l.masterIndex === nl.getLink(cf.bridge)?.index),
     );
   });
+
+  for (const backend of ['iptables', 'nftables']) {
+    test(`masquerade rules (${backend}) are rolled back when ADD fails after setting them up`, async () => {
+      const cn = env.newContainer();
+      const c = env.path(cn);
+      const cf = conf('1.0.0', '10.17.0.0/24', { isGateway: true, ipMasq: true, ipMasqBackend: backend });
+      // An IPAM executable that, like a misbehaving neighbour, sets the new host port down before answering:
+      // everything up to and including the masquerade succeeds, then the port never comes up.
+      const dir = join(env.dataDir, `masqrb-${backend}`);
+      mkdirSync(dir);
+      const log = join(dir, 'calls');
+      writeFileSync(
+        join(dir, 'fake-ipam'),
+        [
+          '#!/bin/sh',
+          `echo "$CNI_COMMAND" >> ${log}`,
+          'if [ "$CNI_COMMAND" = ADD ]; then',
+          `  for l in $(ip -o link show master ${cf.bridge} | cut -d: -f2 | cut -d@ -f1); do ip link set "$l" down; done`,
+          `  echo '{"cniVersion":"1.0.0","ips":[{"address":"10.17.0.5/24","gateway":"10.17.0.1"}]}'`,
+          'fi',
+        ].join('\n'),
+        { mode: 0o755 },
+      );
+      cf.ipam = { type: 'fake-ipam' } as typeof cf.ipam;
+      const before = snapshot(cn);
+      const r = await cni(plugin, 'ADD', cf, { netns: c, path: dir });
+      assert.notEqual(r.code, 0);
+      assert.equal(JSON.parse(r.stdout).msg, 'bridge port in error state: down');
+      assert.deepEqual(readFileSync(log, 'utf8').split('\n').filter(Boolean), ['ADD', 'DEL']);
+      assert.doesNotMatch(run('iptables-save', ['-t', 'nat']), /10\.17\.0\.5/);
+      assert.doesNotMatch(run('nft', ['list', 'ruleset']), /10\.17\.0\.5/);
+      assert.equal(snapshot(cn), before);
+      assert.ok(
+        !nl.listLinks().some((l) => l.kind === 'veth' && l.masterIndex === nl.getLink(cf.bridge)?.index),
+      );
+    });
+  }
 
   for (const backend of ['iptables', 'nftables', undefined]) {
     test(`ipMasq with backend ${backend ?? 'default'}: rules present, then gone after DEL (also when the interface is gone)`, async () => {
