@@ -194,12 +194,13 @@ describe('overlap detection at scale', () => {
       assert.equal(mayOverlap(rs), pairwise);
     }
   });
-  test('3000 disjoint range sets validate quickly (no quadratic BigInt loop)', () => {
-    const sets = Array.from({ length: 3000 }, (_, i) =>
+  test('10000 disjoint range sets validate quickly (no quadratic BigInt loop)', () => {
+    // ~0.1–0.5 s as written (sort + sweep); a pairwise loop over 50 M pairs takes tens of seconds
+    const sets = Array.from({ length: 10_000 }, (_, i) =>
       canonicalizeRangeSet([raw(`10.${i >> 8}.${i & 255}.0/24`)]),
     );
     const t0 = performance.now();
     assert.equal(mayOverlap(sets.flat()), false);
-    assert.ok(performance.now() - t0 < 500);
+    assert.ok(performance.now() - t0 < 5000);
   });
 });
