@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { invokeInProcess } from './dispatch.ts';
-import { CniError, ErrorCode } from './errors.ts';
+import { CniError, ErrorCode, ErrorList, errorReason, internalError, wrap, wrapAsync } from './errors.ts';
 
 describe('CniError', () => {
   test('well-known codes', () => {
@@ -73,4 +73,68 @@ describe('CniError', () => {
     );
     assert.deepEqual(JSON.parse(r.stdout), { code: 11, msg: 'from the other copy', details: 'd' });
   });
+});
+
+test('errorReason / internalError / wrap: Go-style wrapping with the cause kept', async () => {
+  const sys = Object.assign(new Error('EEXIST: x'), { reason: 'file exists' });
+  assert.equal(errorReason(sys), 'file exists');
+  assert.equal(errorReason(new CniError(7, 'bad', 'd')), 'bad');
+  assert.equal(errorReason('str'), 'str');
+  const e = internalError('m', sys);
+  assert.equal(e.code, 999);
+  assert.equal(e.cause, sys);
+  assert.equal(
+    wrap('x', () => 5),
+    5,
+  );
+  const w = (() => {
+    try {
+      wrap('failed to add bridge', () => {
+        throw sys;
+      });
+    } catch (err) {
+      return err as CniError;
+    }
+  })();
+  assert.ok(CniError.is(w));
+  assert.deepEqual(w?.toJSON(), { code: 999, msg: 'failed to add bridge: file exists' });
+  assert.throws(() => wrap('x', () => Promise.resolve(1)), /wrapAsync/);
+  await assert.rejects(
+    wrapAsync('y', async () => {
+      throw sys;
+    }),
+    { msg: 'y: file exists' },
+  );
+});
+
+test('ErrorList keeps going, prefixes, and reports every failure with the first code', async () => {
+  const list = new ErrorList();
+  let ran = 0;
+  list.run('step one', () => {
+    throw new CniError(11, 'busy');
+  });
+  list.run('', () => {
+    ran++;
+  });
+  await list.run('step three', async () => {
+    ran++;
+    throw new Error('gone');
+  });
+  assert.equal(ran, 2);
+  assert.equal(list.length, 2);
+  assert.throws(
+    () => list.throwIfAny(),
+    (err: CniError) => {
+      assert.deepEqual(err.toJSON(), { code: 11, msg: 'step one: busy\nstep three: gone' });
+      return true;
+    },
+  );
+  const one = new ErrorList();
+  const only = new CniError(7, 'only');
+  one.add(only);
+  assert.throws(
+    () => one.throwIfAny(),
+    (err) => err === only,
+  );
+  new ErrorList().throwIfAny();
 });

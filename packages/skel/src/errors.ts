@@ -72,3 +72,95 @@ export class CniError extends Error {
       : { code: this.code, msg: this.msg };
   }
 }
+
+/**
+ * The Go-style text of anything thrown: a CniError's `msg`, a system error's `reason` (`file exists`, as Go
+ * prints a syscall errno), else the message.
+ */
+export function errorReason(err: unknown): string {
+  if (CniError.is(err)) return err.msg;
+  const r = (err as { reason?: unknown } | null)?.reason;
+  if (typeof r === 'string' && r) return r;
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** A code-999 error (what Go's `fmt.Errorf` becomes through skel), keeping the underlying error as `cause`. */
+export function internalError(msg: string, cause?: unknown): CniError {
+  return new CniError(ErrorCode.Internal, msg, '', cause === undefined ? undefined : { cause });
+}
+
+/**
+ * Run `fn`; if it throws, throw `internalError("<message>: <reason>")` with the original as cause — the
+ * TypeScript spelling of Go's `if err != nil { return fmt.Errorf("message: %v", err) }`. Synchronous only
+ * (a returned Promise is rejected as a bug); use `wrapAsync` for async work.
+ */
+export function wrap<T>(message: string, fn: () => T): T {
+  let out: T;
+  try {
+    out = fn();
+  } catch (err) {
+    throw internalError(`${message}: ${errorReason(err)}`, err);
+  }
+  if (out instanceof Promise)
+    throw new TypeError(`wrap(${JSON.stringify(message)}): use wrapAsync for async work`);
+  return out;
+}
+
+/** `wrap` for async work. */
+export async function wrapAsync<T>(message: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw internalError(`${message}: ${errorReason(err)}`, err);
+  }
+}
+
+/**
+ * Errors of a teardown (DEL, GC, rollback) that keeps going after a failure and reports every failure at the
+ * end (netavark's NetavarkErrorList). `run(what, fn)` records a failure instead of throwing it (the message is
+ * prefixed with `what` when given); `throwIfAny()` throws nothing, the single error unchanged, or one
+ * CniError with the first error's code and every message on its own line.
+ */
+export class ErrorList {
+  readonly errors: CniError[] = [];
+
+  /** Record a failure (wrapped once with CniError.from). */
+  add(err: unknown, what = ''): void {
+    const e = CniError.from(err);
+    this.errors.push(what ? new CniError(e.code, `${what}: ${e.msg}`, e.details, { cause: err }) : e);
+  }
+
+  /** Run one synchronous or asynchronous step; a failure is recorded, never thrown. */
+  run(what: string, fn: () => void): void;
+  run(what: string, fn: () => Promise<unknown>): Promise<void>;
+  run(what: string, fn: () => unknown): void | Promise<void> {
+    let out: unknown;
+    try {
+      out = fn();
+    } catch (err) {
+      this.add(err, what);
+      return;
+    }
+    if (out instanceof Promise)
+      return out.then(
+        () => undefined,
+        (err) => this.add(err, what),
+      );
+  }
+
+  get length(): number {
+    return this.errors.length;
+  }
+
+  /** One error for all the failures, or undefined. */
+  combined(): CniError | undefined {
+    if (this.errors.length <= 1) return this.errors[0];
+    const first = this.errors[0]!;
+    return new CniError(first.code, this.errors.map((e) => e.msg).join('\n'), first.details);
+  }
+
+  throwIfAny(): void {
+    const e = this.combined();
+    if (e) throw e;
+  }
+}

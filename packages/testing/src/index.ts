@@ -4,5 +4,7 @@
  * `snapshot()` / `snapshotNetns()` and `diffSnapshots()` to compare kernel state before/after.
  * Requires root. Never touches the machine's root network namespace.
  */
+
+export * from './cni.ts';
 export * from './sandbox.ts';
 export * from './snapshot.ts';
