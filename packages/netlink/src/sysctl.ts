@@ -44,7 +44,31 @@ function fsError(err: unknown, op: string, path: string): SysError {
 
 /** Reads a sysctl; strips one trailing newline (Go strips one trailing byte). Throws SysError (ENOENT...). */
 export function sysctlGet(name: string): string {
+  return readProcSys(sysctlPath(name));
+}
+
+/** Writes a sysctl, then reads it back and returns what the kernel now reports. */
+export function sysctlSet(name: string, value: string | number): string {
   const path = sysctlPath(name);
+  writeProcSys(path, value);
+  return readProcSys(path);
+}
+
+function checkProcSysPath(path: string): void {
+  if (
+    !path.startsWith(PROC_SYS) ||
+    path.split('/').some((p) => p === '.' || p === '..') ||
+    path.includes('\0')
+  )
+    throw new SysError(22, 'sysctl', `invalid sysctl path ${JSON.stringify(path)}`);
+}
+
+/**
+ * Reads a file under /proc/sys given by its path (for plugins with their own name rules, e.g. tuning's
+ * `IFNAME` substitution); one trailing newline stripped; errors in Go's *PathError wording.
+ */
+export function readProcSys(path: string): string {
+  checkProcSysPath(path);
   let data: string;
   try {
     data = readFileSync(path, 'utf8');
@@ -54,13 +78,12 @@ export function sysctlGet(name: string): string {
   return data.endsWith('\n') ? data.slice(0, -1) : data;
 }
 
-/** Writes a sysctl, then reads it back and returns what the kernel now reports. */
-export function sysctlSet(name: string, value: string | number): string {
-  const path = sysctlPath(name);
+/** Writes a file under /proc/sys verbatim (no newline added); errors in Go's *PathError wording. */
+export function writeProcSys(path: string, value: string | number): void {
+  checkProcSysPath(path);
   try {
     writeFileSync(path, String(value));
   } catch (err) {
     throw fsError(err, 'write', path);
   }
-  return sysctlGet(name);
 }

@@ -4,6 +4,7 @@ import { SysError } from './errors.ts';
 import { loadNative } from './native.ts';
 
 export { errnoMessage, errnoName, isSysError, SysError } from './errors.ts';
+export { StateDir, type StateDirOptions } from './statedir.ts';
 export { ADDON_FILE, loadNative, type NativeAddon, nativeCandidates, tryLoadNative } from './native.ts';
 
 /** clone(2) flag of a network namespace, as returned by nsType(). */

@@ -1,0 +1,344 @@
+/**
+ * tuning: sysctls and link attributes of CNI_IFNAME inside the container namespace, restored on DEL
+ * (reference: plugins/meta/tuning, plugins.md §3).
+ *
+ * - ADD: duplicate-sysctl check, config (MAC precedence args.cni > runtimeConfig > CNI_ARGS > mac), allow-list,
+ *   prevResult required; in the namespace: sysctls, the backup of just the attributes that change, then MAC,
+ *   promisc, MTU, allmulti, txqueuelen. Result = prevResult with the new MAC on the CNI_IFNAME interface. A
+ *   failed ADD restores what it changed (sysctls included) and leaves no backup (the reference leaves both).
+ * - DEL: restores MTU, MAC, promisc, allmulti, txqueuelen from the backup and removes it; always succeeds after a
+ *   successful parse. A backup that can never be restored (namespace or interface gone, unreadable) is removed.
+ * - CHECK: sysctl values and link attributes against the config, with the reference's messages.
+ * - GC: removes backups (of this network) whose attachment is not valid. STATUS: code 50 if the data dir is unusable.
+ */
+import {
+  formatMac,
+  getLink,
+  invalidMacMessage,
+  isNetnsGoneForDel,
+  type Link,
+  parseMac,
+  readProcSys,
+  setAllMulticast,
+  setMac,
+  setMtu,
+  setPromisc,
+  setTxQueueLen,
+  withNetns,
+  writeProcSys,
+} from '@cnikit/netlink';
+import {
+  CniError,
+  ErrorCode,
+  ErrorList,
+  errorReason,
+  internalError,
+  type Plugin,
+  type Request,
+  type Result,
+} from '@cnikit/skel';
+import type { StateDir } from '@cnikit/sys';
+import { type Backup, backupName, formatBackup, openDataDir, ownerName, parseBackup } from './backup.ts';
+import {
+  changesLink,
+  checkDuplicateSysctlKeys,
+  parseConf,
+  readAllowlist,
+  sysctlFileName,
+  type TuningConf,
+  validateSysctls,
+} from './config.ts';
+
+const VERSION = '0.1.0';
+
+function load(req: Request, duplicateCheck: boolean): TuningConf {
+  if (duplicateCheck) checkDuplicateSysctlKeys(new TextDecoder().decode(req.stdin));
+  return parseConf(req.config as unknown as Record<string, unknown>, req.args);
+}
+
+function linkOf(ifName: string): Link {
+  const link = getLink(ifName);
+  if (!link) throw internalError(`failed to get ${JSON.stringify(ifName)}: Link not found`);
+  return link;
+}
+
+/** One attribute change with the reference's error wrapping (`failed to get "eth0": …` for a lookup failure). */
+function change(ifName: string, fn: (link: Link) => void): void {
+  fn(linkOf(ifName));
+}
+
+function changeMac(ifName: string, mac: string): void {
+  const bytes = parseMac(mac);
+  if (!bytes) throw internalError(`invalid args ${mac} for MAC addr: ${invalidMacMessage(mac)}`);
+  change(ifName, (l) => setMac(l.index, formatMac(bytes)));
+}
+
+/** The attributes ADD is about to change, as they are now. */
+function currentValues(conf: TuningConf, link: Link): Backup {
+  const b: Backup = {};
+  if (conf.mac !== '') b.mac = link.mac;
+  if (conf.promisc) b.promisc = link.promisc;
+  if (conf.mtu !== 0) b.mtu = link.mtu;
+  if (conf.allmulti !== undefined) b.allmulti = link.allmulti;
+  if (conf.txQLen !== undefined) b.txQLen = link.txqlen;
+  return b;
+}
+
+/** Restore in the reference's order: MTU, MAC, promisc, allmulti, txqueuelen; every failure is reported. */
+function restore(ifName: string, b: Backup): ErrorList {
+  const errors = new ErrorList();
+  if (b.mtu)
+    errors.run('failed to restore MTU', () => change(ifName, (l) => setMtu(l.index, b.mtu as number)));
+  if (b.mac) errors.run('failed to restore MAC address', () => changeMac(ifName, b.mac as string));
+  if (b.promisc !== undefined)
+    errors.run('failed to restore promiscuous mode', () =>
+      change(ifName, (l) => setPromisc(l.index, b.promisc as boolean)),
+    );
+  if (b.allmulti !== undefined)
+    errors.run('failed to restore all-multicast mode', () =>
+      change(ifName, (l) => setAllMulticast(l.index, b.allmulti as boolean)),
+    );
+  if (b.txQLen !== undefined)
+    errors.run('failed to restore transmit queue length', () =>
+      change(ifName, (l) => setTxQueueLen(l.index, b.txQLen as number)),
+    );
+  return errors;
+}
+
+/** Run `fn`; a netlink failure prints as Go prints the raw error (`invalid argument`), code 999. */
+function linkOp<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw CniError.is(err) ? err : internalError(errorReason(err), err);
+  }
+}
+
+/** /proc/sys access; failures keep Go's *PathError text (`open /proc/sys/net/…: no such file or directory`). */
+function procSys<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw internalError((err as Error).message, err);
+  }
+}
+
+function add(req: Request): Result {
+  const conf = load(req, true);
+  validateSysctls(
+    conf.sysctl.map(([k]) => k),
+    readAllowlist(),
+  );
+  if (!req.prevResult) throw internalError('Required prevResult missing');
+  const prev = req.prevResult;
+  withNetns(req.netns, () => {
+    const undo: Array<[string, () => void]> = [];
+    let dir: StateDir | undefined;
+    try {
+      for (const [key, value] of conf.sysctl) {
+        const file = sysctlFileName(key, req.ifName);
+        let old: string | undefined;
+        try {
+          old = readProcSys(file);
+        } catch {
+          // unreadable: the write below fails with the reference's message
+        }
+        procSys(() => writeProcSys(file, value));
+        if (old !== undefined) undo.push([`restore ${file}`, () => writeProcSys(file, old as string)]);
+      }
+      if (changesLink(conf)) {
+        const backup = currentValues(
+          conf,
+          linkOp(() => linkOf(req.ifName)),
+        );
+        const d = procSys(() => openDataDir(conf.dataDir, true) as StateDir);
+        dir = d;
+        const name = backupName(req.containerId, req.ifName);
+        undo.push([
+          'remove the backup',
+          () => {
+            d.remove(name);
+            d.remove(ownerName(name));
+          },
+        ]);
+        procSys(() => {
+          d.writeAtomic(name, formatBackup(backup));
+          d.writeAtomic(ownerName(name), conf.name);
+        });
+        undo.push(['restore the link', () => restore(req.ifName, backup).throwIfAny()]);
+        linkOp(() => {
+          if (conf.mac !== '') changeMac(req.ifName, conf.mac);
+          if (conf.promisc) change(req.ifName, (l) => setPromisc(l.index, true));
+          if (conf.mtu !== 0) change(req.ifName, (l) => setMtu(l.index, conf.mtu));
+          if (conf.allmulti !== undefined)
+            change(req.ifName, (l) => setAllMulticast(l.index, conf.allmulti as boolean));
+          if (conf.txQLen !== undefined)
+            change(req.ifName, (l) => setTxQueueLen(l.index, conf.txQLen as number));
+        });
+      }
+    } catch (err) {
+      for (const [what, fn] of undo.reverse()) {
+        try {
+          fn();
+        } catch (e) {
+          req.log.warn('rollback: %s failed: %s', what, errorReason(e));
+        }
+      }
+      throw err;
+    } finally {
+      dir?.close();
+    }
+  });
+  if (conf.mac !== '') {
+    for (const i of prev.interfaces ?? []) if (i.name === req.ifName) i.mac = conf.mac;
+  }
+  return prev;
+}
+
+function del(req: Request): void {
+  const conf = load(req, false);
+  const dir = openDataDir(conf.dataDir, false);
+  if (!dir) return;
+  const name = backupName(req.containerId, req.ifName);
+  const drop = () => {
+    dir.remove(name);
+    dir.remove(ownerName(name));
+  };
+  try {
+    let raw: Buffer | undefined;
+    try {
+      raw = dir.read(name);
+    } catch (err) {
+      req.log.warn('unreadable backup %s removed: %s', dir.display(name), errorReason(err));
+      drop();
+      return;
+    }
+    if (raw === undefined) {
+      dir.remove(ownerName(name));
+      return;
+    }
+    const backup = parseBackup(raw.toString('utf8'));
+    if (!backup) {
+      req.log.warn('corrupt backup %s removed', dir.display(name));
+      drop();
+      return;
+    }
+    if (!req.netns) {
+      // the namespace is already gone for the runtime: nothing can be restored any more
+      drop();
+      return;
+    }
+    let restored: boolean;
+    try {
+      restored = withNetns(req.netns, () => {
+        if (!getLink(req.ifName)) return true; // interface gone: nothing to restore
+        const errors = restore(req.ifName, backup);
+        const e = errors.combined();
+        if (e) req.log.warn('DEL: %s', e.msg);
+        return !e;
+      });
+    } catch (err) {
+      if (!isNetnsGoneForDel(err, req.netns)) req.log.warn('DEL: %s', errorReason(err));
+      restored = isNetnsGoneForDel(err, req.netns);
+    }
+    if (restored) drop();
+  } catch (err) {
+    // DEL always succeeds after a successful parse, like the reference
+    req.log.warn('DEL: %s', errorReason(err));
+  } finally {
+    dir.close();
+  }
+}
+
+function check(req: Request): void {
+  const conf = load(req, true);
+  if (!req.prevResult) throw internalError('Required prevResult missing');
+  withNetns(req.netns, () =>
+    linkOp(() => {
+      for (const [key, want] of conf.sysctl) {
+        const file = sysctlFileName(key, req.ifName);
+        const cur = procSys(() => readProcSys(file));
+        if (cur !== want)
+          throw internalError(
+            `Error: Tuning configured value of ${file} is ${want}, current value is ${cur}`,
+          );
+      }
+      const link = getLink(req.ifName);
+      if (!link) throw internalError(`Cannot find container link ${req.ifName}`);
+      const ifn = req.ifName;
+      if (conf.mac !== '') {
+        const want = parseMac(conf.mac);
+        if (!want || formatMac(want) !== link.mac)
+          throw internalError(
+            `Error: Tuning configured Ethernet of ${ifn} is ${conf.mac}, current value is ${link.mac}`,
+          );
+      }
+      if (conf.promisc !== link.promisc)
+        throw internalError(
+          `Error: Tuning link ${ifn} configured promisc is ${conf.promisc}, current value is ${link.promisc ? 1 : 0}`,
+        );
+      if (conf.mtu !== 0 && conf.mtu !== link.mtu)
+        throw internalError(
+          `Error: Tuning configured MTU of ${ifn} is ${conf.mtu}, current value is ${link.mtu}`,
+        );
+      if (conf.allmulti !== undefined && conf.allmulti !== link.allmulti)
+        throw internalError(
+          `Error: Tuning configured all-multicast mode of ${ifn} is ${conf.allmulti}, current value is ${link.allmulti}`,
+        );
+      if (conf.txQLen !== undefined && conf.txQLen !== link.txqlen)
+        throw internalError(
+          `Error: Tuning configured Transmit Queue Length of ${ifn} is ${conf.txQLen}, current value is ${link.txqlen}`,
+        );
+    }),
+  );
+}
+
+function gc(req: Request): void {
+  const conf = load(req, false);
+  const dir = openDataDir(conf.dataDir, false);
+  if (!dir) return;
+  try {
+    const valid = new Set((req.validAttachments ?? []).map((a) => backupName(a.containerID, a.ifname)));
+    const errors = new ErrorList();
+    for (const file of dir.list()) {
+      if (!file.endsWith('.json.network')) continue;
+      const backup = file.slice(0, -'.network'.length);
+      errors.run(`failed to remove ${dir.display(backup)}`, () => {
+        if (dir.read(file)?.toString('utf8') !== conf.name || valid.has(backup)) return;
+        dir.remove(backup);
+        dir.remove(file);
+      });
+    }
+    errors.throwIfAny();
+  } finally {
+    dir.close();
+  }
+}
+
+function status(req: Request): void {
+  const conf = load(req, false);
+  try {
+    const dir = openDataDir(conf.dataDir, true) as StateDir;
+    try {
+      dir.writeAtomic('.status', '');
+      dir.remove('.status');
+    } finally {
+      dir.close();
+    }
+  } catch (err) {
+    throw new CniError(
+      ErrorCode.PluginNotAvailable,
+      `tuning data directory is not usable: ${(err as Error).message}`,
+    );
+  }
+}
+
+export const plugin: Plugin = {
+  name: 'tuning',
+  about: `CNI tuning plugin cnikit ${VERSION}`,
+  add,
+  del,
+  check,
+  gc,
+  status,
+};
