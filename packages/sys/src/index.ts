@@ -4,8 +4,8 @@ import { SysError } from './errors.ts';
 import { loadNative } from './native.ts';
 
 export { errnoMessage, errnoName, isSysError, SysError } from './errors.ts';
-export { StateDir, type StateDirOptions } from './statedir.ts';
 export { ADDON_FILE, loadNative, type NativeAddon, nativeCandidates, tryLoadNative } from './native.ts';
+export { StateDir, type StateDirOptions } from './statedir.ts';
 
 /** clone(2) flag of a network namespace, as returned by nsType(). */
 export const CLONE_NEWNET = 0x40000000;
