@@ -1,0 +1,103 @@
+/**
+ * Benchmark: tuning ADD and DEL (two sysctls + mtu + mac + promisc), cnikit (dist-bin/tuning) vs the Go reference
+ * (/usr/lib/cni/tuning), side by side, alternating calls, in private namespaces (a container namespace with a
+ * veth `eth0`; nothing touches the machine's own namespace).
+ *
+ *   node --import tsx scripts/bench-tuning.ts [--runs=30] [--json]
+ *
+ * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const ROOT = join(import.meta.dirname, '..');
+const arg = (name: string, def: string) =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
+const RUNS = Number(arg('runs', '30'));
+const JSON_OUT = process.argv.includes('--json');
+const impls = [
+  { name: 'cnikit', bin: join(ROOT, 'dist-bin', 'tuning') },
+  { name: 'go', bin: '/usr/lib/cni/tuning' },
+];
+for (const i of impls) {
+  if (!existsSync(i.bin)) {
+    console.error(
+      `missing ${i.bin}${i.name === 'cnikit' ? ' (run npm run build)' : ' (apt-get install containernetworking-plugins)'}`,
+    );
+    process.exit(1);
+  }
+}
+
+const ns = `cnikit-bench-tuning-${process.pid}`;
+const dataDir = mkdtempSync(join(tmpdir(), 'cnikit-bench-tuning-'));
+execFileSync('ip', ['netns', 'add', ns]);
+try {
+  execFileSync('ip', ['-n', ns, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
+  execFileSync('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
+  const conf = JSON.stringify({
+    cniVersion: '1.0.0',
+    name: 'bench-tuning',
+    type: 'tuning',
+    dataDir,
+    mtu: 1400,
+    mac: 'c2:00:00:00:be:01',
+    promisc: true,
+    sysctl: { 'net.ipv4.conf.eth0.arp_ignore': '1', 'net.ipv4.conf.all.log_martians': '1' },
+    prevResult: { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: `/run/netns/${ns}` }] },
+  });
+  const call = (bin: string, cmd: 'ADD' | 'DEL'): number => {
+    const t0 = process.hrtime.bigint();
+    const r = spawnSync(bin, [], {
+      env: {
+        CNI_COMMAND: cmd,
+        CNI_CONTAINERID: 'bench',
+        CNI_NETNS: `/run/netns/${ns}`,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/usr/lib/cni',
+        PATH: process.env.PATH,
+      },
+      input: conf,
+      encoding: 'utf8',
+    });
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    if (r.status !== 0) throw new Error(`${bin} ${cmd} failed: ${r.stdout}${r.stderr}`);
+    return ms;
+  };
+  const times: Record<string, { ADD: number[]; DEL: number[] }> = {};
+  for (const i of impls) times[i.name] = { ADD: [], DEL: [] };
+  for (let n = 0; n < 3; n++) for (const i of impls) call(i.bin, 'ADD') + call(i.bin, 'DEL'); // warm-up
+  for (let n = 0; n < RUNS; n++) {
+    for (const i of n % 2 ? [...impls].reverse() : impls) {
+      times[i.name]?.ADD.push(call(i.bin, 'ADD'));
+      times[i.name]?.DEL.push(call(i.bin, 'DEL'));
+    }
+  }
+  const q = (xs: number[], p: number) =>
+    [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? 0;
+  const rows = (['ADD', 'DEL'] as const).map((cmd) => {
+    const ours = q(times.cnikit?.[cmd] ?? [], 0.5);
+    const go = q(times.go?.[cmd] ?? [], 0.5);
+    return {
+      op: `tuning ${cmd}`,
+      cnikit: ours,
+      cnikitP90: q(times.cnikit?.[cmd] ?? [], 0.9),
+      go,
+      goP90: q(times.go?.[cmd] ?? [], 0.9),
+      ratio: ours / go,
+    };
+  });
+  if (JSON_OUT) console.log(JSON.stringify(rows));
+  else {
+    console.log(`tuning (sysctl ×2 + mtu + mac + promisc), ${RUNS} runs each, medians (p90):`);
+    for (const r of rows) {
+      console.log(
+        `  ${r.op.padEnd(12)} cnikit ${r.cnikit.toFixed(1)} ms (${r.cnikitP90.toFixed(1)})   go ${r.go.toFixed(1)} ms (${r.goP90.toFixed(1)})   ratio ${r.ratio.toFixed(2)}×`,
+      );
+    }
+  }
+} finally {
+  spawnSync('ip', ['netns', 'del', ns]);
+  rmSync(dataDir, { recursive: true, force: true });
+}
