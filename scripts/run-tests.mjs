@@ -33,7 +33,16 @@ if (files.length === 0) {
 const concurrency = process.env.CNIKIT_TEST_CONCURRENCY ?? '4';
 const r = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+  [
+    '--import',
+    'tsx',
+    '--import',
+    join(root, 'scripts', 'test-setup.mjs'),
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    '--test-reporter=spec',
+    ...files,
+  ],
   { cwd: root, stdio: 'inherit' },
 );
 process.exit(r.status ?? 1);

@@ -154,7 +154,7 @@ describe('bridge + host-local → tuning, as a runtime runs the chain', () => {
       )[0];
       assert.equal(eth0?.mtu, 1400);
       assert.equal(eth0?.address, 'c2:00:00:00:aa:01');
-      assert.ok(eth0?.flags.includes('PROMISC'));
+      assert.ok(eth0?.flags.includes('PROMISC'), "eth0?.flags.includes('PROMISC')");
       const read = (p: string) => sb.exec('cat', [`/proc/sys/${p}`], { ns: 'container' }).stdout.trim();
       assert.equal(read('net/ipv4/conf/eth0/arp_ignore'), '2');
       assert.equal(read('net/core/somaxconn'), '500');

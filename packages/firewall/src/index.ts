@@ -23,5 +23,6 @@ export * from './ipmasq.ts';
 export * from './iptables.ts';
 export * from './names.ts';
 export * from './nftables.ts';
+export * from './portmap.ts';
 export * from './spoofcheck.ts';
 export * from './tc.ts';

@@ -1,5 +1,6 @@
 export * from './addr.ts';
 export * from './bridge.ts';
+export * from './conntrack.ts';
 export * from './ipam.ts';
 export * from './link.ts';
 export * from './names.ts';

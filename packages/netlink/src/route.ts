@@ -40,7 +40,7 @@ import {
   RTN_UNICAST,
   RTPROT_BOOT,
 } from './nl.ts';
-import { invalidArgument, rtDump, rtRequest, withSocket } from './rtnl.ts';
+import { invalidArgument, rtDump, rtGet, rtRequest, withSocket } from './rtnl.ts';
 
 export type ScopeName = 'universe' | 'global' | 'site' | 'link' | 'host' | 'nowhere';
 const SCOPES: Record<ScopeName, number> = {
@@ -321,4 +321,32 @@ export function listRoutes(o: ListRoutesOptions = {}): Route[] {
     }
     return out;
   }, op);
+}
+
+/**
+ * The route the kernel would use to reach `ip` (RTM_GETROUTE for one destination, like `ip route get` and Go's
+ * netlink.RouteGet); undefined when the destination is unreachable.
+ */
+export function routeGet(ip: string): Route | undefined {
+  const op = `failed to get the route to ${ip}`;
+  const addr = parseIp(ip);
+  if (!addr) throw invalidArgument(op, `invalid IP address ${JSON.stringify(ip)}`);
+  const b = new NlBuilder(RTM_GETROUTE, NLM_F_REQUEST)
+    .rtmsg({
+      family: addr.family === 4 ? AF_INET : AF_INET6,
+      dstLen: addr.bytes.length * 8,
+      table: 0,
+      protocol: 0,
+      scope: 0,
+      type: 0,
+    })
+    .attr(RTA_DST, addr.bytes);
+  try {
+    return decodeRoute(rtGet(b, op));
+  } catch (err) {
+    const errno = (err as { errno?: number }).errno;
+    // ENETUNREACH / EHOSTUNREACH: no route
+    if (errno === 101 || errno === 113) return undefined;
+    throw err;
+  }
 }

@@ -92,7 +92,10 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       assert.deepEqual(r, v.startsWith('0.') ? { ...prev(v), dns: {} } : prev(v));
       assert.equal(sysctl('net/ipv4/conf/eth0/arp_filter'), '1');
       assert.equal(sysctl('net/ipv4/conf/all/log_martians'), '1');
-      assert.ok(!existsSync(join(data.path, 'ctr1_eth0.json')));
+      assert.ok(
+        !existsSync(join(data.path, 'ctr1_eth0.json')),
+        "!existsSync(join(data.path, 'ctr1_eth0.json'))",
+      );
       if (v >= '0.4.0') expectOk(await cni().check(c));
       expectOk(await cni().del(c));
       // sysctls are never restored (reference)
@@ -123,7 +126,10 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       if (v >= '0.4.0') expectOk(await cni().check({ ...c, prevResult: r }));
       expectOk(await cni().del(c));
       assert.deepEqual(link(), orig);
-      assert.ok(!existsSync(file) && !existsSync(`${file}.network`));
+      assert.ok(
+        !existsSync(file) && !existsSync(`${file}.network`),
+        '!existsSync(file) && !existsSync(`${file}.network`)',
+      );
       expectOk(await cni().del(c), 'second DEL');
     });
   }
@@ -271,13 +277,22 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     const c = conf('1.0.0', { mtu: 1400 });
     expectOk(await cni().add(c, { containerId: 'gone' }));
     expectOk(await cni().del(c, { containerId: 'gone', netns: '/run/netns/does-not-exist' }));
-    assert.ok(!existsSync(join(data.path, 'gone_eth0.json')));
+    assert.ok(
+      !existsSync(join(data.path, 'gone_eth0.json')),
+      "!existsSync(join(data.path, 'gone_eth0.json'))",
+    );
     expectOk(await cni().add(c, { containerId: 'empty' }));
     expectOk(await cni().del(c, { containerId: 'empty', netns: '' }));
-    assert.ok(!existsSync(join(data.path, 'empty_eth0.json')));
+    assert.ok(
+      !existsSync(join(data.path, 'empty_eth0.json')),
+      "!existsSync(join(data.path, 'empty_eth0.json'))",
+    );
     writeFileSync(join(data.path, 'corrupt_eth0.json'), '{not json');
     expectOk(await cni().del(c, { containerId: 'corrupt' }));
-    assert.ok(!existsSync(join(data.path, 'corrupt_eth0.json')));
+    assert.ok(
+      !existsSync(join(data.path, 'corrupt_eth0.json')),
+      "!existsSync(join(data.path, 'corrupt_eth0.json'))",
+    );
     expectOk(await cni().del(conf('1.0.0', {}, join(data.path, 'never-created'))), 'DEL without a data dir');
   });
 
@@ -299,7 +314,10 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       mkdirSync(dir);
       symlinkSync(join(outside.path, 'victim'), join(dir, 'ctr1_eth0.json'));
       expectOk(await cni().add(conf('1.0.0', { mtu: 1400 }, dir)));
-      assert.ok(!lstatSync(join(dir, 'ctr1_eth0.json')).isSymbolicLink());
+      assert.ok(
+        !lstatSync(join(dir, 'ctr1_eth0.json')).isSymbolicLink(),
+        "!lstatSync(join(dir, 'ctr1_eth0.json')).isSymbolicLink()",
+      );
       assert.deepEqual(readdirSync(outside.path), []);
       expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }, dir)));
       assert.deepEqual(link(), orig);
@@ -307,7 +325,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       writeFileSync(join(outside.path, 'secret'), '{"mtu":1280}');
       symlinkSync(join(outside.path, 'secret'), join(dir, 'ctr1_eth0.json'));
       expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }, dir)));
-      assert.ok(!existsSync(join(dir, 'ctr1_eth0.json')));
+      assert.ok(!existsSync(join(dir, 'ctr1_eth0.json')), "!existsSync(join(dir, 'ctr1_eth0.json'))");
       assert.equal(readFileSync(join(outside.path, 'secret'), 'utf8'), '{"mtu":1280}');
       assert.equal(link().mtu, orig.mtu);
     } finally {
@@ -368,7 +386,10 @@ describe('side by side with the Go tuning (Debian 1.1.1): ADD by one, CHECK and 
       expectOk(await o.check({ ...c(), prevResult: r }));
       expectOk(await o.del(c()));
       assert.deepEqual(link(), orig);
-      assert.ok(!existsSync(join(data.path, 'ctr1_eth0.json')));
+      assert.ok(
+        !existsSync(join(data.path, 'ctr1_eth0.json')),
+        "!existsSync(join(data.path, 'ctr1_eth0.json'))",
+      );
       setSysctl('net/ipv4/conf/all/log_martians', '0');
     });
   }

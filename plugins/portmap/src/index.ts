@@ -1,0 +1,179 @@
+/**
+ * portmap: forwards host ports to the container (reference: plugins/meta/portmap, plugins.md §4), through
+ * @cnikit/firewall's portmap module (one iptables-restore per family, or one nft transaction, per call).
+ *
+ * - ADD: prevResult required; per container address family: the forwarding rules, a flush of the UDP conntrack
+ *   entries of every mapped UDP host port (nfnetlink, no `conntrack` exec), and with `snat` route_localnet=1 on
+ *   the host interface that routes to the container. A failure removes what this ADD installed.
+ * - DEL: removes the container's rules from both backends and both families, with or without mappings, namespace
+ *   or prevResult; idempotent.
+ * - CHECK: the reference's per-family checks and messages. GC: stale per-container iptables chains of this
+ *   network. STATUS: code 50 when neither iptables nor nftables is usable.
+ */
+import {
+  checkPortMap,
+  gcPortMap,
+  type PortMapArgs,
+  setupPortMap,
+  supportsIPTables,
+  supportsNFTables,
+  teardownPortMap,
+} from '@cnikit/firewall';
+import { deleteConntrackByDstPort, getLink, IPPROTO_UDP, routeGet, sysctlSet } from '@cnikit/netlink';
+import {
+  CniError,
+  ErrorCode,
+  errorReason,
+  internalError,
+  type Plugin,
+  type Request,
+  type Result,
+} from '@cnikit/skel';
+import { containerIPs, type PortMapConf, parseConf } from './config.ts';
+
+const VERSION = '0.1.0';
+
+/** ADD/DEL wrap parse errors like the reference (`failed to parse config: …`), keeping the code. */
+function load(req: Request, opts: { needBackend?: boolean } = {}): PortMapConf {
+  try {
+    return parseConf(req.config as unknown as Record<string, unknown>, opts);
+  } catch (err) {
+    const e = CniError.from(err);
+    throw new CniError(e.code, `failed to parse config: ${e.msg}`, e.details, { cause: err });
+  }
+}
+
+function argsFor(conf: PortMapConf, req: Request, containerIP: string, family: 4 | 6): PortMapArgs {
+  return {
+    network: conf.name,
+    containerID: req.containerId,
+    mappings: conf.mappings,
+    containerIP,
+    snat: conf.snat,
+    masqAll: conf.masqAll,
+    markMasqBit: conf.markMasqBit,
+    externalSetMarkChain: conf.externalSetMarkChain,
+    conditions: family === 4 ? conf.conditionsV4 : conf.conditionsV6,
+  };
+}
+
+/** The host interface the kernel routes the container address through (Go's getRoutableHostIF), or ''. */
+function routableHostIf(ip: string): string {
+  try {
+    const r = routeGet(ip.split('/')[0] as string);
+    return r?.linkIndex ? (getLink(r.linkIndex)?.name ?? '') : '';
+  } catch {
+    return '';
+  }
+}
+
+function flushUdpConntrack(req: Request, conf: PortMapConf, family: 4 | 6, ip: string): void {
+  for (const m of conf.mappings) {
+    if (m.protocol !== 'udp') continue;
+    try {
+      deleteConntrackByDstPort(family, IPPROTO_UDP, m.hostPort);
+    } catch (err) {
+      req.log.warn('failed to delete stale UDP conntrack entries for %s: %s', ip, errorReason(err));
+    }
+  }
+}
+
+function add(req: Request): Result {
+  const conf = load(req);
+  if (!req.prevResult) throw internalError('must be called as chained plugin');
+  const prev = req.prevResult;
+  if (conf.mappings.length === 0) return prev;
+  const ips = containerIPs(prev, req.ifName);
+  try {
+    for (const [family, ip] of [
+      [4, ips.v4],
+      [6, ips.v6],
+    ] as const) {
+      if (!ip) continue;
+      try {
+        setupPortMap(conf.backend, argsFor(conf, req, ip, family));
+      } catch (err) {
+        throw internalError(
+          conf.backend === 'nftables'
+            ? `unable to set up nftables rules for port mappings: ${errorReason(err)}`
+            : `unable to setup DNAT: ${errorReason(err)}`,
+          err,
+        );
+      }
+      flushUdpConntrack(req, conf, family, ip);
+      if (family === 4 && conf.snat) {
+        const dev = routableHostIf(ip);
+        if (dev) {
+          try {
+            sysctlSet(`net/ipv4/conf/${dev}/route_localnet`, '1');
+          } catch (err) {
+            throw internalError(`unable to enable route_localnet: ${(err as Error).message}`, err);
+          }
+        }
+      }
+    }
+  } catch (err) {
+    try {
+      teardownPortMap(conf.name, req.containerId);
+    } catch (e) {
+      req.log.warn('rollback of the port mappings failed: %s', errorReason(e));
+    }
+    throw err;
+  }
+  return prev;
+}
+
+function del(req: Request): void {
+  const conf = load(req, { needBackend: false });
+  try {
+    teardownPortMap(conf.name, req.containerId);
+  } catch (err) {
+    throw internalError(`could not teardown port mappings: ${errorReason(err)}`, err);
+  }
+}
+
+function check(req: Request): void {
+  const conf = parseConf(req.config as unknown as Record<string, unknown>);
+  if (!req.prevResult) throw internalError('Required prevResult missing');
+  if (conf.mappings.length === 0) return;
+  const ips = containerIPs(req.prevResult, req.ifName);
+  for (const [family, ip] of [
+    [4, ips.v4],
+    [6, ips.v6],
+  ] as const) {
+    if (!ip) continue;
+    try {
+      checkPortMap(conf.backend, argsFor(conf, req, ip, family));
+    } catch (err) {
+      throw internalError(errorReason(err), err);
+    }
+  }
+}
+
+function gc(req: Request): void {
+  const conf = load(req, { needBackend: false });
+  const valid = new Set((req.validAttachments ?? []).map((a) => a.containerID));
+  try {
+    gcPortMap(conf.name, valid);
+  } catch (err) {
+    throw internalError(`could not garbage-collect port mappings: ${errorReason(err)}`, err);
+  }
+}
+
+function status(req: Request): void {
+  load(req, { needBackend: false });
+  if (!supportsIPTables(4) && !supportsNFTables()) {
+    throw new CniError(ErrorCode.PluginNotAvailable, 'neither iptables nor nftables is usable');
+  }
+}
+
+export const plugin: Plugin = {
+  name: 'portmap',
+  about: `CNI portmap plugin cnikit ${VERSION}`,
+  prevResultErrorPrefix: 'could not parse prevResult: ',
+  add,
+  del,
+  check,
+  gc,
+  status,
+};
