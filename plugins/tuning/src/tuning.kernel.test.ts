@@ -128,7 +128,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       assert.deepEqual(link(), orig);
       assert.ok(
         !existsSync(file) && !existsSync(`${file}.network`),
-        '!existsSync(file) && !existsSync(`${file}.network`)',
+        'backup and owner record removed',
       );
       expectOk(await cni().del(c), 'second DEL');
     });
