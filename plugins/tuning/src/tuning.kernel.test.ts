@@ -126,10 +126,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       if (v >= '0.4.0') expectOk(await cni().check({ ...c, prevResult: r }));
       expectOk(await cni().del(c));
       assert.deepEqual(link(), orig);
-      assert.ok(
-        !existsSync(file) && !existsSync(`${file}.network`),
-        'backup and owner record removed',
-      );
+      assert.ok(!existsSync(file) && !existsSync(`${file}.network`), 'backup and owner record removed');
       expectOk(await cni().del(c), 'second DEL');
     });
   }
