@@ -228,6 +228,23 @@ export function normalizeRule(args: readonly string[]): string {
   return parts.join(' ');
 }
 
+/**
+ * A saved rule whose comparison key is computed on first use: a large nat table (hundreds of portmap chains) is
+ * read on every call, but only the rules of the chains a batch touches are ever compared.
+ */
+function savedRule(chain: string, text: string, args: string[]): SavedRule {
+  let key: string | undefined;
+  return {
+    chain,
+    text,
+    args,
+    get key() {
+      key ??= normalizeRule(args);
+      return key;
+    },
+  };
+}
+
 /** Parse iptables-save output into tables. Counters (`[p:b]` prefixes) are ignored. */
 export function parseSave(text: string): Map<string, SavedTable> {
   const tables = new Map<string, SavedTable>();
@@ -245,7 +262,7 @@ export function parseSave(text: string): Map<string, SavedTable> {
       const args = splitRuleText(line.slice(3));
       const chain = args.shift()!;
       const text = line.slice(3 + chain.length + 1);
-      cur.rules.push({ chain, text, args, key: normalizeRule(args) });
+      cur.rules.push(savedRule(chain, text, args));
     } else if (line === 'COMMIT') {
       cur = undefined;
     }
@@ -448,7 +465,7 @@ export class IptablesBatch {
         for (const r of saved?.rules ?? []) {
           if (!m.rules.has(r.chain)) m.rules.set(r.chain, []);
           m.chains.add(r.chain);
-          m.rules.get(r.chain)!.push({ key: r.key, text: r.text });
+          m.rules.get(r.chain)!.push(r); // r.key stays lazy
         }
         // Built-in chains exist implicitly (iptables-nft creates them on first use).
         for (const b of builtinChains(t)) {
@@ -512,12 +529,7 @@ export class IptablesBatch {
           if (!rules) break;
           for (let i = 0; i < rules.length; ) {
             const r = rules[i]!;
-            const saved: SavedRule = {
-              chain: op.chain,
-              text: r.text,
-              args: splitRuleText(r.text),
-              key: r.key,
-            };
+            const saved = 'args' in r ? (r as SavedRule) : savedRule(op.chain, r.text, splitRuleText(r.text));
             if (op.match(saved)) {
               emit(op.table, `-D ${op.chain} ${r.text}`);
               rules.splice(i, 1);
