@@ -16,6 +16,7 @@ import { plugin as passthrough } from '../examples/passthrough.ts';
 import { invokeInProcess } from './dispatch.ts';
 import { CniError } from './errors.ts';
 import {
+  DELEGATION_ENV,
   delegateAdd,
   delegateCheck,
   delegateDel,
@@ -25,6 +26,7 @@ import {
   findInPath,
   getVersionInfo,
   invokeHooks,
+  MAX_DELEGATION_DEPTH,
   registerInProcess,
   withDelegateCleanup,
 } from './invoke.ts';
@@ -547,4 +549,56 @@ describe('in-process delegation', () => {
       ips: [{ address: '10.9.0.2/16', gateway: '10.9.0.1', interface: 0 }],
     });
   });
+});
+
+test('a delegation cycle or a too deep delegation is a code-7 error, not an endless recursion', async () => {
+  // a plugin that delegates to the type named in its config's ipam section, in-process (isSelf forced: the
+  // files in CNI_PATH stand for this executable)
+  const dir = mkdtempSync(join(tmpdir(), 'cnikit-cycle-'));
+  const savedIsSelf = invokeHooks.isSelf;
+  invokeHooks.isSelf = () => true;
+  try {
+    for (const n of ['loopy', 'deep']) writeFileSync(join(dir, n), '', { mode: 0o755 });
+    let calls = 0;
+    const loopy: Plugin = {
+      name: 'loopy',
+      async add(req) {
+        calls++;
+        return delegateAdd((req.config.ipam as { type: string }).type, req);
+      },
+    };
+    registerInProcess(loopy);
+    const env = {
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'c',
+      CNI_NETNS: '/x',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: dir,
+      CNI_NETNS_OVERRIDE: '1',
+    };
+    const conf = JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'loopy', ipam: { type: 'loopy' } });
+    const r = await invokeInProcess(loopy, env, conf);
+    assert.equal(r.code, 1);
+    const e = JSON.parse(r.stdout);
+    assert.equal(e.code, 7);
+    assert.match(
+      e.msg,
+      /delegation cycle: plugin "loopy" is reached again through its own delegation \(loopy → loopy\)/,
+    );
+    assert.equal(calls, 1, 'the cycle is stopped before the delegate runs');
+    // depth: a chain already MAX deep in the environment (e.g. through exec'd plugins) refuses one more
+    const deepEnv = {
+      ...env,
+      [DELEGATION_ENV]: Array.from({ length: MAX_DELEGATION_DEPTH }, (_, i) => `p${i}`).join(','),
+    };
+    const d = await invokeInProcess(
+      loopy,
+      deepEnv,
+      JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'loopy', ipam: { type: 'deep' } }),
+    );
+    assert.match(JSON.parse(d.stdout).msg, /delegation depth limit of 8 exceeded \(p0 → .* → p7 → deep\)/);
+  } finally {
+    invokeHooks.isSelf = savedIsSelf;
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

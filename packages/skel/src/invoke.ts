@@ -302,9 +302,47 @@ export async function delegate(
   opts: DelegateOptions = {},
 ): Promise<Uint8Array> {
   const baseEnv = opts.env ?? req.env;
+  const chain = delegationChain(baseEnv, typeof req.config?.type === 'string' ? req.config.type : '', type);
   const path = findInPath(type, splitPathList(baseEnv.CNI_PATH));
   const stdin = opts.stdin ?? req.stdin;
-  return execPlugin(path, stdin, { ...baseEnv, CNI_COMMAND: verb }, req.stderr ?? process.stderr);
+  return execPlugin(
+    path,
+    stdin,
+    { ...baseEnv, CNI_COMMAND: verb, [DELEGATION_ENV]: chain },
+    req.stderr ?? process.stderr,
+  );
+}
+
+/**
+ * The delegation chain so far, carried in the environment to every delegate (in-process or exec'd, and through Go
+ * plugins, which pass their environment on): the plugin types from the runtime's plugin on, comma-separated.
+ */
+export const DELEGATION_ENV = 'CNIKIT_DELEGATION_CHAIN';
+/** Delegations deeper than this fail (real configurations nest one or two: bridge → host-local). */
+export const MAX_DELEGATION_DEPTH = 8;
+
+/**
+ * The chain after delegating to `type`; a type already in the chain (a plugin reached again through its own
+ * delegation, e.g. `"ipam": {"type": "bridge"}` in a bridge config) or a chain deeper than MAX_DELEGATION_DEPTH is
+ * a configuration error (code 7) — without this check such a config recurses until memory runs out.
+ */
+function delegationChain(
+  env: Readonly<Record<string, string | undefined>>,
+  self: string,
+  type: string,
+): string {
+  const chain = (env[DELEGATION_ENV] ?? self).split(',').filter((t) => t !== '');
+  if (chain.includes(type) || chain.length >= MAX_DELEGATION_DEPTH) {
+    const shown = [...chain, type].join(' → ');
+    throw new CniError(
+      ErrorCode.InvalidNetworkConfig,
+      chain.includes(type)
+        ? `delegation cycle: plugin ${JSON.stringify(type)} is reached again through its own delegation (${shown})`
+        : `delegation depth limit of ${MAX_DELEGATION_DEPTH} exceeded (${shown})`,
+      'check the "type" of the delegated plugin configuration (e.g. "ipam": {"type": …})',
+    );
+  }
+  return [...chain, type].join(',');
 }
 
 /** Delegate ADD; resolves to the delegate's result in the current (1.1.0) shape. */
