@@ -229,17 +229,21 @@ export function normalizeRule(args: readonly string[]): string {
 }
 
 /**
- * A saved rule whose comparison key is computed on first use: a large nat table (hundreds of portmap chains) is
- * read on every call, but only the rules of the chains a batch touches are ever compared.
+ * A saved rule whose arguments and comparison key are computed on first use: a large nat table (hundreds of
+ * portmap chains) is read on every call, but only the rules of the chains a batch touches are ever looked at.
  */
-function savedRule(chain: string, text: string, args: string[]): SavedRule {
+function savedRule(chain: string, text: string, parsed?: string[]): SavedRule {
   let key: string | undefined;
+  let args = parsed;
   return {
     chain,
     text,
-    args,
+    get args() {
+      args ??= splitRuleText(text);
+      return args;
+    },
     get key() {
-      key ??= normalizeRule(args);
+      key ??= normalizeRule(this.args);
       return key;
     },
   };
@@ -259,10 +263,10 @@ export function parseSave(text: string): Map<string, SavedTable> {
       const [name, policy] = line.slice(1).split(' ');
       cur.chains.set(name!, policy ?? '-');
     } else if (line.startsWith('-A ')) {
-      const args = splitRuleText(line.slice(3));
-      const chain = args.shift()!;
-      const text = line.slice(3 + chain.length + 1);
-      cur.rules.push(savedRule(chain, text, args));
+      // `-A <chain> <rule>`: chain names never contain blanks or quotes
+      const sp = line.indexOf(' ', 3);
+      const chain = sp < 0 ? line.slice(3) : line.slice(3, sp);
+      cur.rules.push(savedRule(chain, sp < 0 ? '' : line.slice(sp + 1)));
     } else if (line === 'COMMIT') {
       cur = undefined;
     }
@@ -529,7 +533,7 @@ export class IptablesBatch {
           if (!rules) break;
           for (let i = 0; i < rules.length; ) {
             const r = rules[i]!;
-            const saved = 'args' in r ? (r as SavedRule) : savedRule(op.chain, r.text, splitRuleText(r.text));
+            const saved = 'args' in r ? (r as SavedRule) : savedRule(op.chain, r.text);
             if (op.match(saved)) {
               emit(op.table, `-D ${op.chain} ${r.text}`);
               rules.splice(i, 1);
