@@ -125,23 +125,23 @@ export function parseConf(
 }
 
 /**
- * The container addresses (`ip/prefix`) per family: for each family the first IP whose `interface` index is
- * absent, out of range, or points at an interface named CNI_IFNAME with a sandbox (the reference's rule).
+ * The container addresses (`ip/prefix`), IPv4 first: per family the first IP whose `interface` index is absent,
+ * out of range, or points at an interface named CNI_IFNAME with a sandbox (the reference's rule).
  */
-export function containerIPs(result: Result, ifName: string): { v4?: string; v6?: string } {
-  const out: { v4?: string; v6?: string } = {};
+export function containerIPs(result: Result, ifName: string): Array<{ family: 4 | 6; ip: string }> {
+  const out = new Map<4 | 6, string>();
   const ifaces = result.interfaces ?? [];
   for (const ip of result.ips ?? []) {
     const c = parseCIDR(ip.address);
-    if (!c) continue;
-    const key = c.ip.family === 4 ? 'v4' : 'v6';
-    if (out[key]) continue;
+    if (!c || out.has(c.ip.family)) continue;
     const idx = ip.interface;
     if (idx !== undefined && idx !== null && idx >= 0 && idx < ifaces.length) {
       const i = ifaces[idx];
       if (i?.name !== ifName || !i.sandbox) continue;
     }
-    out[key] = ip.address;
+    out.set(c.ip.family, ip.address);
   }
-  return out;
+  return ([4, 6] as const)
+    .filter((f) => out.has(f))
+    .map((family) => ({ family, ip: out.get(family) as string }));
 }

@@ -83,13 +83,8 @@ function add(req: Request): Result {
   if (!req.prevResult) throw internalError('must be called as chained plugin');
   const prev = req.prevResult;
   if (conf.mappings.length === 0) return prev;
-  const ips = containerIPs(prev, req.ifName);
   try {
-    for (const [family, ip] of [
-      [4, ips.v4],
-      [6, ips.v6],
-    ] as const) {
-      if (!ip) continue;
+    for (const { family, ip } of containerIPs(prev, req.ifName)) {
       try {
         setupPortMap(conf.backend, argsFor(conf, req, ip, family));
       } catch (err) {
@@ -136,12 +131,7 @@ function check(req: Request): void {
   const conf = parseConf(req.config as unknown as Record<string, unknown>);
   if (!req.prevResult) throw internalError('Required prevResult missing');
   if (conf.mappings.length === 0) return;
-  const ips = containerIPs(req.prevResult, req.ifName);
-  for (const [family, ip] of [
-    [4, ips.v4],
-    [6, ips.v6],
-  ] as const) {
-    if (!ip) continue;
+  for (const { family, ip } of containerIPs(req.prevResult, req.ifName)) {
     try {
       checkPortMap(conf.backend, argsFor(conf, req, ip, family));
     } catch (err) {
