@@ -12,7 +12,7 @@
  *   for the Go reference, cnikit/bun and cnikit/sea; ratios ours/Go and the targets (VERSION ≤ 4× Go, RSS ≤ 2.5× Go).
  * --variants additionally builds and measures start-up variants: SEA without V8 code cache, SEA with a start-up
  * snapshot, bun without bytecode, bun without lazy plugin/built-in loading (bun-eager).
- * Then every scripts/bench-*.ts present (bridge, host-local, firewall, netlink — owned by their engineers) runs in
+ * Then every scripts/bench-*.ts present (bridge, host-local, firewall, netlink, tuning, portmap) runs in
  * turn, unless --only=core.
  */
 import { spawnSync } from 'node:child_process';
