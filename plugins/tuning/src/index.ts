@@ -197,7 +197,14 @@ function add(req: Request): Result {
 
 function del(req: Request): void {
   const conf = load(req, false);
-  const dir = openDataDir(conf.dataDir, false);
+  let dir: StateDir | undefined;
+  try {
+    dir = openDataDir(conf.dataDir, false);
+  } catch (err) {
+    // e.g. a symlink in place of the data directory: nothing of ours can be in it; DEL still succeeds
+    req.log.warn('DEL: %s', (err as Error).message);
+    return;
+  }
   if (!dir) return;
   const name = backupName(req.containerId, req.ifName);
   const drop = () => {

@@ -306,6 +306,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       );
       assert.deepEqual(link(), orig);
       assert.deepEqual(readdirSync(outside.path), []);
+      expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }, link1)), 'DEL still succeeds');
       // a dangling symlink where the backup goes: replaced by the real file, the target is never created
       const dir = join(data.path, 'd2');
       mkdirSync(dir);
