@@ -73,6 +73,8 @@ export class AddSession {
   readonly entries: Entry[];
   readonly taken: Set<string>;
   readonly reserved: string[] = [];
+  /** last_reserved_ip.<rangeID> values, written only by commit(): a failed ADD leaves them unchanged. */
+  readonly #lastReserved = new Map<number, IP>();
   #tmp: string | undefined;
   readonly log: (msg: string) => void;
 
@@ -91,7 +93,7 @@ export class AddSession {
     return this.#tmp;
   }
 
-  /** Reserve `ip` exclusively; false when taken. Records last_reserved_ip like the reference. */
+  /** Reserve `ip` exclusively; false when taken. Records last_reserved_ip like the reference (at commit). */
   reserve(ip: IP, rangeID: number): boolean {
     const name = formatIP(ip);
     if (this.taken.has(name)) return false;
@@ -99,7 +101,7 @@ export class AddSession {
     this.taken.add(name);
     if (!ok) return false;
     this.reserved.push(name);
-    this.store.setLastReservedIP(rangeID, ip);
+    this.#lastReserved.set(rangeID, ip);
     return true;
   }
 
@@ -131,7 +133,8 @@ export class AddSession {
       }
     }
 
-    const last = this.store.lastReservedIP(rangeID);
+    const pending = this.#lastReserved.get(rangeID);
+    const last = pending ? { ip: pending } : this.store.lastReservedIP(rangeID);
     if (last.error) this.log(`Error retrieving last reserved ip: ${(last.error as Error).message}`);
     const iter = new RangeIter(set, last.ip); // an address outside the set starts at the first range
     for (let c = iter.next(); c; c = iter.next()) {
@@ -140,8 +143,18 @@ export class AddSession {
     throw new AllocError(`no IP addresses available in range set: ${rangeSetString(set)}`);
   }
 
+  /**
+   * The ADD succeeded: record last_reserved_ip of every range set it allocated from (the reference writes it at
+   * each reservation, so its failed ADDs still move the allocator on; cnikit's change nothing).
+   */
+  commit(): void {
+    for (const [rangeID, ip] of this.#lastReserved) this.store.setLastReservedIP(rangeID, ip);
+    this.#lastReserved.clear();
+  }
+
   /** Remove what this ADD reserved (rollback). */
   rollback(): void {
+    this.#lastReserved.clear();
     for (const name of this.reserved.splice(0)) {
       try {
         this.store.remove(name);

@@ -407,13 +407,23 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
     assert.equal((await add(conf)).json.ips[0].address, '192.168.2.1/30');
   });
 
-  test('a failed ADD still advances last_reserved_ip (reference behaviour)', async () => {
+  test('a failed ADD changes nothing: no reservation, last_reserved_ip not advanced (the reference advances it)', async () => {
     using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    // the allocation of range set 0 succeeds, then the requested address outside every range fails the ADD
     const conf = { ...net(tmp.path, { subnet: '10.1.2.0/24' }), args: { cni: { ips: ['10.9.9.9'] } } };
     const r = await add(conf);
     assert.equal(r.code, 1);
-    assert.equal(readFileSync(join(tmp.path, 'mynet', 'last_reserved_ip.0'), 'latin1'), '10.1.2.2');
-    assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
+    assert.match(r.json.msg, /failed to allocate all requested IPs: 10\.9\.9\.9/);
+    assert.ok(!existsSync(join(dir, 'last_reserved_ip.0')), 'no last_reserved_ip written');
+    assert.deepEqual(reservations(dir), {});
+    // with an existing value: unchanged by the failed ADD, advanced by the next successful one
+    writeFileSync(join(dir, 'last_reserved_ip.0'), '10.1.2.7');
+    assert.equal((await add(conf)).code, 1);
+    assert.equal(readFileSync(join(dir, 'last_reserved_ip.0'), 'latin1'), '10.1.2.7');
+    const ok = await add(net(tmp.path, { subnet: '10.1.2.0/24' }));
+    assert.equal(ok.json.ips[0].address, '10.1.2.8/24');
+    assert.equal(readFileSync(join(dir, 'last_reserved_ip.0'), 'latin1'), '10.1.2.8');
   });
 });
 

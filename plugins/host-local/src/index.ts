@@ -68,6 +68,12 @@ function add(req: Request): Result {
         session.rollback();
         throw internal(`failed to allocate all requested IPs: ${pending.map(formatIP).join(' ')}`);
       }
+      try {
+        session.commit();
+      } catch (err) {
+        session.rollback();
+        throw err;
+      }
     } finally {
       session.finish();
     }
