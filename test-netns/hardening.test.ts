@@ -3,12 +3,14 @@
  * - a configuration whose IPAM delegation leads back to the plugin itself (`"ipam": {"type": "bridge"}` in a bridge
  *   config) recursed in-process until memory ran out; it must end at once with a configuration error and leave no
  *   interface behind;
- * - a failed bridge + host-local ADD must change nothing, last_reserved_ip included.
+ * - a failed bridge + host-local ADD must change nothing, last_reserved_ip included;
+ * - container IDs: ADD refuses more than 128 bytes (every plugin), and 128 bytes work end to end.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { type ConfList, Runtime } from '@cnikit/libcni';
 import { cniRunner, createSandbox, enterNetns, expectCniError, expectOk, tempDir } from '@cnikit/testing';
 import { DIST, ensureBuilt } from './dist.ts';
 
@@ -97,6 +99,84 @@ describe('a failed bridge + host-local ADD changes nothing', () => {
         /eth0/,
         'no container eth0',
       );
+    } finally {
+      inHost.restore();
+      sb.destroy();
+      data.remove();
+    }
+  });
+});
+
+describe('container ID length (128 bytes at most on ADD, every plugin)', () => {
+  test('a 129-byte ID is refused by every plugin before any change; 128 bytes work end to end', async () => {
+    const sb = createSandbox();
+    const inHost = enterNetns(sb.host.path);
+    const data = tempDir('bb-long-id');
+    try {
+      const long = `c${'x'.repeat(128)}`;
+      const ok = `c${'y'.repeat(127)}`;
+      for (const p of ['bridge', 'host-local', 'loopback', 'portmap', 'static', 'tuning']) {
+        const r = await cniRunner({ binary: join(DIST, p) }, { netns: sb.container.path, path: DIST }).add(
+          { cniVersion: '1.0.0', name: 'lid', type: p, ipam: { type: 'static' } },
+          { containerId: long },
+        );
+        expectCniError(r, 4, 'containerID is too long');
+      }
+      // bridge with ipMasq (iptables comment carries the ID) + host-local + portmap (nftables: the comment IS the ID)
+      const rt = new Runtime({ path: [DIST], cacheDir: join(data.path, 'cache') });
+      const list: ConfList = {
+        cniVersion: '1.0.0',
+        name: 'lid',
+        plugins: [
+          {
+            type: 'bridge',
+            bridge: 'cnilid0',
+            isGateway: true,
+            ipMasq: true,
+            ipam: {
+              type: 'host-local',
+              ranges: [[{ subnet: '10.82.0.0/24' }]],
+              dataDir: join(data.path, 'ipam'),
+            },
+          },
+          { type: 'portmap', backend: 'nftables', capabilities: { portMappings: true } },
+          { type: 'tuning', mtu: 1400, dataDir: join(data.path, 'tuning') },
+        ],
+      };
+      const att = {
+        containerId: ok,
+        netns: sb.container.path,
+        ifName: 'eth0',
+        capabilityArgs: { portMappings: [{ hostPort: 18081, containerPort: 80, protocol: 'tcp' }] },
+      };
+      rt.addNetworkList(list, att);
+      assert.match(
+        sb.exec('nft', ['list', 'table', 'ip', 'cni_hostport'], { ns: 'host' }).stdout,
+        new RegExp(`comment "${ok}"`),
+      );
+      assert.equal(
+        readdirSync(join(data.path, 'ipam', 'lid')).filter((n) => /^10\./.test(n)).length,
+        1,
+        'one reservation',
+      );
+      rt.checkNetworkList(list, att);
+      rt.delNetworkList(list, att);
+      assert.deepEqual(
+        readdirSync(join(data.path, 'ipam', 'lid')).filter((n) => /^10\./.test(n)),
+        [],
+        'reservation released',
+      );
+      assert.doesNotMatch(
+        sb.exec('iptables-save', ['-t', 'nat'], { ns: 'host' }).stdout,
+        new RegExp(ok),
+        'masquerade removed',
+      );
+      assert.doesNotMatch(
+        sb.exec('nft', ['list', 'ruleset'], { ns: 'host' }).stdout,
+        new RegExp(ok),
+        'nft rules removed',
+      );
+      assert.deepEqual(readdirSync(join(data.path, 'tuning')), [], 'tuning backup removed');
     } finally {
       inHost.restore();
       sb.destroy();

@@ -45,7 +45,7 @@ type Verb = Exclude<Command, 'VERSION'>;
 const ENV_TABLE: ReadonlyArray<{
   name: string;
   required: readonly string[];
-  validate?: (v: string) => void;
+  validate?: (v: string, command: string) => void;
 }> = [
   { name: 'CNI_COMMAND', required: ['ADD', 'CHECK', 'DEL', 'GC', 'STATUS'] },
   { name: 'CNI_CONTAINERID', required: ['ADD', 'CHECK', 'DEL'], validate: validateContainerID },
@@ -69,7 +69,7 @@ function scanEnv(env: PluginIO['env']): Record<string, string> {
     if (val === '') {
       if (required || v.name === 'CNI_COMMAND') missing.push(v.name);
     } else if (required && v.validate) {
-      v.validate(val);
+      v.validate(val, cmd);
     }
   }
   if (missing.length > 0) {

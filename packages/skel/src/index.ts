@@ -68,6 +68,7 @@ export {
 export * from './types.ts';
 export {
   interfaceNameProblem,
+  MAX_CONTAINER_ID_LENGTH,
   validateContainerID,
   validateInterfaceName,
   validateNetworkName,

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CniError } from './errors.ts';
-import { interfaceNameProblem, validateInterfaceName } from './validate.ts';
+import {
+  interfaceNameProblem,
+  MAX_CONTAINER_ID_LENGTH,
+  validateContainerID,
+  validateInterfaceName,
+} from './validate.ts';
 
 describe('interfaceNameProblem (the reference CNI_IFNAME rule set)', () => {
   const cases: [string, string | undefined][] = [
@@ -48,4 +53,17 @@ describe('validateInterfaceName wording (CNI_IFNAME)', () => {
     assert.equal(err('..').msg, 'interface name is . or ..');
     assert.equal(err('a:b').msg, 'interface name contains / or : or whitespace characters');
   });
+});
+
+test('container IDs: ADD accepts up to 128 bytes and refuses longer ones with code 4; DEL/CHECK accept any length', () => {
+  validateContainerID('a'.repeat(MAX_CONTAINER_ID_LENGTH));
+  assert.throws(
+    () => validateContainerID('a'.repeat(MAX_CONTAINER_ID_LENGTH + 1), 'ADD'),
+    (e: CniError) =>
+      e.code === 4 &&
+      e.msg === 'containerID is too long' &&
+      e.details.startsWith('129 bytes; cnikit plugins accept at most 128'),
+  );
+  validateContainerID('a'.repeat(5000), 'DEL');
+  validateContainerID('a'.repeat(5000), 'CHECK');
 });
