@@ -4,17 +4,19 @@
  *   config) recursed in-process until memory ran out; it must end at once with a configuration error and leave no
  *   interface behind;
  * - a failed bridge + host-local ADD must change nothing, last_reserved_ip included;
- * - container IDs: ADD refuses more than 128 bytes (every plugin), and 128 bytes work end to end.
+ * - container IDs: ADD refuses more than 128 bytes (every plugin), and 128 bytes work end to end;
+ * - an ADD whose result cannot be written (stdout closed, or a pipe without reader) fails and is rolled back.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { type ConfList, Runtime } from '@cnikit/libcni';
 import { cniRunner, createSandbox, enterNetns, expectCniError, expectOk, tempDir } from '@cnikit/testing';
-import { DIST, ensureBuilt } from './dist.ts';
+import { DIST, ensureBuilt, ensureLinks } from './dist.ts';
 
-ensureBuilt();
+const info = ensureBuilt();
 
 describe('delegation cycles through the compiled executable', () => {
   test('bridge delegating its IPAM to bridge: code 7 within seconds, no veth left', async () => {
@@ -183,4 +185,64 @@ describe('container ID length (128 bytes at most on ADD, every plugin)', () => {
       data.remove();
     }
   });
+});
+
+describe('an ADD whose result cannot be delivered is rolled back', () => {
+  for (const backend of ['bun', 'sea'] as const) {
+    for (const how of ['stdout closed (>&-)', 'stdout a pipe without reader (EPIPE)']) {
+      test(`${backend}: ${how} → non-zero exit, no veth, no reservation`, () => {
+        const dir = ensureLinks(backend, info);
+        const sb = createSandbox();
+        const inHost = enterNetns(sb.host.path);
+        const data = tempDir('bb-stdout');
+        try {
+          const conf = JSON.stringify({
+            cniVersion: '1.0.0',
+            name: 'so',
+            type: 'bridge',
+            bridge: 'cniso0',
+            ipam: { type: 'host-local', ranges: [[{ subnet: '10.83.0.0/24' }]], dataDir: data.path },
+          });
+          // the plugin's exit status is written to fd 3 (a file), since its stdout is what is broken
+          const status = join(data.path, 'status');
+          const script = how.includes('closed')
+            ? '"$0" >&-; echo $? > "$1"'
+            : // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash expansion, not a template
+              '"$0" | (exec 0<&-; sleep 1); echo "${PIPESTATUS[0]}" > "$1"';
+          spawnSync('bash', ['-c', script, join(dir, 'bridge'), status], {
+            input: conf,
+            env: {
+              PATH: process.env.PATH,
+              CNI_COMMAND: 'ADD',
+              CNI_CONTAINERID: 'so',
+              CNI_NETNS: sb.container.path,
+              CNI_IFNAME: 'eth0',
+              CNI_PATH: dir,
+            },
+            timeout: 30_000,
+          });
+          assert.equal(readFileSync(status, 'utf8').trim(), '1', 'the plugin exits 1');
+          assert.doesNotMatch(
+            sb.exec('ip', ['-o', 'link', 'show'], { ns: 'host' }).stdout,
+            /veth/,
+            'no host veth',
+          );
+          assert.doesNotMatch(
+            sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout,
+            /eth0/,
+            'no eth0',
+          );
+          assert.deepEqual(
+            readdirSync(join(data.path, 'so')).filter((n) => n.startsWith('10.')),
+            [],
+            'reservation released',
+          );
+        } finally {
+          inHost.restore();
+          sb.destroy();
+          data.remove();
+        }
+      });
+    }
+  }
 });

@@ -5,9 +5,9 @@
  * `dispatch(plugin, io)` is the in-process seam (env/stdin/stdout/stderr injected); `runPlugin(plugin)`
  * wires it to the process; `invokeInProcess(plugin, env, stdin)` captures the output for tests.
  */
-import { readSync, statSync, writeSync } from 'node:fs';
+import { readlinkSync, readSync, statSync, writeSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
-import { CniError, ErrorCode } from './errors.ts';
+import { CniError, ErrorCode, errorReason } from './errors.ts';
 import { configVersion, goKind, goStringField, parseJsonGo } from './gojson.ts';
 import { createLogger } from './log.ts';
 import { convertResult, formatResult, goEscapeJSON, parseResult, toCurrent } from './result.ts';
@@ -413,7 +413,25 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
       throw new CniError(ErrorCode.Internal, `plugin ${plugin.name} returned no result for ADD`);
     }
     const text = formatResult(convertResult(result, configVersion));
-    io.stdout.write(text);
+    try {
+      io.stdout.write(text);
+    } catch (e) {
+      // The runtime cannot see the result (stdout closed, or a pipe without reader): the ADD has failed for it, so
+      // undo it the way a failed ADD is undone — DEL with the same request — and exit non-zero.
+      const why = e instanceof Error ? e.message : String(e);
+      if (plugin.del) {
+        try {
+          await plugin.del({ ...req, command: 'DEL' });
+        } catch (u) {
+          req.log.warn('rollback of an ADD whose result could not be delivered failed: %s', errorReason(u));
+        }
+      }
+      throw new CniError(
+        ErrorCode.IOFailure,
+        `failed to write the result to stdout: ${why}`,
+        'the ADD was rolled back',
+      );
+    }
     return;
   }
   await handler(req);
@@ -495,11 +513,31 @@ export function fdWriter(fd: number): Writable {
             sleepMs(1);
             continue;
           }
-          if (code === 'EPIPE') return true;
-          throw e;
+          throw e; // EPIPE included: the reader is gone, the caller must know the data was not delivered
         }
       }
       return true;
+    },
+  };
+}
+
+/**
+ * Whether fd 1 was closed by the caller (`>&-`): Node and Bun reopen a closed fd 0–2 on /dev/null at start-up, so a
+ * closed stdout shows as /dev/null. A runtime always reads the result through a pipe; a result sent to /dev/null is
+ * lost either way.
+ */
+function stdoutClosed(): boolean {
+  try {
+    return readlinkSync('/proc/self/fd/1') === '/dev/null';
+  } catch {
+    return false;
+  }
+}
+
+function closedWriter(why: string): Writable {
+  return {
+    write() {
+      throw Object.assign(new Error(why), { code: 'EBADF' });
     },
   };
 }
@@ -520,7 +558,7 @@ export async function runPlugin(plugin: Plugin): Promise<void> {
   const code = await dispatch(plugin, {
     env: process.env,
     stdin: () => readFdFully(0),
-    stdout: fdWriter(1),
+    stdout: stdoutClosed() ? closedWriter('stdout is closed') : fdWriter(1),
     stderr: fdWriter(2),
   });
   process.exitCode = code;
