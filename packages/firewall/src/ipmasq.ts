@@ -10,7 +10,7 @@
  *   postrouting (nat/postrouting/100): ip daddr == 224.0.0.0/4 return; ip6 daddr == ff00::/8 return; goto masq_checks
  *   masq_checks: ip saddr == <ip> ip daddr != <net/prefix> masquerade comment "<hash>, net: …, if: …, id: …"
  */
-import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
+import { nftExists } from '@cnikit/netlink';
 import { detectBackend, resolveBackend } from './backend.ts';
 import { type ParsedCidr, parseCidr } from './cidr.ts';
 import { ToolNotFoundError, type ToolOptions } from './exec.ts';
@@ -31,6 +31,7 @@ import {
   parseComment,
 } from './names.ts';
 import { NftBatch, nftListRules, supportsNFTables } from './nftables.ts';
+import { natChainsMayExist, probeKernel } from './probe.ts';
 
 export const IPMASQ_NFT_TABLE = 'cni_plugins_masquerade';
 export const IPMASQ_NFT_CHAIN = 'masq_checks';
@@ -169,17 +170,15 @@ export class IPMasqError extends Error {
  * the masquerade table is absent. Anything unclear counts as "may exist" and takes the full path.
  */
 function teardownCandidates(chain: string, opts: ToolOptions): { 4: boolean; 6: boolean; nft: boolean } {
-  const probe = () => {
-    const mayExist = (family: 4 | 6): boolean =>
-      xtablesTableLoaded(family, 'nat') !== false ||
-      nftExists(family === 4 ? 'ip' : 'ip6', 'nat', chain) !== false;
-    return { 4: mayExist(4), 6: mayExist(6), nft: nftExists('inet', IPMASQ_NFT_TABLE) !== false };
-  };
-  try {
-    return opts.netns ? withNetns(opts.netns, probe) : probe();
-  } catch {
-    return { 4: true, 6: true, nft: true };
-  }
+  return probeKernel(
+    opts,
+    () => ({
+      4: natChainsMayExist(4, [chain]),
+      6: natChainsMayExist(6, [chain]),
+      nft: nftExists('inet', IPMASQ_NFT_TABLE) !== false,
+    }),
+    { 4: true, 6: true, nft: true },
+  );
 }
 
 /**

@@ -17,7 +17,7 @@
  * Unlike the reference: a re-ADD replaces the container's rules instead of adding to them; teardown needs no
  * mappings (rules are found by chain name / comment) and covers both backends and both families.
  */
-import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
+import { nftExists } from '@cnikit/netlink';
 import { type ParsedCidr, parseCidr } from './cidr.ts';
 import { ToolNotFoundError, type ToolOptions } from './exec.ts';
 import {
@@ -32,6 +32,7 @@ import {
 } from './iptables.ts';
 import { formatChainNameWithPrefix, goQuote } from './names.ts';
 import { NftBatch, type NftRule, nftList, supportsNFTables } from './nftables.ts';
+import { natChainsMayExist, probeKernel } from './probe.ts';
 
 export const HOSTPORT_DNAT_CHAIN = 'CNI-HOSTPORT-DNAT';
 export const HOSTPORT_SETMARK_CHAIN = 'CNI-HOSTPORT-SETMARK';
@@ -179,14 +180,7 @@ const nftFamily = (f: IPFamily) => (f === 6 ? 'ip6' : 'ip');
 /** The container's rules in the nft table (one `nft -j list table` when the table exists). */
 function nftOwnRules(family: IPFamily, containerID: string, opts: ToolOptions): NftRule[] {
   const fam = nftFamily(family);
-  const probe = () => nftExists(fam, HOSTPORT_NFT_TABLE);
-  let exists: boolean | undefined;
-  try {
-    exists = opts.netns ? withNetns(opts.netns, probe) : probe();
-  } catch {
-    exists = undefined;
-  }
-  if (exists === false) return [];
+  if (probeKernel(opts, () => nftExists(fam, HOSTPORT_NFT_TABLE), undefined) === false) return [];
   return nftList(['table', fam, HOSTPORT_NFT_TABLE], opts).rules.filter((r) => r.comment === containerID);
 }
 
@@ -303,27 +297,18 @@ export class PortMapError extends Error {
   }
 }
 
-/**
- * What teardown may find, from the kernel (a /proc read and nfnetlink GETs, no process): per iptables family,
- * false only when the container's chain cannot exist; nft: false when the family's table is absent.
- */
+/** What teardown may find (see probe.ts): per iptables family the container's chains; per nft family the table. */
 function candidates(chains: readonly string[], opts: ToolOptions) {
-  const probe = () => {
-    const ipt = (family: IPFamily) =>
-      xtablesTableLoaded(family, 'nat') !== false ||
-      chains.some((c) => nftExists(family === 4 ? 'ip' : 'ip6', 'nat', c) !== false);
-    return {
-      ipt4: ipt(4),
-      ipt6: ipt(6),
+  return probeKernel(
+    opts,
+    () => ({
+      ipt4: natChainsMayExist(4, chains),
+      ipt6: natChainsMayExist(6, chains),
       nft4: nftExists('ip', HOSTPORT_NFT_TABLE) !== false,
       nft6: nftExists('ip6', HOSTPORT_NFT_TABLE) !== false,
-    };
-  };
-  try {
-    return opts.netns ? withNetns(opts.netns, probe) : probe();
-  } catch {
-    return { ipt4: true, ipt6: true, nft4: true, nft6: true };
-  }
+    }),
+    { ipt4: true, ipt6: true, nft4: true, nft6: true },
+  );
 }
 
 /**
