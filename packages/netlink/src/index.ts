@@ -10,5 +10,6 @@ export * from './nl.ts';
 export * from './route.ts';
 export * from './rtnl.ts';
 export * from './sysctl.ts';
+export * from './tc.ts';
 export * from './validate.ts';
 export * from './veth.ts';

@@ -497,6 +497,13 @@ export function setTxQueueLen(ref: LinkRef, qlen: number): void {
   rtRequest(linkChange(ref).attrU32(IFLA_TXQLEN, qlen), op);
 }
 
+/** Sets the interface alias (IFLA_IFALIAS, at most 255 bytes; '' clears it). */
+export function setAlias(ref: LinkRef, alias: string): void {
+  const op = `failed to set alias on ${describeLink(ref)}`;
+  if (Buffer.byteLength(alias) > 255) throw invalidArgument(op, 'alias longer than 255 bytes');
+  rtRequest(linkChange(ref).attrStr(IFLA_IFALIAS, alias, false), op);
+}
+
 /** Renames a link (the kernel requires it to be down: EBUSY otherwise). */
 export function renameLink(ref: LinkRef, newName: string): void {
   const op = `failed to rename ${describeLink(ref)} to ${newName}`;
