@@ -5,7 +5,6 @@
  * and 64 containers × 4 mappings added and deleted leaving only the shared chains.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,43 +19,11 @@ import {
   expectOk,
 } from '@cnikit/testing';
 import { DIST, ensureBuilt } from './dist.ts';
+import { ask, server } from './traffic.ts';
 
 const info = ensureBuilt();
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-portmap-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
-
-/** A server in `ns` answering every TCP connection and UDP datagram on `port` with `name`; stopped by kill(). */
-async function server(ns: string, port: number, name: string): Promise<{ kill(): void }> {
-  const code = `const net = require('node:net'), dgram = require('node:dgram');
-    const t = net.createServer((c) => c.end(${JSON.stringify(name)})).listen(${port}, '0.0.0.0');
-    const u = dgram.createSocket('udp4'); u.on('message', (m, r) => u.send(${JSON.stringify(name)}, r.port, r.address));
-    u.bind(${port}, '0.0.0.0', () => console.log('up')); setTimeout(() => process.exit(2), 60000).unref();`;
-  const p = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    p.stdout.on('data', (d: Buffer) => d.toString().includes('up') && resolve());
-    p.on('exit', (c) => reject(new Error(`server exited ${c}`)));
-  });
-  return { kill: () => p.kill() };
-}
-
-/** One TCP connection or one UDP datagram (from a fixed source port) from `ns` to ip:port; what came back or ''. */
-function ask(ns: string, proto: 'tcp' | 'udp', ip: string, port: number): string {
-  const code =
-    proto === 'tcp'
-      ? `const c = require('node:net').connect(${port}, '${ip}'); let b = '';
-         c.on('data', (d) => b += d); c.on('end', () => { process.stdout.write(b); process.exit(0); });
-         c.on('error', () => process.exit(0)); setTimeout(() => process.exit(0), 3000);`
-      : `const s = require('node:dgram').createSocket('udp4');
-         s.bind(40123, () => s.send('ping', ${port}, '${ip}'));
-         s.on('message', (m) => { process.stdout.write(m.toString()); process.exit(0); }); setTimeout(() => process.exit(0), 1500);`;
-  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
-    encoding: 'utf8',
-    timeout: 10_000,
-  });
-  return r.stdout;
-}
 
 for (const backend of ['iptables', 'nftables'] as const) {
   describe(`bridge + host-local + portmap (${backend}), real traffic`, () => {

@@ -1,0 +1,182 @@
+/**
+ * Whole conflists of a real node, every plugin cnikit's, run through the compiled executables by libcni like a
+ * runtime: two containers, real TCP between them, a published port reachable from the (private) host namespace,
+ * shaping measured, CHECK, and DEL in reverse order leaving the host as it was except for the state the reference
+ * plugins share on purpose (the bridge and its gateway address, the shared portmap/firewall chains, forwarding).
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { type ConfList, Runtime } from '@cnikit/libcni';
+import {
+  createNamedNetns,
+  createSandbox,
+  deleteNamedNetns,
+  diffSnapshots,
+  formatDiff,
+  type SnapshotSection,
+} from '@cnikit/testing';
+import { DIST, ensureBuilt } from './dist.ts';
+import { ask, assertShaped, server, transfer } from './traffic.ts';
+
+const info = ensureBuilt();
+const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-chains-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const RATE = 8_000_000;
+const BYTES = 1_000_000;
+/** The nat table itself (iptables-nft creates it with its base chains when the shared chains are added). */
+const NAT_TABLE =
+  /^\*nat$|^:(PREROUTING|INPUT|OUTPUT|POSTROUTING) ACCEPT|^COMMIT$|"table":"nat"|"table":\{"family":"ip6?","name":"nat"/;
+const SECTIONS: SnapshotSection[] = [
+  'links',
+  'addresses',
+  'routes',
+  'iptables',
+  'ip6tables',
+  'nftables',
+  'tc',
+];
+
+interface Chain {
+  name: string;
+  /** The conflist's plugins after bridge + host-local. */
+  plugins: Array<Record<string, unknown>>;
+  /** What the runtime passes as capability arguments for the shaped, published container. */
+  capabilityArgs: Record<string, unknown>;
+  shaped: boolean;
+  /** Lines that may stay in the host after both DELs (shared state the reference keeps too). */
+  shared: RegExp;
+}
+
+const mappings = [{ hostPort: 18090, containerPort: 8080, protocol: 'tcp' }];
+const bandwidth = { ingressRate: RATE, ingressBurst: 100_000, egressRate: RATE, egressBurst: 100_000 };
+const CHAINS: Chain[] = [
+  {
+    name: 'kubelet',
+    plugins: [
+      { type: 'portmap', capabilities: { portMappings: true }, snat: true },
+      { type: 'bandwidth', capabilities: { bandwidth: true } },
+      { type: 'tuning', sysctl: { 'net.core.somaxconn': '512' }, dataDir: join(scratch, 'tuning') },
+    ],
+    capabilityArgs: { portMappings: mappings, bandwidth },
+    shaped: true,
+    shared: /"ifname":"cnichain0"|^cnichain0 |"dev":"cnichain0"|CNI-HOSTPORT|CNI portfwd/,
+  },
+];
+
+for (const chain of CHAINS) {
+  describe(`${chain.name}-style conflist, all cnikit, through the binaries`, () => {
+    for (const p of chain.plugins) {
+      assert.ok(
+        info.plugins.includes(p.type as string),
+        `${p.type} not built (npm test runs npm run build first)`,
+      );
+    }
+    test('two containers talk, a published port answers from the host, CHECK passes, DEL leaves the host as before', async () => {
+      const sb = createSandbox();
+      const second = createNamedNetns(`cnikit-${chain.name}`);
+      const servers: Array<{ kill(): void }> = [];
+      try {
+        const rt = new Runtime({
+          path: [DIST],
+          cacheDir: join(scratch, `cache-${chain.name}`),
+          hostNetns: sb.host.name,
+        });
+        const list: ConfList = {
+          cniVersion: '1.0.0',
+          name: `chain-${chain.name}`,
+          plugins: [
+            {
+              type: 'bridge',
+              bridge: 'cnichain0',
+              isGateway: true,
+              ipMasq: true,
+              hairpinMode: true,
+              ipam: {
+                type: 'host-local',
+                ranges: [[{ subnet: '10.76.1.0/24' }]],
+                dataDir: join(scratch, `ipam-${chain.name}`),
+              },
+            },
+            ...chain.plugins,
+          ],
+        };
+        const before = sb.snapshot('host', { sections: SECTIONS });
+        const a = {
+          containerId: `${chain.name}-a`,
+          netns: sb.container.path,
+          ifName: 'eth0',
+          capabilityArgs: chain.capabilityArgs,
+        };
+        const b = { containerId: `${chain.name}-b`, netns: `/run/netns/${second.name}`, ifName: 'eth0' };
+        const ra = rt.addNetworkList(list, a) as {
+          ips: Array<{ address: string }>;
+          interfaces: Array<{ name: string }>;
+        };
+        const rb = rt.addNetworkList(list, b) as { ips: Array<{ address: string }> };
+        rt.checkNetworkList(list, a);
+        rt.checkNetworkList(list, b);
+        const ipA = ra.ips[0]!.address.split('/')[0]!;
+        const ipB = rb.ips[0]!.address.split('/')[0]!;
+        const gw = '10.76.1.1';
+
+        servers.push(await server(sb.container.name, 8080, 'A'));
+        servers.push(await server(second.name, 8080, 'B'));
+        assert.equal(ask(second.name, 'tcp', ipA, 8080), 'A', 'B → A over the bridge');
+        assert.equal(ask(sb.container.name, 'tcp', ipB, 8080), 'B', 'A → B over the bridge');
+        assert.equal(ask(sb.host.name, 'tcp', gw, 18090), 'A', 'published port via the host address');
+        assert.equal(
+          ask(second.name, 'tcp', gw, 18090),
+          'A',
+          'published port from another container (hairpin)',
+        );
+        assert.equal(
+          sb.exec('cat', ['/proc/sys/net/core/somaxconn'], { ns: 'container' }).stdout.trim(),
+          '512',
+          'tuning sysctl in the container',
+        );
+        if (chain.shaped) {
+          assert.ok(
+            ra.interfaces.some((i) => i.name.startsWith('bwp')),
+            'the IFB is in the result',
+          );
+          assertShaped(
+            'egress of A',
+            await transfer(sb.container.name, sb.host.name, gw, 19011, BYTES),
+            BYTES,
+            RATE,
+          );
+          assertShaped(
+            'ingress of A',
+            await transfer(sb.host.name, sb.container.name, ipA, 19012, BYTES),
+            BYTES,
+            RATE,
+          );
+          const free = await transfer(second.name, sb.host.name, gw, 19013, BYTES);
+          assert.ok(free < (BYTES * 8 * 1000) / RATE / 4, `B is not shaped (${free.toFixed(0)} ms)`);
+        }
+        for (const s of servers.splice(0)) s.kill();
+
+        rt.delNetworkList(list, b);
+        rt.delNetworkList(list, a);
+        assert.equal(ask(sb.host.name, 'tcp', gw, 18090), '', 'nothing published after DEL');
+        const left = diffSnapshots(before, sb.snapshot('host', { sections: SECTIONS }));
+        const unexpected = left
+          .map((d) => ({
+            ...d,
+            removed: d.removed,
+            added: d.added.filter((l) => !chain.shared.test(l) && !NAT_TABLE.test(l)),
+          }))
+          .filter((d) => d.removed.length || d.added.length);
+        assert.deepEqual(unexpected, [], `left behind in the host:\n${formatDiff(unexpected)}`);
+      } finally {
+        for (const s of servers) s.kill();
+        deleteNamedNetns(second);
+        sb.destroy();
+      }
+    });
+  });
+}
