@@ -4,15 +4,18 @@ import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
 import { type CIDR, formatCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
-import { CniError, delegateAdd, delegateDel, ErrorCode, type Request, type Result } from '@cnikit/skel';
+import {
+  delegateAdd,
+  delegateDel,
+  errorReason,
+  internalError,
+  type Request,
+  type Result,
+} from '@cnikit/skel';
 import { type BridgeConf, loadNetConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
 import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
 import * as k from './kernel.ts';
 import { chooseDns, interfaceSkeleton, mergeIpamResult } from './result.ts';
-
-function internal(msg: string, cause?: unknown): CniError {
-  return new CniError(ErrorCode.Internal, msg, '', { cause });
-}
 
 /** Step 3: create or reuse the bridge; EEXIST from concurrent creators is fine (re-read and verify). */
 export function ensureBridge(conf: BridgeConf): k.LinkInfo {
@@ -25,18 +28,18 @@ export function ensureBridge(conf: BridgeConf): k.LinkInfo {
       } catch (err) {
         // EEXIST: a concurrent ADD created it first — re-read and verify below.
         if (!nl.hasErrno(err, 'EEXIST'))
-          throw internal(`could not add ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
+          throw internalError(`could not add ${JSON.stringify(conf.bridge)}: ${errorReason(err)}`, err);
       }
       br = bridgeByName(conf.bridge);
     } else if (br.kind !== 'bridge') {
-      throw internal(`${JSON.stringify(conf.bridge)} already exists but is not a bridge`);
+      throw internalError(`${JSON.stringify(conf.bridge)} already exists but is not a bridge`);
     }
     if (conf.promiscMode && !br.promisc) {
       try {
         nl.setPromisc(br.index, true);
       } catch (err) {
-        throw internal(
-          `could not set promiscuous mode on ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`,
+        throw internalError(
+          `could not set promiscuous mode on ${JSON.stringify(conf.bridge)}: ${errorReason(err)}`,
           err,
         );
       }
@@ -45,7 +48,7 @@ export function ensureBridge(conf: BridgeConf): k.LinkInfo {
     if (!br.up) nl.setLinkUp(br.index);
     return br;
   } catch (err) {
-    throw internal(`failed to create bridge ${JSON.stringify(conf.bridge)}: ${k.reason(err)}`, err);
+    throw internalError(`failed to create bridge ${JSON.stringify(conf.bridge)}: ${errorReason(err)}`, err);
   }
 }
 
@@ -54,10 +57,11 @@ export function bridgeByName(name: string): k.LinkInfo {
   try {
     link = k.linkByName(name);
   } catch (err) {
-    throw internal(`could not lookup ${JSON.stringify(name)}: ${k.reason(err)}`, err);
+    throw internalError(`could not lookup ${JSON.stringify(name)}: ${errorReason(err)}`, err);
   }
-  if (!link) throw internal(`could not lookup ${JSON.stringify(name)}: Link not found`);
-  if (link.kind !== 'bridge') throw internal(`${JSON.stringify(name)} already exists but is not a bridge`);
+  if (!link) throw internalError(`could not lookup ${JSON.stringify(name)}: Link not found`);
+  if (link.kind !== 'bridge')
+    throw internalError(`${JSON.stringify(name)} already exists but is not a bridge`);
   return link;
 }
 
@@ -87,20 +91,20 @@ export function configurePort(
   try {
     ops.setMaster(refs.host, refs.bridge);
   } catch (err) {
-    throw internal(
-      `failed to connect ${JSON.stringify(hostName)} to bridge ${bridge}: ${k.reason(err)}`,
+    throw internalError(
+      `failed to connect ${JSON.stringify(hostName)} to bridge ${bridge}: ${errorReason(err)}`,
       err,
     );
   }
   try {
     ops.setPortFlags(refs.host, { hairpin: opts.hairpin });
   } catch (err) {
-    throw internal(`failed to setup hairpin mode for ${hostName}: ${k.reason(err)}`, err);
+    throw internalError(`failed to setup hairpin mode for ${hostName}: ${errorReason(err)}`, err);
   }
   try {
     ops.setPortFlags(refs.host, { isolated: opts.isolated });
   } catch (err) {
-    throw internal(`failed to set isolated on for ${hostName}: ${k.reason(err)}`, err);
+    throw internalError(`failed to set isolated on for ${hostName}: ${errorReason(err)}`, err);
   }
   for (const op of planPortVlans(opts)) {
     try {
@@ -108,7 +112,7 @@ export function configurePort(
         for (const vid of ops.vlanList(hostName)) ops.vlanDel(hostName, vid);
       } else ops.vlanAdd(hostName, op.vid, { pvid: op.pvid, untagged: op.pvid });
     } catch (err) {
-      throw internal(`${op.what} on interface ${JSON.stringify(hostName)}: ${k.reason(err)}`, err);
+      throw internalError(`${op.what} on interface ${JSON.stringify(hostName)}: ${errorReason(err)}`, err);
     }
   }
 }
@@ -143,7 +147,7 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
   try {
     existing = k.listAddrs(dev, gw.ip.family);
   } catch (err) {
-    throw internal(`could not get list of IP addresses: ${k.reason(err)}`, err);
+    throw internalError(`could not get list of IP addresses: ${errorReason(err)}`, err);
   }
   const plan = planAddr(dev, existing, gw, forceAddress);
   for (const a of plan.remove) {
@@ -151,7 +155,10 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
       nl.delAddr(dev, formatCIDR(a));
     } catch (err) {
       if (!nl.hasErrno(err, 'EADDRNOTAVAIL')) {
-        throw internal(`could not remove IP address from ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
+        throw internalError(
+          `could not remove IP address from ${JSON.stringify(dev)}: ${errorReason(err)}`,
+          err,
+        );
       }
     }
   }
@@ -162,7 +169,10 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
   } catch (err) {
     // EEXIST: a concurrent ADD put the same address there first.
     if (!nl.hasErrno(err, 'EEXIST'))
-      throw internal(`could not add IP address ${text} to ${JSON.stringify(dev)}: ${k.reason(err)}`, err);
+      throw internalError(
+        `could not add IP address ${text} to ${JSON.stringify(dev)}: ${errorReason(err)}`,
+        err,
+      );
   }
   try {
     // A bridge whose ports all went away has the zero MAC until a port joins again: the reference then
@@ -170,7 +180,7 @@ export function ensureAddr(dev: string, gw: CIDR, forceAddress: boolean, mac: st
     const target = isUsableMac(mac) ? mac : k.linkByName(dev)?.mac;
     if (target && isUsableMac(target)) nl.setMac(dev, target);
   } catch (err) {
-    throw internal(`could not set bridge's mac: ${k.reason(err)}`, err);
+    throw internalError(`could not set bridge's mac: ${errorReason(err)}`, err);
   }
 }
 
@@ -190,7 +200,7 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortO
   try {
     peer = nl.createVethWithRandomPeer(name, br.mtu, '', undefined).peer;
   } catch (err) {
-    throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
+    throw internalError(`faild to create vlan gateway ${JSON.stringify(name)}: ${errorReason(err)}`, err);
   }
   try {
     nl.setLinkUp(peer);
@@ -211,10 +221,10 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortO
     nl.setLinkUp(name);
   } catch (err) {
     k.deleteLinkQuiet(name);
-    throw internal(`faild to create vlan gateway ${JSON.stringify(name)}: ${k.reason(err)}`, err);
+    throw internalError(`faild to create vlan gateway ${JSON.stringify(name)}: ${errorReason(err)}`, err);
   }
   const link = k.linkByName(name);
-  if (!link) throw internal(`failed to lookup ${JSON.stringify(name)}: Link not found`);
+  if (!link) throw internalError(`failed to lookup ${JSON.stringify(name)}: Link not found`);
   return link;
 }
 
@@ -224,9 +234,9 @@ async function waitPortUp(hostName: string): Promise<k.LinkInfo> {
   let delay = 2;
   for (;;) {
     const link = k.linkByName(hostName);
-    if (!link) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
+    if (!link) throw internalError(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
     if (link.operstate === 'up') return link;
-    if (Date.now() >= deadline) throw internal(`bridge port in error state: ${link.operstate}`);
+    if (Date.now() >= deadline) throw internalError(`bridge port in error state: ${link.operstate}`);
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 100);
   }
@@ -243,26 +253,29 @@ export async function cmdAdd(req: Request): Promise<Result> {
   try {
     netnsFd = nl.openNetnsFd(req.netns);
   } catch (err) {
-    throw internal(`failed to open netns ${JSON.stringify(req.netns)}: ${k.reason(err)}`, err);
+    throw internalError(`failed to open netns ${JSON.stringify(req.netns)}: ${errorReason(err)}`, err);
   }
 
   const undo: Array<{ what: string; fn: () => unknown }> = [];
   let hostName = '';
   try {
     // 5. veth pair, created inside the container namespace with the peer placed in ours.
-    const veth = k.inNetns(netnsFd, (hostNsFd) => {
-      const { peer, link } = nl.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNsFd);
+    const veth = nl.withNetnsFd(netnsFd, (hostNs) => {
+      const { peer, link } = nl.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNs.fd);
       return { peer, contMac: link.mac };
     });
     hostName = veth.peer;
-    undo.push({ what: 'delete veth', fn: () => k.inNetns(netnsFd, () => k.deleteLinkQuiet(req.ifName)) });
+    undo.push({
+      what: 'delete veth',
+      fn: () => nl.withNetnsFd(netnsFd, () => k.deleteLinkQuiet(req.ifName)),
+    });
 
     const host0 = k.linkByName(hostName);
-    if (!host0) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
+    if (!host0) throw internalError(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
     try {
       nl.setLinkUp(host0.index);
     } catch (err) {
-      throw internal(`failed to set ${JSON.stringify(hostName)} up: ${k.reason(err)}`, err);
+      throw internalError(`failed to set ${JSON.stringify(hostName)} up: ${errorReason(err)}`, err);
     }
     k.sysctlEnsure(`net/ipv6/conf/${hostName}/accept_ra`, '0');
     configurePort(
@@ -299,10 +312,11 @@ export async function cmdAdd(req: Request): Promise<Result> {
       undo.push({ what: 'IPAM DEL', fn: () => delegateDel(conf.ipamType, req) });
       const ipamResult = await delegateAdd(conf.ipamType, req);
       mergeIpamResult(result, ipamResult);
-      if (!result.ips || result.ips.length === 0) throw internal('IPAM plugin returned missing IP config');
+      if (!result.ips || result.ips.length === 0)
+        throw internalError('IPAM plugin returned missing IP config');
       const gws = calcGateways(result, conf);
 
-      k.inNetns(netnsFd, () => {
+      nl.withNetnsFd(netnsFd, () => {
         if (conf.enabledad) {
           k.sysctlTry(`net/ipv6/conf/${req.ifName}/enhanced_dad`, '1');
           k.sysctlTry(`net/ipv6/conf/${req.ifName}/accept_dad`, '1');
@@ -319,24 +333,31 @@ export async function cmdAdd(req: Request): Promise<Result> {
         const ips = (result.ips ?? []).map((ip) => ip.address);
         undo.push({
           what: 'masquerade teardown',
-          fn: () => k.ipMasqTeardown(ips, conf.name, req.ifName, req.containerId),
+          fn: () =>
+            fw.teardownIPMasq({ ips, network: conf.name, ifName: req.ifName, containerID: req.containerId }),
         });
-        k.ipMasqSetup(backend, ips, conf.name, req.ifName, req.containerId);
+        fw.setupIPMasq({
+          backend,
+          ips,
+          network: conf.name,
+          ifName: req.ifName,
+          containerID: req.containerId,
+        });
       }
     } else if (!conf.disableContainerInterface) {
-      k.inNetns(netnsFd, () => {
-        if (!k.linkByName(req.ifName)) throw internal('failed to retrieve link: Link not found');
+      nl.withNetnsFd(netnsFd, () => {
+        if (!k.linkByName(req.ifName)) throw internalError('failed to retrieve link: Link not found');
         try {
           nl.setLinkUp(req.ifName);
         } catch (err) {
-          throw internal(`failed to set ${JSON.stringify(req.ifName)} up: ${k.reason(err)}`, err);
+          throw internalError(`failed to set ${JSON.stringify(req.ifName)} up: ${errorReason(err)}`, err);
         }
       });
     }
 
     let hostLink = k.linkByName(hostName);
     if (!conf.disableContainerInterface) hostLink = await waitPortUp(hostName);
-    if (!hostLink) throw internal(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
+    if (!hostLink) throw internalError(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
     result.interfaces![1]!.mac = hostLink.mac;
     result.interfaces![0]!.mac = bridgeByName(conf.bridge).mac;
 
@@ -349,7 +370,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
       try {
         await step.fn();
       } catch (e) {
-        req.log.warn(`bridge ADD rollback: ${step.what} failed: ${k.reason(e)}`);
+        req.log.warn(`bridge ADD rollback: ${step.what} failed: ${errorReason(e)}`);
       }
     }
     throw err;
@@ -372,7 +393,7 @@ function setupGateways(
         try {
           vif = ensureVlanInterface(conf, br);
         } catch (err) {
-          throw internal(`failed to create vlan interface: ${k.reason(err)}`, err);
+          throw internalError(`failed to create vlan interface: ${errorReason(err)}`, err);
         }
         if (!vlanIfaceAdded) {
           result.interfaces!.push({ name: vif.name, mac: vif.mac });
@@ -381,13 +402,13 @@ function setupGateways(
         try {
           ensureAddr(vif.name, gw, conf.forceAddress, vif.mac);
         } catch (err) {
-          throw internal(`failed to set vlan interface for bridge with addr: ${k.reason(err)}`, err);
+          throw internalError(`failed to set vlan interface for bridge with addr: ${errorReason(err)}`, err);
         }
       } else {
         try {
           ensureAddr(conf.bridge, gw, conf.forceAddress, br.mac);
         } catch (err) {
-          throw internal(`failed to set bridge addr: ${k.reason(err)}`, err);
+          throw internalError(`failed to set bridge addr: ${errorReason(err)}`, err);
         }
       }
     }
@@ -395,7 +416,7 @@ function setupGateways(
       try {
         nl.enableForward(info.family);
       } catch (err) {
-        throw internal(`failed to enable forwarding: ${k.reason(err)}`, err);
+        throw internalError(`failed to enable forwarding: ${errorReason(err)}`, err);
       }
     }
   }

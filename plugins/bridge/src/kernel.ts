@@ -1,12 +1,11 @@
 /**
- * The bridge plugin's view of the system: a thin adapter over @cnikit/netlink and @cnikit/firewall.
+ * The bridge plugin's view of links, ports, VLANs and addresses over @cnikit/netlink (also the PortOps the VLAN
+ * code takes, so tests can record the calls).
  * Everything is synchronous and acts in the calling thread's network namespace unless stated.
  */
-import * as fw from '@cnikit/firewall';
 import { type CIDR, type Family, parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
-import { CniError } from '@cnikit/skel';
-import type { CheckEnv, LinkView } from './check.ts';
+import type { LinkView } from './check-logic.ts';
 
 export interface LinkInfo extends LinkView {
   operstate: string;
@@ -15,16 +14,7 @@ export interface LinkInfo extends LinkView {
 }
 
 // ---------------------------------------------------------------------------------------------
-// namespaces
-
-/** Run `fn` inside the namespace open on `fd`; `fn` gets a descriptor of the original namespace. */
-export function inNetns<T>(fd: number, fn: (hostNsFd: number) => T): T {
-  return nl.withNetns(`/proc/self/fd/${fd}`, (host) => fn(host.fd));
-}
-
-export function inNetnsPath<T>(path: string, fn: () => T): T {
-  return nl.withNetns(path, () => fn());
-}
+// sysctls
 
 /** Like sysctlTry, but only writes when the value differs (one read instead of write + read-back). */
 export function sysctlEnsure(name: string, value: string): void {
@@ -60,14 +50,6 @@ function toInfo(l: nl.Link): LinkInfo {
     mtu: l.mtu,
     up: l.up,
   };
-}
-
-/** The Go-style reason of a system error ('file exists'), else its message. */
-export function reason(err: unknown): string {
-  if (CniError.is(err)) return err.msg;
-  const r = (err as { reason?: unknown } | null)?.reason;
-  if (typeof r === 'string' && r) return r;
-  return err instanceof Error ? err.message : String(err);
 }
 
 export function linkByName(name: string): LinkInfo | undefined {
@@ -116,43 +98,4 @@ export function listAddrs(name: string, family: Family): CIDR[] {
     .listAddrs({ link: name, family })
     .map((a) => parseCIDR(a.cidr))
     .filter((a): a is CIDR => a !== undefined);
-}
-
-// ---------------------------------------------------------------------------------------------
-// CHECK's view
-
-export function checkEnv(netns: string): CheckEnv {
-  return {
-    hostLink: (name) => linkByName(name),
-    containerLink: (name) => nl.withNetns(netns, () => linkByName(name)),
-    containerAddrs: (name) => nl.withNetns(netns, () => nl.addrViews(name)),
-    containerRoutes: (family) => nl.withNetns(netns, () => nl.routeViews(family)),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// firewall
-
-export function ipMasqSetup(
-  backend: string | undefined,
-  ips: string[],
-  network: string,
-  ifName: string,
-  containerID: string,
-): void {
-  fw.setupIPMasq({ backend, ips, network, ifName, containerID });
-}
-
-export function ipMasqTeardown(ips: string[], network: string, ifName: string, containerID: string): void {
-  fw.teardownIPMasq({ ips, network, ifName, containerID });
-}
-
-export function ipMasqGc(
-  network: string,
-  valid: ReadonlyArray<{ containerID: string; ifname: string }>,
-): void {
-  fw.gcIPMasq(
-    network,
-    valid.map((a) => ({ containerID: a.containerID, ifName: a.ifname })),
-  );
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CniError, type Result } from '@cnikit/skel';
-import { type CheckEnv, checkAttachment, type LinkView, type RouteView, routeText } from './check.ts';
+import { type CheckEnv, checkAttachment, type LinkView, type RouteView, routeText } from './check-logic.ts';
 
 const NS = '/run/netns/c1';
 
