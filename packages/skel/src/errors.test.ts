@@ -1,7 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { invokeInProcess } from './dispatch.ts';
-import { CniError, ErrorCode, ErrorList, errorReason, internalError, wrap, wrapAsync } from './errors.ts';
+import {
+  CniError,
+  ErrorCode,
+  ErrorList,
+  errorReason,
+  internalError,
+  Rollback,
+  wrap,
+  wrapAsync,
+} from './errors.ts';
 
 describe('CniError', () => {
   test('well-known codes', () => {
@@ -137,4 +146,29 @@ test('ErrorList keeps going, prefixes, and reports every failure with the first 
     (err) => err === only,
   );
   new ErrorList().throwIfAny();
+});
+
+test('Rollback undoes in reverse order, keeps going after a failure and logs it', async () => {
+  const done: string[] = [];
+  const warnings: string[] = [];
+  const log = { warn: (msg: string, ...args: unknown[]) => warnings.push([msg, ...args].join(' | ')) };
+  const r = new Rollback();
+  r.push('first', () => done.push('first'));
+  r.push('second', () => {
+    throw new CniError(999, 'cannot');
+  });
+  r.push('third', async () => {
+    done.push('third');
+  });
+  assert.equal(r.length, 3);
+  await r.undoAll(log);
+  assert.deepEqual(done, ['third', 'first']);
+  assert.deepEqual(warnings, ['rollback: %s failed: %s | second | cannot']);
+  assert.equal(r.length, 0, 'a rollback runs once');
+  const s = new Rollback();
+  s.push('sync', () => done.push('sync'));
+  s.push('async by mistake', async () => undefined);
+  s.undoAllSync(log);
+  assert.deepEqual(done, ['third', 'first', 'sync']);
+  assert.match(warnings[1] ?? '', /async by mistake \| asynchronous undo step/);
 });

@@ -164,3 +164,42 @@ export class ErrorList {
     if (e) throw e;
   }
 }
+
+/**
+ * What a call has changed so far, undone in reverse order when it fails, so that a failed ADD leaves nothing
+ * behind: `push(what, undo)` after each change, `undoAll(log)` in the failure path. Every undo step runs even
+ * when an earlier one fails; failures are logged as warnings (`rollback: <what> failed: <reason>`), never thrown,
+ * so the original error is what the runtime sees. Async steps are awaited.
+ */
+export class Rollback {
+  private readonly steps: Array<[string, () => unknown]> = [];
+
+  push(what: string, undo: () => unknown): void {
+    this.steps.push([what, undo]);
+  }
+
+  get length(): number {
+    return this.steps.length;
+  }
+
+  async undoAll(log: { warn(msg: string, ...args: unknown[]): void }): Promise<void> {
+    for (const [what, fn] of this.steps.splice(0).reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        log.warn('rollback: %s failed: %s', what, errorReason(err));
+      }
+    }
+  }
+
+  /** `undoAll` for synchronous steps (a step returning a Promise is a bug and is logged as a failure). */
+  undoAllSync(log: { warn(msg: string, ...args: unknown[]): void }): void {
+    for (const [what, fn] of this.steps.splice(0).reverse()) {
+      try {
+        if (fn() instanceof Promise) throw new TypeError('asynchronous undo step: use undoAll');
+      } catch (err) {
+        log.warn('rollback: %s failed: %s', what, errorReason(err));
+      }
+    }
+  }
+}

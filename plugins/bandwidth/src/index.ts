@@ -38,6 +38,7 @@ import {
   type Plugin,
   type Request,
   type Result,
+  Rollback,
 } from '@cnikit/skel';
 import { type BandwidthConf, type BandwidthEntry, isZero, parseConf, tbfParams } from './config.ts';
 
@@ -100,31 +101,25 @@ function add(req: Request): Result {
   result.interfaces ??= [];
   const host = hostLink(hostInterface(result.interfaces, req).name);
   const tick = tickInUsec();
-  const undo: Array<[string, () => void]> = [];
+  const undo = new Rollback();
   try {
     if (bw.ingressRate > 0 && bw.ingressBurst > 0) {
       step('create qdisc', () => addTbfQdisc(host.index, tbfParams(bw.ingressRate, bw.ingressBurst, tick)));
-      undo.push(['remove the TBF qdisc of the host veth', () => deleteQdisc(host.index, TC_H_ROOT)]);
+      undo.push('remove the TBF qdisc of the host veth', () => deleteQdisc(host.index, TC_H_ROOT));
     }
     if (bw.egressRate > 0 && bw.egressBurst > 0) {
       const name = ifbDeviceName(conf.name, req.containerId);
       const ifb = step('adding link', () => createIfb(name, { up: true, mtu: host.mtu, txQueueLen: 0 }));
-      undo.push(['delete the IFB', () => deleteLinkIfExists(ifb.index)]);
+      undo.push('delete the IFB', () => deleteLinkIfExists(ifb.index));
       step('set the IFB alias', () => setAlias(ifb.index, ownerAlias(conf.name)));
       result.interfaces.push({ name, mac: ifb.mac });
       step('create ingress qdisc', () => addIngressQdisc(host.index));
-      undo.push(['remove the ingress qdisc of the host veth', () => deleteQdisc(host.index, TC_H_INGRESS)]);
+      undo.push('remove the ingress qdisc of the host veth', () => deleteQdisc(host.index, TC_H_INGRESS));
       step('add filter', () => addRedirectFilter(host.index, ifb.index));
       step('create ifb qdisc', () => addTbfQdisc(ifb.index, tbfParams(bw.egressRate, bw.egressBurst, tick)));
     }
   } catch (err) {
-    for (const [what, fn] of undo.reverse()) {
-      try {
-        fn();
-      } catch (e) {
-        req.log.warn('rollback: %s failed: %s', what, errorReason(e));
-      }
-    }
+    undo.undoAllSync(req.log);
     throw err;
   }
   return result;

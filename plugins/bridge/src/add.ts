@@ -11,6 +11,7 @@ import {
   internalError,
   type Request,
   type Result,
+  Rollback,
 } from '@cnikit/skel';
 import { type BridgeConf, loadNetConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
 import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
@@ -256,7 +257,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
     throw internalError(`failed to open netns ${JSON.stringify(req.netns)}: ${errorReason(err)}`, err);
   }
 
-  const undo: Array<{ what: string; fn: () => unknown }> = [];
+  const undo = new Rollback();
   let hostName = '';
   try {
     // 5. veth pair, created inside the container namespace with the peer placed in ours.
@@ -265,10 +266,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
       return { peer, contMac: link.mac };
     });
     hostName = veth.peer;
-    undo.push({
-      what: 'delete veth',
-      fn: () => nl.withNetnsFd(netnsFd, () => k.deleteLinkQuiet(req.ifName)),
-    });
+    undo.push('delete veth', () => nl.withNetnsFd(netnsFd, () => k.deleteLinkQuiet(req.ifName)));
 
     const host0 = k.linkByName(hostName);
     if (!host0) throw internalError(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
@@ -302,14 +300,14 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
     if (conf.macspoofchk) {
       const id = uniqueID(req.containerId, req.ifName);
-      undo.push({ what: 'spoof-check teardown', fn: () => fw.teardownSpoofCheck(id) });
+      undo.push('spoof-check teardown', () => fw.teardownSpoofCheck(id));
       fw.setupSpoofCheck({ iface: hostName, mac: veth.contMac, refID: id });
     }
 
     if (l3) {
       // Registered before the call: an IPAM that allocated and then failed to answer (killed, garbage
       // output) is released too; DEL of an allocation that never happened is a no-op for an IPAM.
-      undo.push({ what: 'IPAM DEL', fn: () => delegateDel(conf.ipamType, req) });
+      undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
       const ipamResult = await delegateAdd(conf.ipamType, req);
       mergeIpamResult(result, ipamResult);
       if (!result.ips || result.ips.length === 0)
@@ -331,11 +329,9 @@ export async function cmdAdd(req: Request): Promise<Result> {
 
       if (conf.ipMasq) {
         const ips = (result.ips ?? []).map((ip) => ip.address);
-        undo.push({
-          what: 'masquerade teardown',
-          fn: () =>
-            fw.teardownIPMasq({ ips, network: conf.name, ifName: req.ifName, containerID: req.containerId }),
-        });
+        undo.push('masquerade teardown', () =>
+          fw.teardownIPMasq({ ips, network: conf.name, ifName: req.ifName, containerID: req.containerId }),
+        );
         fw.setupIPMasq({
           backend,
           ips,
@@ -365,14 +361,7 @@ export async function cmdAdd(req: Request): Promise<Result> {
     result.dns = chooseDns(conf.dns, result.dns) ?? {};
     return result;
   } catch (err) {
-    // Undo in reverse order; keep going on failures, report them on stderr.
-    for (const step of undo.reverse()) {
-      try {
-        await step.fn();
-      } catch (e) {
-        req.log.warn(`bridge ADD rollback: ${step.what} failed: ${errorReason(e)}`);
-      }
-    }
+    await undo.undoAll(req.log);
     throw err;
   } finally {
     closeSync(netnsFd);

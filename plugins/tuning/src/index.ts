@@ -36,6 +36,7 @@ import {
   type Plugin,
   type Request,
   type Result,
+  Rollback,
 } from '@cnikit/skel';
 import type { StateDir } from '@cnikit/sys';
 import { type Backup, backupName, formatBackup, openDataDir, ownerName, parseBackup } from './backup.ts';
@@ -132,7 +133,7 @@ function add(req: Request): Result {
   if (!req.prevResult) throw internalError('Required prevResult missing');
   const prev = req.prevResult;
   withNetns(req.netns, () => {
-    const undo: Array<[string, () => void]> = [];
+    const undo = new Rollback();
     let dir: StateDir | undefined;
     try {
       for (const [key, value] of conf.sysctl) {
@@ -144,7 +145,7 @@ function add(req: Request): Result {
           // unreadable: the write below fails with the reference's message
         }
         procSys(() => writeProcSys(file, value));
-        if (old !== undefined) undo.push([`restore ${file}`, () => writeProcSys(file, old as string)]);
+        if (old !== undefined) undo.push(`restore ${file}`, () => writeProcSys(file, old as string));
       }
       if (changesLink(conf)) {
         const backup = currentValues(
@@ -154,18 +155,15 @@ function add(req: Request): Result {
         const d = procSys(() => openDataDir(conf.dataDir, true) as StateDir);
         dir = d;
         const name = backupName(req.containerId, req.ifName);
-        undo.push([
-          'remove the backup',
-          () => {
-            d.remove(name);
-            d.remove(ownerName(name));
-          },
-        ]);
+        undo.push('remove the backup', () => {
+          d.remove(name);
+          d.remove(ownerName(name));
+        });
         procSys(() => {
           d.writeAtomic(name, formatBackup(backup));
           d.writeAtomic(ownerName(name), conf.name);
         });
-        undo.push(['restore the link', () => restore(req.ifName, backup).throwIfAny()]);
+        undo.push('restore the link', () => restore(req.ifName, backup).throwIfAny());
         linkOp(() => {
           if (conf.mac !== '') changeMac(req.ifName, conf.mac);
           if (conf.promisc) change(req.ifName, (l) => setPromisc(l.index, true));
@@ -177,13 +175,7 @@ function add(req: Request): Result {
         });
       }
     } catch (err) {
-      for (const [what, fn] of undo.reverse()) {
-        try {
-          fn();
-        } catch (e) {
-          req.log.warn('rollback: %s failed: %s', what, errorReason(e));
-        }
-      }
+      undo.undoAllSync(req.log);
       throw err;
     } finally {
       dir?.close();
