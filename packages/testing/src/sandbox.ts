@@ -20,7 +20,9 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { after, before } from 'node:test';
 import { withNetns } from '@cnikit/netlink';
+import { enterNetns } from './cni.ts';
 import { type Snapshot, type SnapshotOptions, snapshotNetns } from './snapshot.ts';
 
 export interface NamedNetns {
@@ -202,4 +204,33 @@ export async function withSandbox<T>(fn: (sb: Sandbox) => T | Promise<T>): Promi
   } finally {
     sb.destroy();
   }
+}
+
+/**
+ * The sandbox of one test file, as node:test hooks: `before` creates it and, with `enterHost`, moves the file's
+ * main thread into its host namespace (in-process plugin calls and every program they spawn then run there, like
+ * a plugin on a node); `after` moves the thread back and destroys the sandbox, also when tests failed.
+ *
+ * ```ts
+ * const env = sandboxForFile({ enterHost: true });
+ * test('…', async () => { env.sb.exec('ip', ['link']); });
+ * ```
+ */
+export function sandboxForFile(opts: { enterHost?: boolean } = {}): { readonly sb: Sandbox } {
+  let sb: Sandbox | undefined;
+  let inHost: { restore(): void } | undefined;
+  before(() => {
+    sb = createSandbox();
+    if (opts.enterHost) inHost = enterNetns(sb.host.path);
+  });
+  after(() => {
+    inHost?.restore();
+    sb?.destroy();
+  });
+  return {
+    get sb(): Sandbox {
+      if (!sb) throw new Error("sandboxForFile: the sandbox exists only while the file's tests run");
+      return sb;
+    },
+  };
 }

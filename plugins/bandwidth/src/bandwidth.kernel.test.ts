@@ -4,50 +4,34 @@
  * read back with `tc -j` / `ip -j`, and the Go bandwidth (/usr/lib/cni) runs side by side for interop.
  */
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, test } from 'node:test';
+import { afterEach, describe, test } from 'node:test';
 import { ifbDeviceName } from '@cnikit/firewall';
 import { tickInUsec } from '@cnikit/netlink';
-import {
-  cniRunner,
-  createSandbox,
-  enterNetns,
-  expectCniError,
-  expectOk,
-  type Sandbox,
-} from '@cnikit/testing';
+import { cniRunner, expectCniError, expectOk, sandboxForFile } from '@cnikit/testing';
 import { tbfParams } from './config.ts';
 import { ownerAlias, plugin } from './index.ts';
 
 const GO = '/usr/lib/cni/bandwidth';
 const NET = 'bwnet';
-let sb: Sandbox;
-let restore: { restore(): void } | undefined;
-before(() => {
-  sb = createSandbox();
-  restore = enterNetns(sb.host.path);
-});
-after(() => {
-  restore?.restore();
-  sb?.destroy();
-});
+const env = sandboxForFile({ enterHost: true });
 
 // biome-ignore lint/suspicious/noExplicitAny: parsed JSON under test
 const json = (cmd: string, args: string[], ns: 'host' | 'container' = 'host'): any[] => {
-  const out = sb.exec(cmd, args, { ns }).stdout.trim();
+  const out = env.sb.exec(cmd, args, { ns }).stdout.trim();
   return out ? JSON.parse(out) : [];
 };
 const qdiscs = (dev: string) => json('tc', ['-j', '-raw', 'qdisc', 'show', 'dev', dev]);
 const link = (dev: string) => json('ip', ['-j', '-d', 'link', 'show', dev])[0];
 const linkExists = (dev: string, ns: 'host' | 'container' = 'host') =>
-  sb.exec('ip', ['link', 'show', dev], { ns, check: false }).status === 0;
+  env.sb.exec('ip', ['link', 'show', dev], { ns, check: false }).status === 0;
 const ifbs = () => json('ip', ['-j', '-d', 'link', 'show', 'type', 'ifb']).map((l) => l.ifname as string);
 
 /** A fresh veth: `hv<n>` in the host namespace, `eth0` in the container. */
 let seq = 0;
 function freshVeth(mtu = 1500): string {
-  sb.exec('ip', ['link', 'del', 'eth0'], { ns: 'container', check: false });
+  env.sb.exec('ip', ['link', 'del', 'eth0'], { ns: 'container', check: false });
   const host = `hv${seq++}`;
-  sb.exec('ip', [
+  env.sb.exec('ip', [
     'link',
     'add',
     host,
@@ -59,10 +43,10 @@ function freshVeth(mtu = 1500): string {
     'name',
     'eth0',
     'netns',
-    sb.container.name,
+    env.sb.container.name,
   ]);
-  sb.exec('ip', ['link', 'set', host, 'up']);
-  sb.exec('ip', ['link', 'set', 'eth0', 'up'], { ns: 'container' });
+  env.sb.exec('ip', ['link', 'set', host, 'up']);
+  env.sb.exec('ip', ['link', 'set', 'eth0', 'up'], { ns: 'container' });
   return host;
 }
 
@@ -71,7 +55,7 @@ function prev(v: string, host: string) {
     cniVersion: v,
     interfaces: [
       { name: host, mac: '02:00:00:00:00:01' },
-      { name: 'eth0', mac: '02:00:00:00:00:02', sandbox: sb.container.path },
+      { name: 'eth0', mac: '02:00:00:00:00:02', sandbox: env.sb.container.path },
     ],
     ips: [{ ...(v.startsWith('0.') ? { version: '4' } : {}), address: '10.1.2.2/24', interface: 1 }],
   };
@@ -87,12 +71,13 @@ function conf(host: string, extra: Record<string, unknown> = LIMITS, v = '1.0.0'
   return { cniVersion: v, name: NET, type: 'bandwidth', prevResult: prev(v, host), ...extra };
 }
 
-const ours = () => cniRunner(plugin, { netns: sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
-const go = () => cniRunner({ binary: GO }, { netns: sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
+const ours = () => cniRunner(plugin, { netns: env.sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
+const go = () =>
+  cniRunner({ binary: GO }, { netns: env.sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
 const IFB = ifbDeviceName(NET, 'ctr1');
 
 afterEach(() => {
-  for (const l of ifbs()) sb.exec('ip', ['link', 'del', l]);
+  for (const l of ifbs()) env.sb.exec('ip', ['link', 'del', l]);
 });
 
 /** The TBF parameters the kernel reports, as Go's netlink reads them (rate bytes/s, limit bytes, buffer ticks). */
@@ -317,7 +302,7 @@ describe('bandwidth ADD', () => {
       999,
       /^container interface eth9 has no veth peer: could not look up "eth9": Link not found$/,
     );
-    sb.exec('ip', ['link', 'add', 'br9', 'type', 'bridge'], { ns: 'container' });
+    env.sb.exec('ip', ['link', 'add', 'br9', 'type', 'bridge'], { ns: 'container' });
     expectCniError(
       await ours().add(c, { ifName: 'br9' }),
       999,
@@ -337,7 +322,7 @@ describe('bandwidth ADD', () => {
 
   test('a failed ADD removes what it created and leaves a foreign device alone', async () => {
     const host = freshVeth();
-    sb.exec('ip', ['link', 'add', IFB, 'type', 'ifb']); // someone else's device with the IFB's name
+    env.sb.exec('ip', ['link', 'add', IFB, 'type', 'ifb']); // someone else's device with the IFB's name
     expectCniError(await ours().add(conf(host)), 999, /^adding link: file exists$/);
     assert.deepEqual(
       qdiscs(host).map((q) => q.kind),
@@ -347,8 +332,8 @@ describe('bandwidth ADD', () => {
     assert.ok(linkExists(IFB), 'the pre-existing device is not ours to delete');
     assert.equal(link(IFB).ifalias, undefined);
     // a root qdisc that is already there: the ADD fails before the IFB exists
-    sb.exec('ip', ['link', 'del', IFB]);
-    sb.exec('tc', [
+    env.sb.exec('ip', ['link', 'del', IFB]);
+    env.sb.exec('tc', [
       'qdisc',
       'add',
       'dev',
@@ -383,10 +368,10 @@ describe('bandwidth DEL', () => {
   });
 
   test('a device with the IFB’s name that is not an IFB is left alone', async () => {
-    sb.exec('ip', ['link', 'add', IFB, 'type', 'bridge']);
+    env.sb.exec('ip', ['link', 'add', IFB, 'type', 'bridge']);
     expectOk(await ours().del(conf('x')));
     assert.ok(linkExists(IFB));
-    sb.exec('ip', ['link', 'del', IFB]);
+    env.sb.exec('ip', ['link', 'del', IFB]);
   });
 });
 
@@ -412,10 +397,10 @@ describe('bandwidth CHECK', () => {
       999,
       /^Rate doesn't match$/,
     );
-    sb.exec('tc', ['qdisc', 'del', 'dev', host, 'root']);
+    env.sb.exec('tc', ['qdisc', 'del', 'dev', host, 'root']);
     // the reference passes here (its walk stops at the first non-TBF qdisc); a missing TBF is an error for cnikit
     expectCniError(await ours().check(c), 999, /^Failed to find qdisc$/);
-    sb.exec('ip', ['link', 'del', IFB]);
+    env.sb.exec('ip', ['link', 'del', IFB]);
     expectCniError(
       await ours().check(conf(host, { egressRate: 1000, egressBurst: 1000 })),
       999,
@@ -436,7 +421,7 @@ describe('bandwidth CHECK', () => {
 
   test('Failed to find qdisc when the host veth has none', async () => {
     const host = freshVeth();
-    sb.exec('tc', ['qdisc', 'add', 'dev', host, 'root', 'pfifo_fast']);
+    env.sb.exec('tc', ['qdisc', 'add', 'dev', host, 'root', 'pfifo_fast']);
     expectCniError(
       await ours().check(conf(host, { ingressRate: 1000, ingressBurst: 1000 })),
       999,
@@ -472,7 +457,7 @@ describe('bandwidth GC and STATUS', () => {
     for (const id of ['a', 'b', 'c']) {
       const host = freshVeth();
       hosts.push(host);
-      sb.exec('ip', ['link', 'set', 'eth0', 'name', `e${id}`], { ns: 'container' });
+      env.sb.exec('ip', ['link', 'set', 'eth0', 'name', `e${id}`], { ns: 'container' });
       expectOk(await ours().add(conf(host), { containerId: id, ifName: `e${id}` }));
     }
     // another network's IFB and a Go-made one (no alias) must survive

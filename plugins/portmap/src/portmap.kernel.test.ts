@@ -5,30 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
-import {
-  cniRunner,
-  createSandbox,
-  enterNetns,
-  expectCniError,
-  expectOk,
-  type Sandbox,
-} from '@cnikit/testing';
+import { describe, test } from 'node:test';
+import { cniRunner, expectCniError, expectOk, sandboxForFile } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
 const GO = '/usr/lib/cni/portmap';
-let sb: Sandbox;
-let restore: { restore(): void } | undefined;
-before(() => {
-  sb = createSandbox();
-  restore = enterNetns(sb.host.path);
-});
-after(() => {
-  restore?.restore();
-  sb?.destroy();
-});
+const env = sandboxForFile({ enterHost: true });
 
-const run = (cmd: string, args: string[]) => sb.exec(cmd, args, { ns: 'host' }).stdout;
+const run = (cmd: string, args: string[]) => env.sb.exec(cmd, args, { ns: 'host' }).stdout;
 /** The nat table of a family as iptables-save prints it (counters and comments of the dump removed). */
 function natRules(family: 4 | 6): string[] {
   return run(family === 4 ? 'iptables-save' : 'ip6tables-save', ['-t', 'nat'])
@@ -37,7 +21,7 @@ function natRules(family: 4 | 6): string[] {
     .sort();
 }
 function nftTable(family: 'ip' | 'ip6'): string {
-  const r = sb.exec('nft', ['list', 'table', family, 'cni_hostport'], { ns: 'host', check: false });
+  const r = env.sb.exec('nft', ['list', 'table', family, 'cni_hostport'], { ns: 'host', check: false });
   return r.status === 0 ? r.stdout.replace(/ # handle \d+/g, '') : '';
 }
 function flushAll(): void {
@@ -45,8 +29,8 @@ function flushAll(): void {
     run(t, ['-t', 'nat', '-F']);
     run(t, ['-t', 'nat', '-X']);
   }
-  sb.exec('nft', ['delete', 'table', 'ip', 'cni_hostport'], { ns: 'host', check: false });
-  sb.exec('nft', ['delete', 'table', 'ip6', 'cni_hostport'], { ns: 'host', check: false });
+  env.sb.exec('nft', ['delete', 'table', 'ip', 'cni_hostport'], { ns: 'host', check: false });
+  env.sb.exec('nft', ['delete', 'table', 'ip6', 'cni_hostport'], { ns: 'host', check: false });
 }
 
 const prevResult = (v = '1.0.0') => ({
