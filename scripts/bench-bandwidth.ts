@@ -12,6 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
+import { printRows, sideBySide } from './side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -89,29 +90,13 @@ try {
       reset();
     }
   }
-  const q = (xs: number[], p: number) =>
-    [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? 0;
-  const rows = (['ADD', 'DEL'] as const).map((cmd) => {
-    const ours = q(times.cnikit?.[cmd] ?? [], 0.5);
-    const go = q(times.go?.[cmd] ?? [], 0.5);
-    return {
-      op: `bandwidth ${cmd}`,
-      cnikit: ours,
-      cnikitP90: q(times.cnikit?.[cmd] ?? [], 0.9),
-      go,
-      goP90: q(times.go?.[cmd] ?? [], 0.9),
-      ratio: ours / go,
-    };
-  });
-  if (JSON_OUT) console.log(JSON.stringify(rows));
-  else {
-    console.log(`bandwidth (ingress + egress shaping), ${RUNS} runs each, medians (p90):`);
-    for (const r of rows) {
-      console.log(
-        `  ${r.op.padEnd(14)} cnikit ${r.cnikit.toFixed(1)} ms (${r.cnikitP90.toFixed(1)})   go ${r.go.toFixed(1)} ms (${r.goP90.toFixed(1)})   ratio ${r.ratio.toFixed(2)}×`,
-      );
-    }
-  }
+  printRows(
+    `bandwidth (ingress + egress shaping), ${RUNS} runs each, medians (p90):`,
+    (['ADD', 'DEL'] as const).map((cmd) =>
+      sideBySide(`bandwidth ${cmd}`, times.cnikit?.[cmd] ?? [], times.go?.[cmd] ?? []),
+    ),
+    JSON_OUT,
+  );
 } finally {
   inHost.restore();
   sb.destroy();

@@ -16,6 +16,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
+import { printRows, quantile, type SideBySideRow, sideBySide } from './side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -107,9 +108,7 @@ try {
     const del = Number(process.hrtime.bigint() - t0) / 1e6;
     return { add, del };
   };
-  const q = (xs: number[], p: number) =>
-    [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? 0;
-  const rows: Array<Record<string, unknown>> = [];
+  const rows: SideBySideRow[] = [];
   for (const chain of Object.keys(CHAINS)) {
     const gone = IMPLS.map((i) => missing(i.dir, chain)).filter(Boolean);
     if (gone.length) {
@@ -129,35 +128,12 @@ try {
       }
     }
     for (const op of ['add', 'del'] as const) {
-      const ours = q(t.cnikit![op], 0.5);
-      const go = q(t.go![op], 0.5);
-      rows.push({
-        op: `${chain} chain ${op.toUpperCase()}`,
-        cnikit: ours,
-        cnikitP90: q(t.cnikit![op], 0.9),
-        go,
-        goP90: q(t.go![op], 0.9),
-        ratio: ours / go,
-      });
+      rows.push(sideBySide(`${chain} chain ${op.toUpperCase()}`, t.cnikit![op], t.go![op]));
     }
   }
-  if (JSON_OUT) console.log(JSON.stringify(rows));
-  else {
-    console.log(`plugin chains exec'd like a runtime, ${RUNS} runs each, medians (p90):`);
-    for (const r of rows as Array<{
-      op: string;
-      cnikit: number;
-      cnikitP90: number;
-      go: number;
-      goP90: number;
-      ratio: number;
-    }>) {
-      console.log(
-        `  ${r.op.padEnd(20)} cnikit ${r.cnikit.toFixed(1)} ms (${r.cnikitP90.toFixed(1)})   go ${r.go.toFixed(1)} ms (${r.goP90.toFixed(1)})   ratio ${r.ratio.toFixed(2)}×`,
-      );
-    }
-  }
-  if (DETAIL) for (const [k, xs] of detail) console.log(`  ${k.padEnd(40)} ${q(xs, 0.5).toFixed(1)} ms`);
+  printRows(`plugin chains exec'd like a runtime, ${RUNS} runs each, medians (p90):`, rows, JSON_OUT);
+  if (DETAIL)
+    for (const [k, xs] of detail) console.log(`  ${k.padEnd(40)} ${quantile(xs, 0.5).toFixed(1)} ms`);
 } finally {
   inHost.restore();
   sb.destroy();

@@ -11,6 +11,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { printRows, sideBySide } from './side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -74,29 +75,13 @@ try {
       times[i.name]?.DEL.push(call(i.bin, 'DEL'));
     }
   }
-  const q = (xs: number[], p: number) =>
-    [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? 0;
-  const rows = (['ADD', 'DEL'] as const).map((cmd) => {
-    const ours = q(times.cnikit?.[cmd] ?? [], 0.5);
-    const go = q(times.go?.[cmd] ?? [], 0.5);
-    return {
-      op: `tuning ${cmd}`,
-      cnikit: ours,
-      cnikitP90: q(times.cnikit?.[cmd] ?? [], 0.9),
-      go,
-      goP90: q(times.go?.[cmd] ?? [], 0.9),
-      ratio: ours / go,
-    };
-  });
-  if (JSON_OUT) console.log(JSON.stringify(rows));
-  else {
-    console.log(`tuning (sysctl ×2 + mtu + mac + promisc), ${RUNS} runs each, medians (p90):`);
-    for (const r of rows) {
-      console.log(
-        `  ${r.op.padEnd(12)} cnikit ${r.cnikit.toFixed(1)} ms (${r.cnikitP90.toFixed(1)})   go ${r.go.toFixed(1)} ms (${r.goP90.toFixed(1)})   ratio ${r.ratio.toFixed(2)}×`,
-      );
-    }
-  }
+  printRows(
+    `tuning (sysctl ×2 + mtu + mac + promisc), ${RUNS} runs each, medians (p90):`,
+    (['ADD', 'DEL'] as const).map((cmd) =>
+      sideBySide(`tuning ${cmd}`, times.cnikit?.[cmd] ?? [], times.go?.[cmd] ?? []),
+    ),
+    JSON_OUT,
+  );
 } finally {
   spawnSync('ip', ['netns', 'del', ns]);
   rmSync(dataDir, { recursive: true, force: true });
