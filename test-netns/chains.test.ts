@@ -27,9 +27,12 @@ after(() => rmSync(scratch, { recursive: true, force: true }));
 
 const RATE = 8_000_000;
 const BYTES = 1_000_000;
-/** The nat table itself (iptables-nft creates it with its base chains when the shared chains are added). */
-const NAT_TABLE =
-  /^\*nat$|^:(PREROUTING|INPUT|OUTPUT|POSTROUTING) ACCEPT|^COMMIT$|"table":"nat"|"table":\{"family":"ip6?","name":"nat"/;
+/**
+ * The nat and filter tables themselves: iptables-nft creates them with their base chains when the shared chains
+ * are added.
+ */
+const BASE_TABLES =
+  /^\*(nat|filter)$|^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) ACCEPT|^COMMIT$|"table":"(nat|filter)"|"table":\{"family":"ip6?","name":"(nat|filter)"/;
 const SECTIONS: SnapshotSection[] = [
   'links',
   'addresses',
@@ -43,10 +46,12 @@ const SECTIONS: SnapshotSection[] = [
 interface Chain {
   name: string;
   /** The conflist's plugins after bridge + host-local. */
-  plugins: Array<Record<string, unknown>>;
+  plugins: Array<{ type: string } & Record<string, unknown>>;
   /** What the runtime passes as capability arguments for the shaped, published container. */
   capabilityArgs: Record<string, unknown>;
   shaped: boolean;
+  /** Chain-specific state to find in the host while both containers are up (iptables-save of the host). */
+  whileUp?: (iptablesSave: string, ipA: string, ipB: string) => void;
   /** Lines that may stay in the host after both DELs (shared state the reference keeps too). */
   shared: RegExp;
 }
@@ -64,6 +69,25 @@ const CHAINS: Chain[] = [
     capabilityArgs: { portMappings: mappings, bandwidth },
     shaped: true,
     shared: /"ifname":"cnichain0"|^cnichain0 |"dev":"cnichain0"|CNI-HOSTPORT|CNI portfwd/,
+  },
+  {
+    // podman's default conflist (87-podman-bridge.conflist): the firewall plugin with its default (auto) backend
+    name: 'podman',
+    plugins: [
+      { type: 'portmap', capabilities: { portMappings: true } },
+      { type: 'firewall', dataDir: join(scratch, 'firewall') },
+      { type: 'tuning', sysctl: { 'net.core.somaxconn': '512' }, dataDir: join(scratch, 'tuning-podman') },
+    ],
+    capabilityArgs: { portMappings: mappings },
+    shaped: false,
+    whileUp: (save, ipA, ipB) => {
+      for (const ip of [ipA, ipB]) {
+        assert.ok(save.includes(`-A CNI-FORWARD -s ${ip}/32 -j ACCEPT`), `firewall rule for ${ip}`);
+      }
+      assert.match(save, /-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD/);
+    },
+    shared:
+      /"ifname":"cnichain0"|^cnichain0 |"dev":"cnichain0"|CNI-HOSTPORT|CNI portfwd|CNI-FORWARD|CNI-ADMIN|CNI firewall plugin/,
   },
 ];
 
@@ -158,6 +182,7 @@ for (const chain of CHAINS) {
           const free = await transfer(second.name, sb.host.name, gw, 19013, BYTES);
           assert.ok(free < (BYTES * 8 * 1000) / RATE / 4, `B is not shaped (${free.toFixed(0)} ms)`);
         }
+        chain.whileUp?.(sb.exec('iptables-save', [], { ns: 'host' }).stdout, ipA, ipB);
         for (const s of servers.splice(0)) s.kill();
 
         rt.delNetworkList(list, b);
@@ -168,7 +193,7 @@ for (const chain of CHAINS) {
           .map((d) => ({
             ...d,
             removed: d.removed,
-            added: d.added.filter((l) => !chain.shared.test(l) && !NAT_TABLE.test(l)),
+            added: d.added.filter((l) => !chain.shared.test(l) && !BASE_TABLES.test(l)),
           }))
           .filter((d) => d.removed.length || d.added.length);
         assert.deepEqual(unexpected, [], `left behind in the host:\n${formatDiff(unexpected)}`);
