@@ -19,6 +19,7 @@ export {
   type ToolOptions,
   type ToolResult,
 } from './exec.ts';
+export * from './firewalld.ts';
 export * from './ipmasq.ts';
 export * from './iptables.ts';
 export * from './names.ts';

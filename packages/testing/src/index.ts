@@ -6,5 +6,6 @@
  */
 
 export * from './cni.ts';
+export * from './firewalld.ts';
 export * from './sandbox.ts';
 export * from './snapshot.ts';

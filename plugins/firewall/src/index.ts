@@ -1,0 +1,535 @@
+/**
+ * firewall: opens the host FORWARD path for the container addresses (iptables) or binds them to a firewalld zone,
+ * and optionally isolates bridges (reference: plugins/meta/firewall at HEAD, plugins.md §7).
+ *
+ * - ADD: prevResult required. iptables backend: per family that has addresses, ONE iptables-restore with the
+ *   chains, the jumps, the per-address rules and the ingress-policy rules. firewalld backend: `addSource` per
+ *   address (ZONE_ALREADY_SET tolerated), the ingress policy through iptables. Then cnikit's record of the
+ *   attachment. A failure removes the per-address rules / sources this ADD added.
+ * - DEL: removes the per-address rules / sources of prevResult and of the record (so DEL works without
+ *   prevResult); shared chains, jumps and isolation rules stay. Idempotent.
+ * - CHECK: the reference's checks and messages, without creating anything; firewalld's querySource answer is
+ *   examined. GC: stale records of this network. STATUS: code 50 when the backend is not usable.
+ */
+import {
+  busMayExist,
+  type DBusOptions,
+  Firewalld,
+  hasRule,
+  type IptablesBatch,
+  iptablesBatch,
+  isFirewalldError,
+  quoteRuleArg,
+  readTable,
+  supportsIPTables,
+  systemBusAddress,
+} from '@cnikit/firewall';
+import { nftExists, xtablesTableLoaded } from '@cnikit/netlink';
+import {
+  ALL_VERSIONS,
+  CniError,
+  ErrorCode,
+  ErrorList,
+  errorReason,
+  internalError,
+  type Plugin,
+  type Request,
+  type Result,
+  Rollback,
+} from '@cnikit/skel';
+import type { StateDir } from '@cnikit/sys';
+import {
+  adminJumpRule,
+  type Backend,
+  bridgeName,
+  type FirewallConf,
+  forwardJumpRule,
+  goList,
+  type HostIP,
+  hostRoute,
+  ingressPolicyOf,
+  ipRules,
+  isolationSteps,
+  PRIV_CHAIN,
+  parseConf,
+  resultIPs,
+  STAGE1_CHAIN,
+  STAGE2_CHAIN,
+} from './config.ts';
+import {
+  type AttachmentRecord,
+  formatRecord,
+  openRecords,
+  parseRecord,
+  RECORD_SUFFIX,
+  recordName,
+} from './records.ts';
+
+const VERSION = '0.1.0';
+const FILTER = 'filter';
+type Family = 4 | 6;
+const FAMILIES: readonly Family[] = [4, 6];
+const familyName = (f: Family) => (f === 4 ? 'IPv4' : 'IPv6');
+
+function load(req: Request): FirewallConf {
+  return parseConf(req.config as unknown as Record<string, unknown>);
+}
+
+/** The system bus of one plugin call: connected on first use (one connection for every call), closed at the end. */
+class Bus {
+  readonly opts: DBusOptions;
+  private fw: Promise<Firewalld> | undefined;
+  constructor(req: Request) {
+    this.opts = { env: req.env };
+  }
+  get address(): string {
+    return systemBusAddress(this.opts);
+  }
+  firewalld(): Promise<Firewalld> {
+    this.fw ??= Firewalld.connect(this.opts);
+    return this.fw;
+  }
+  /** Whether firewalld owns its name; no bus socket → false without connecting; any failure → false. */
+  async firewalldRunning(): Promise<boolean> {
+    if (!busMayExist(this.address)) return false;
+    try {
+      return await (await this.firewalld()).running();
+    } catch {
+      return false;
+    }
+  }
+  async close(): Promise<void> {
+    const fw = this.fw;
+    this.fw = undefined;
+    if (fw) await fw.then((f) => f.close()).catch(() => undefined);
+  }
+}
+
+/** Run a verb with a Bus that is closed whatever happens. */
+async function withBus<T>(req: Request, fn: (bus: Bus) => Promise<T>): Promise<T> {
+  const bus = new Bus(req);
+  try {
+    return await fn(bus);
+  } finally {
+    await bus.close();
+  }
+}
+
+/** The configured backend, else firewalld when it owns its D-Bus name, else iptables (the reference's rule). */
+async function resolveBackend(conf: FirewallConf, bus: Bus): Promise<Backend> {
+  if (conf.backend) return conf.backend;
+  return (await bus.firewalldRunning()) ? 'firewalld' : 'iptables';
+}
+
+const ofFamily = (ips: readonly HostIP[], f: Family) => ips.filter((i) => i.family === f);
+
+/** False only when CNI-FORWARD cannot exist in the filter table of `family` (no exec needed to know). */
+function filterChainMayExist(family: Family): boolean {
+  try {
+    return (
+      xtablesTableLoaded(family, FILTER) !== false ||
+      nftExists(family === 4 ? 'ip' : 'ip6', FILTER, PRIV_CHAIN) !== false
+    );
+  } catch {
+    return true;
+  }
+}
+
+function deletePerIPRules(b: IptablesBatch, ips: readonly HostIP[]): void {
+  for (const { ip } of ips) for (const rule of ipRules(ip)) b.deleteRule(FILTER, PRIV_CHAIN, rule);
+}
+
+/** Remove the per-address rules of `ips` (one iptables-restore per family, none when nothing can be there). */
+function removeIptablesRules(ips: readonly HostIP[]): void {
+  for (const f of FAMILIES) {
+    const mine = ofFamily(ips, f);
+    if (mine.length === 0 || !filterChainMayExist(f)) continue;
+    const b = iptablesBatch(f);
+    deletePerIPRules(b, mine);
+    b.commit();
+  }
+}
+
+/**
+ * The iptables part of an ADD, one iptables-restore per family: with `backend` the reference's chains, jumps and
+ * per-address rules; with `ingress` the isolation chains and rules of the bridge. Records an undo step for the
+ * per-address rules each commit actually added.
+ */
+function addIptables(
+  conf: FirewallConf,
+  ips: readonly HostIP[],
+  backend: boolean,
+  ingress: { bridge: string; policy: 'same-bridge' | 'isolated' } | undefined,
+  undo: Rollback,
+): void {
+  for (const f of FAMILIES) {
+    const mine = ofFamily(ips, f);
+    if (mine.length === 0) continue;
+    const b = iptablesBatch(f);
+    if (backend) {
+      b.ensureChain(FILTER, PRIV_CHAIN)
+        .ensureChain(FILTER, conf.adminChain)
+        .insertUnique(FILTER, 'FORWARD', forwardJumpRule(), 1)
+        .insertUnique(FILTER, PRIV_CHAIN, adminJumpRule(conf.adminChain), 1);
+      for (const { ip } of mine) for (const rule of ipRules(ip)) b.appendUnique(FILTER, PRIV_CHAIN, rule);
+    }
+    if (ingress) {
+      b.ensureChain(FILTER, STAGE1_CHAIN).ensureChain(FILTER, STAGE2_CHAIN);
+      for (const step of isolationSteps(ingress.bridge, ingress.policy)) {
+        if (step.first) b.insertUnique(FILTER, step.chain, step.rule, 1);
+        else b.appendUnique(FILTER, step.chain, step.rule);
+      }
+    }
+    let script: string;
+    try {
+      script = b.commit().script;
+    } catch (err) {
+      throw internalError(`failed to set up the ${familyName(f)} firewall rules: ${errorReason(err)}`, err);
+    }
+    if (!backend) continue;
+    const lines = new Set(script.split('\n'));
+    const added = mine.filter(({ ip }) =>
+      ipRules(ip).some((r) => lines.has(`-A ${PRIV_CHAIN} ${r.map(quoteRuleArg).join(' ')}`)),
+    );
+    if (added.length > 0)
+      undo.push(`removal of the ${familyName(f)} rules`, () => removeIptablesRules(added));
+  }
+}
+
+async function addFirewalld(
+  bus: Bus,
+  conf: FirewallConf,
+  ips: readonly HostIP[],
+  undo: Rollback,
+): Promise<void> {
+  for (const { ip } of ips) {
+    let fw: Firewalld | undefined;
+    try {
+      fw = await bus.firewalld();
+      await fw.addSource(conf.zone, ip);
+    } catch (err) {
+      if (isFirewalldError(err, 'ZONE_ALREADY_SET')) continue;
+      throw internalError(`failed to add the address ${ip} to ${conf.zone} zone: ${errorReason(err)}`, err);
+    }
+    const client = fw;
+    undo.push(`removal of ${ip} from zone ${conf.zone}`, () => client.removeSource(conf.zone, ip));
+  }
+}
+
+function writeRecord(conf: FirewallConf, rec: AttachmentRecord): void {
+  let dir: StateDir | undefined;
+  try {
+    dir = openRecords(conf.dataDir, true) as StateDir;
+    dir.writeAtomic(recordName(rec.network, rec.containerID, rec.ifname), formatRecord(rec));
+  } catch (err) {
+    throw internalError(`failed to write the firewall record: ${errorReason(err)}`, err);
+  } finally {
+    dir?.close();
+  }
+}
+
+function add(req: Request): Promise<Result> {
+  return withBus(req, (bus) => addWith(req, bus));
+}
+
+async function addWith(req: Request, bus: Bus): Promise<Result> {
+  const conf = load(req);
+  const policy = ingressPolicyOf(conf);
+  if (!req.prevResult) throw internalError('missing prevResult from earlier plugin');
+  const prev = req.prevResult;
+  const ips = resultIPs(prev);
+  const ingress =
+    policy === 'open'
+      ? undefined
+      : { bridge: bridgeName(prev, policy), policy: policy as 'same-bridge' | 'isolated' };
+  const backend = await resolveBackend(conf, bus);
+  const undo = new Rollback();
+  try {
+    if (backend === 'firewalld') {
+      await addFirewalld(bus, conf, ips, undo);
+      if (ingress) addIptables(conf, ips, false, ingress, undo);
+    } else {
+      addIptables(conf, ips, true, ingress, undo);
+    }
+    writeRecord(conf, {
+      network: conf.name,
+      containerID: req.containerId,
+      ifname: req.ifName,
+      backend,
+      zone: conf.zone,
+      ips: ips.map((i) => i.ip),
+    });
+  } catch (err) {
+    await undo.undoAll(req.log);
+    throw err;
+  }
+  return prev;
+}
+
+interface Target {
+  backend: Backend;
+  zone: string;
+  ips: HostIP[];
+}
+
+function addTarget(targets: Target[], backend: Backend, zone: string, ips: readonly HostIP[]): void {
+  let t = targets.find((x) => x.backend === backend && (backend === 'iptables' || x.zone === zone));
+  if (!t) {
+    t = { backend, zone, ips: [] };
+    targets.push(t);
+  }
+  for (const i of ips) if (!t.ips.some((x) => x.ip === i.ip)) t.ips.push(i);
+}
+
+function recordIPs(rec: AttachmentRecord): HostIP[] {
+  return rec.ips.map((ip) => hostRoute(ip)).filter((h): h is HostIP => h !== undefined);
+}
+
+/**
+ * Remove the per-address rules / sources of one target. iptables failures are returned (the caller reports
+ * them); firewalld failures other than "not bound" are logged and ignored, like the reference.
+ */
+async function removeTarget(req: Request, bus: Bus, t: Target, errors: ErrorList): Promise<boolean> {
+  const before = errors.length;
+  if (t.backend === 'iptables') {
+    errors.run('failed to remove the firewall rules', () => removeIptablesRules(t.ips));
+    return errors.length === before;
+  }
+  if (!(await bus.firewalldRunning())) {
+    req.log.warn(
+      'firewalld is not running on %s: the sources %s of zone %s are gone with it',
+      bus.address,
+      t.ips.map((i) => i.ip).join(', '),
+      t.zone,
+    );
+    return true;
+  }
+  for (const { ip } of t.ips) {
+    try {
+      await (await bus.firewalld()).removeSource(t.zone, ip);
+    } catch (err) {
+      if (!isFirewalldError(err, 'UNKNOWN_SOURCE'))
+        req.log.warn('failed to remove the address %s from %s zone: %s', ip, t.zone, errorReason(err));
+    }
+  }
+  return true;
+}
+
+function readRecord(req: Request, dir: StateDir, name: string): AttachmentRecord | undefined {
+  let raw: Buffer | undefined;
+  try {
+    raw = dir.read(name);
+  } catch (err) {
+    req.log.warn('unreadable firewall record %s: %s', dir.display(name), errorReason(err));
+    return undefined;
+  }
+  if (raw === undefined) return undefined;
+  const rec = parseRecord(raw.toString('utf8'));
+  if (!rec) req.log.warn('malformed firewall record %s ignored', dir.display(name));
+  return rec;
+}
+
+function del(req: Request): Promise<void> {
+  return withBus(req, (bus) => delWith(req, bus));
+}
+
+async function delWith(req: Request, bus: Bus): Promise<void> {
+  const conf = load(req);
+  const targets: Target[] = [];
+  if (req.prevResult)
+    addTarget(targets, await resolveBackend(conf, bus), conf.zone, resultIPs(req.prevResult));
+  let dir: StateDir | undefined;
+  try {
+    dir = openRecords(conf.dataDir, false);
+  } catch (err) {
+    req.log.warn('DEL: firewall records not usable: %s', errorReason(err));
+  }
+  const errors = new ErrorList();
+  try {
+    const name = recordName(conf.name, req.containerId, req.ifName);
+    const rec = dir ? readRecord(req, dir, name) : undefined;
+    if (rec) addTarget(targets, rec.backend, rec.zone, recordIPs(rec));
+    let clean = true;
+    for (const t of targets) if (!(await removeTarget(req, bus, t, errors))) clean = false;
+    if (dir && clean) errors.run('failed to remove the firewall record', () => dir.remove(name));
+  } finally {
+    dir?.close();
+  }
+  errors.throwIfAny();
+  if (conf.ingressError) throw conf.ingressError;
+}
+
+function check(req: Request): Promise<void> {
+  return withBus(req, (bus) => checkWith(req, bus));
+}
+
+async function checkWith(req: Request, bus: Bus): Promise<void> {
+  const conf = load(req);
+  ingressPolicyOf(conf);
+  if (!req.prevResult) throw internalError('missing prevResult from earlier plugin');
+  const ips = resultIPs(req.prevResult);
+  if ((await resolveBackend(conf, bus)) === 'firewalld') {
+    for (const { ip } of ips) {
+      let found: boolean;
+      try {
+        found = await (await bus.firewalld()).querySource(conf.zone, ip);
+      } catch (err) {
+        throw new CniError(
+          ErrorCode.Internal,
+          `failed to find the address ${ip} in ${conf.zone} zone`,
+          errorReason(err),
+          { cause: err },
+        );
+      }
+      if (!found) throw internalError(`failed to find the address ${ip} in ${conf.zone} zone`);
+    }
+    return;
+  }
+  for (const f of FAMILIES) {
+    const mine = ofFamily(ips, f);
+    if (mine.length === 0) continue;
+    let table: ReturnType<typeof readTable>;
+    try {
+      table = readTable(f, FILTER);
+    } catch (err) {
+      throw internalError(`could not read the ${familyName(f)} filter table: ${errorReason(err)}`, err);
+    }
+    const fwd = forwardJumpRule();
+    if (!hasRule(table, 'FORWARD', fwd))
+      throw internalError(`expected FORWARD rule ${goList(fwd)} not found`);
+    const admin = adminJumpRule(conf.adminChain);
+    if (!hasRule(table, PRIV_CHAIN, admin))
+      throw internalError(`expected ${PRIV_CHAIN} rule ${goList(admin)} not found`);
+    for (const { ip } of mine) {
+      for (const rule of ipRules(ip)) {
+        if (!hasRule(table, PRIV_CHAIN, rule)) throw internalError(`expected rule ${goList(rule)} not found`);
+      }
+    }
+  }
+}
+
+function gc(req: Request): Promise<void> {
+  return withBus(req, (bus) => gcWith(req, bus));
+}
+
+async function gcWith(req: Request, bus: Bus): Promise<void> {
+  const conf = load(req);
+  ingressPolicyOf(conf);
+  const dir = openRecords(conf.dataDir, false);
+  if (!dir) return;
+  const errors = new ErrorList();
+  try {
+    const valid = new Set(
+      (req.validAttachments ?? []).map((a) => recordName(conf.name, a.containerID, a.ifname)),
+    );
+    const stale: Array<{ name: string; rec: AttachmentRecord }> = [];
+    // Addresses still held by live attachments (an address of a stale record may have been given to a new
+    // container since): their rules and sources stay.
+    const keepRules = new Set<string>();
+    const keepSources = new Set<string>();
+    for (const name of dir.list()) {
+      if (!name.endsWith(RECORD_SUFFIX) || name.startsWith('.')) continue;
+      const rec = readRecord(req, dir, name);
+      if (!rec) continue;
+      if (rec.network === conf.name && !valid.has(name)) {
+        stale.push({ name, rec });
+        continue;
+      }
+      for (const ip of rec.ips) {
+        if (rec.backend === 'iptables') keepRules.add(ip);
+        else keepSources.add(`${rec.zone}\0${ip}`);
+      }
+    }
+    // iptables: the rules of every stale attachment in one iptables-restore per family
+    const ipt = stale.filter((s) => s.rec.backend === 'iptables');
+    if (ipt.length > 0) {
+      let ok = true;
+      for (const f of FAMILIES) {
+        const ips = ipt.flatMap((s) => ofFamily(recordIPs(s.rec), f)).filter((i) => !keepRules.has(i.ip));
+        if (ips.length === 0 || !filterChainMayExist(f)) continue;
+        try {
+          const b = iptablesBatch(f);
+          deletePerIPRules(b, ips);
+          b.commit();
+        } catch (err) {
+          ok = false;
+          for (const s of ipt)
+            errors.add(err, `failed to remove the ${familyName(f)} firewall rules of ${dir.display(s.name)}`);
+        }
+      }
+      if (ok)
+        for (const s of ipt) errors.run(`failed to remove ${dir.display(s.name)}`, () => dir.remove(s.name));
+    }
+    const fwd = stale.filter((s) => s.rec.backend === 'firewalld');
+    const running = fwd.length > 0 && (await bus.firewalldRunning());
+    for (const s of fwd) {
+      await errors.run(`failed to remove the firewalld sources of ${dir.display(s.name)}`, async () => {
+        if (running) {
+          const fw = await bus.firewalld();
+          for (const ip of s.rec.ips) {
+            if (keepSources.has(`${s.rec.zone}\0${ip}`)) continue;
+            try {
+              await fw.removeSource(s.rec.zone, ip);
+            } catch (err) {
+              if (!isFirewalldError(err, 'UNKNOWN_SOURCE')) throw err;
+            }
+          }
+        } else {
+          req.log.warn(
+            'firewalld is not running on %s: the sources of %s are gone with it',
+            bus.address,
+            s.name,
+          );
+        }
+        dir.remove(s.name);
+      });
+    }
+  } finally {
+    dir.close();
+  }
+  errors.throwIfAny();
+}
+
+function status(req: Request): Promise<void> {
+  return withBus(req, (bus) => statusWith(req, bus));
+}
+
+async function statusWith(req: Request, bus: Bus): Promise<void> {
+  const conf = load(req);
+  const policy = ingressPolicyOf(conf);
+  const backend = await resolveBackend(conf, bus);
+  const iptablesUsable = () => supportsIPTables(4) || supportsIPTables(6);
+  if (backend === 'firewalld') {
+    if (!(await bus.firewalldRunning())) {
+      throw new CniError(
+        ErrorCode.PluginNotAvailable,
+        `firewalld is not running: the name org.fedoraproject.FirewallD1 has no owner on the system bus ${bus.address}`,
+      );
+    }
+    if (policy !== 'open' && !iptablesUsable()) {
+      throw new CniError(
+        ErrorCode.PluginNotAvailable,
+        `ingress policy ${JSON.stringify(policy)} needs iptables, which is not usable (Debian/Ubuntu package "iptables")`,
+      );
+    }
+    return;
+  }
+  if (!iptablesUsable()) {
+    throw new CniError(
+      ErrorCode.PluginNotAvailable,
+      'neither iptables nor ip6tables is usable (Debian/Ubuntu package "iptables")',
+    );
+  }
+}
+
+export const plugin: Plugin = {
+  name: 'firewall',
+  about: `CNI firewall plugin cnikit ${VERSION}`,
+  versions: ALL_VERSIONS.slice(ALL_VERSIONS.indexOf('0.4.0')),
+  prevResultErrorPrefix: 'could not parse prevResult: ',
+  add,
+  del,
+  check,
+  gc,
+  status,
+};
