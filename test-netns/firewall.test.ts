@@ -7,7 +7,6 @@
  * firewalld (private bus, firewalld in the sandbox namespace): auto-detected, sources bound, CHECK, DEL.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +22,7 @@ import {
   startPrivateSystemBus,
 } from '@cnikit/testing';
 import { DIST, ensureBuilt } from './dist.ts';
+import { reach, server } from './traffic.ts';
 
 const info = ensureBuilt();
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-firewall-'));
@@ -31,36 +31,6 @@ after(() => rmSync(scratch, { recursive: true, force: true }));
 const PORT = 7070;
 /** Bridged traffic reaches iptables only with br_netfilter (kernel support; `isolated` depends on it). */
 const BR_NETFILTER = existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables');
-
-/** A TCP server in `ns` answering every connection with `name`. */
-async function server(ns: string, name: string): Promise<ChildProcess> {
-  const code = `require('node:net').createServer((c) => c.end(${JSON.stringify(name)}))
-    .listen(${PORT}, '0.0.0.0', () => console.log('up')); setTimeout(() => process.exit(2), 60000).unref();`;
-  const p = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    p.stdout?.on('data', (d: Buffer) => d.toString().includes('up') && resolve());
-    p.on('exit', (c) => reject(new Error(`server exited ${c}`)));
-  });
-  return p;
-}
-
-/** From `ns`, one TCP connection to each address at once; what each answered ('' = no connection in 1 s). */
-function reach(ns: string, ips: string[]): string[] {
-  const code = `const net = require('node:net');
-    const one = (ip) => new Promise((res) => { let b = ''; const c = net.connect(${PORT}, ip);
-      const t = setTimeout(() => { c.destroy(); res(''); }, 1000);
-      c.on('data', (d) => b += d); c.on('end', () => { clearTimeout(t); res(b); });
-      c.on('error', () => { clearTimeout(t); res(''); }); });
-    Promise.all(${JSON.stringify(ips)}.map(one)).then((r) => { process.stdout.write(JSON.stringify(r)); process.exit(0); });`;
-  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
-    encoding: 'utf8',
-    timeout: 10_000,
-  });
-  assert.equal(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout) as string[];
-}
 
 for (const policy of ['same-bridge', 'isolated'] as const) {
   describe(`bridge + host-local + firewall, ingressPolicy ${policy}, real TCP`, () => {
@@ -74,7 +44,7 @@ for (const policy of ['same-bridge', 'isolated'] as const) {
     }, async () => {
       const sb = createSandbox();
       const ctrs: Array<{ name: string; ns: NamedNetns; net: 'foo' | 'bar'; ip?: string }> = [];
-      const servers: ChildProcess[] = [];
+      const servers: Array<{ kill(): void }> = [];
       try {
         // br_netfilter's switch is per namespace: bridged traffic goes through FORWARD (what `isolated` relies on)
         if (BR_NETFILTER) sb.exec('sysctl', ['-qw', 'net.bridge.bridge-nf-call-iptables=1'], { ns: 'host' });
@@ -121,7 +91,7 @@ for (const policy of ['same-bridge', 'isolated'] as const) {
             ifName: 'eth0',
           });
           c.ip = String((r.ips as Array<{ address: string }>)[0]!.address).split('/')[0];
-          servers.push(await server(ns.name, name));
+          servers.push(await server(ns.name, PORT, name));
         }
         const ips = ctrs.map((c) => c.ip as string);
         const expected = (from: (typeof ctrs)[number]) =>
@@ -130,7 +100,7 @@ for (const policy of ['same-bridge', 'isolated'] as const) {
           );
         for (const from of ctrs) {
           assert.deepEqual(
-            reach(from.ns.name, ips),
+            reach(from.ns.name, ips, PORT),
             expected(from),
             `${policy}: from ${from.name} to ${ctrs.map((c) => c.name).join(', ')}`,
           );
@@ -178,7 +148,7 @@ for (const policy of ['same-bridge', 'isolated'] as const) {
           );
         }
         assert.deepEqual(
-          reach(ctrs[0]!.ns.name, ips),
+          reach(ctrs[0]!.ns.name, ips, PORT),
           ['a1', 'a2', 'b1', 'b2'],
           'reachable once the isolation rules are gone',
         );

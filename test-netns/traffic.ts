@@ -38,6 +38,22 @@ export function ask(ns: string, proto: 'tcp' | 'udp', ip: string, port: number):
   return r.stdout;
 }
 
+/** From `ns`, one TCP connection to each address at once; what each answered ('' = no connection in 1 s). */
+export function reach(ns: string, ips: string[], port: number): string[] {
+  const code = `const net = require('node:net');
+    const one = (ip) => new Promise((res) => { let b = ''; const c = net.connect(${port}, ip);
+      const t = setTimeout(() => { c.destroy(); res(''); }, 1000);
+      c.on('data', (d) => b += d); c.on('end', () => { clearTimeout(t); res(b); });
+      c.on('error', () => { clearTimeout(t); res(''); }); });
+    Promise.all(${JSON.stringify(ips)}.map(one)).then((r) => { process.stdout.write(JSON.stringify(r)); process.exit(0); });`;
+  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout) as string[];
+}
+
 /** A receiver in `ns` on `port`: `done` resolves with the bytes and milliseconds from connection to last byte. */
 async function sink(
   ns: string,
