@@ -503,6 +503,27 @@ describe('handlers and output', () => {
       assert.deepEqual(r, { code: 0, stdout: '', stderr: '' });
     }
   });
+  test('a result the config version cannot express fails the ADD and is rolled back with DEL', async () => {
+    const calls: string[] = [];
+    const p: Plugin = {
+      name: 'x',
+      add: (req) => {
+        calls.push(`ADD ${req.containerId}`);
+        return { cniVersion: '1.1.0', interfaces: [{ name: 'lo' }] }; // no address: nothing to print as 0.2.0
+      },
+      del: (req) => {
+        calls.push(`${req.command} ${req.containerId}`);
+      },
+    };
+    const r = await invokeInProcess(p, FULL, conf('0.2.0'));
+    assert.equal(r.code, 1);
+    assert.deepEqual(parseErr(r.stdout), { code: 999, msg: 'cannot convert: no valid IP addresses' });
+    assert.deepEqual(calls, ['ADD ctr-1', 'DEL ctr-1']);
+    // the same result in a version that can express it: no rollback
+    calls.length = 0;
+    assert.equal((await invokeInProcess(p, FULL, conf('1.0.0'))).code, 0);
+    assert.deepEqual(calls, ['ADD ctr-1']);
+  });
   test('about banner on bare invocation: stderr only, exit 0, stdin not needed', async () => {
     const r = await invokeInProcess(recorder({ versions: ['0.4.0', '1.0.0'] }), {}, 'garbage');
     assert.equal(r.code, 0);

@@ -5,7 +5,7 @@
  * `dispatch(plugin, io)` is the in-process seam (env/stdin/stdout/stderr injected); `runPlugin(plugin)`
  * wires it to the process; `invokeInProcess(plugin, env, stdin)` captures the output for tests.
  */
-import { readlinkSync, readSync, statSync, writeSync } from 'node:fs';
+import { readFileSync, readlinkSync, readSync, statSync, writeSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode, errorReason } from './errors.ts';
 import { configVersion, goKind, goStringField, parseJsonGo } from './gojson.ts';
@@ -412,20 +412,29 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
     if (result === undefined || result === null || typeof result !== 'object') {
       throw new CniError(ErrorCode.Internal, `plugin ${plugin.name} returned no result for ADD`);
     }
-    const text = formatResult(convertResult(result, configVersion));
+    // A result that cannot be delivered — not expressible in the config's version (e.g. a 0.1.0/0.2.0 result without
+    // an address), or stdout closed or a pipe without reader — means the ADD has failed for the runtime, so it is
+    // undone the way a failed ADD is undone: DEL with the same request; then the error leaves as for any failure.
+    const rollback = async () => {
+      if (!plugin.del) return;
+      try {
+        await plugin.del({ ...req, command: 'DEL' });
+      } catch (u) {
+        req.log.warn('rollback of an ADD whose result could not be delivered failed: %s', errorReason(u));
+      }
+    };
+    let text: string;
+    try {
+      text = formatResult(convertResult(result, configVersion));
+    } catch (e) {
+      await rollback();
+      throw e;
+    }
     try {
       io.stdout.write(text);
     } catch (e) {
-      // The runtime cannot see the result (stdout closed, or a pipe without reader): the ADD has failed for it, so
-      // undo it the way a failed ADD is undone — DEL with the same request — and exit non-zero.
       const why = e instanceof Error ? e.message : String(e);
-      if (plugin.del) {
-        try {
-          await plugin.del({ ...req, command: 'DEL' });
-        } catch (u) {
-          req.log.warn('rollback of an ADD whose result could not be delivered failed: %s', errorReason(u));
-        }
-      }
+      await rollback();
       throw new CniError(
         ErrorCode.IOFailure,
         `failed to write the result to stdout: ${why}`,
@@ -534,6 +543,33 @@ function stdoutClosed(): boolean {
   }
 }
 
+/**
+ * Whether fd 0 was closed by the caller (`<&-`). Node and Bun reopen a closed fd 0–2 on /dev/null at start-up, and
+ * both open it read-write (O_RDWR: `flags:` in /proc/self/fdinfo/0 ends in 2), whereas a caller that gives the plugin
+ * /dev/null on purpose opens it read-only (Go os/exec with a nil Stdin, libuv's 'ignore', a shell's `</dev/null`), and
+ * an inherited descriptor keeps its mode. A read-write /dev/null on fd 0 is taken as a closed stdin, which the reference
+ * plugins report as `read /dev/stdin: bad file descriptor` (code 5). The one caller told apart wrongly, a read-write
+ * /dev/null given on purpose (Python's subprocess.DEVNULL, a shell's `<>/dev/null`), gets code 5 instead of the code 6
+ * of an empty configuration: both fail, as any /dev/null stdin does.
+ */
+export function stdinClosed(): boolean {
+  try {
+    if (readlinkSync('/proc/self/fd/0') !== '/dev/null') return false;
+    const m = /^flags:\s*([0-7]+)$/m.exec(readFileSync('/proc/self/fdinfo/0', 'latin1'));
+    return m !== null && (Number.parseInt(m[1]!, 8) & 3) === 2;
+  } catch {
+    return false;
+  }
+}
+
+/** The process's stdin reader: a closed fd 0 answers like the reference, anything else is read to EOF. */
+function readStdin(): Uint8Array {
+  if (stdinClosed()) {
+    throw new CniError(ErrorCode.IOFailure, 'error reading from stdin: read /dev/stdin: bad file descriptor');
+  }
+  return readFdFully(0);
+}
+
 function closedWriter(why: string): Writable {
   return {
     write() {
@@ -557,7 +593,7 @@ export async function runPlugin(plugin: Plugin): Promise<void> {
   console.table = (obj: unknown) => toStderr(obj);
   const code = await dispatch(plugin, {
     env: process.env,
-    stdin: () => readFdFully(0),
+    stdin: readStdin,
     stdout: stdoutClosed() ? closedWriter('stdout is closed') : fdWriter(1),
     stderr: fdWriter(2),
   });

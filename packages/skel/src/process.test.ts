@@ -29,7 +29,7 @@ function run(
   script = example,
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    const child = spawn(process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', script], {
       cwd: root,
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: [typeof stdin === 'string' && stdin !== 'ignore' ? 'pipe' : stdin, 'pipe', 'pipe'],
@@ -98,6 +98,55 @@ describe('runPlugin in a real process', () => {
     } finally {
       closeSync(fd);
     }
+  });
+  describe('a closed stdin is told from a /dev/null one (the runtime reopens a closed fd 0 read-write)', () => {
+    // bash runs the plugin with fd 0 closed, read-only /dev/null (what Go os/exec and libuv give), or read-write
+    const cases: Array<[string, string, unknown]> = [
+      ['<&-', 'closed', { code: 5, msg: 'error reading from stdin: read /dev/stdin: bad file descriptor' }],
+      [
+        '</dev/null',
+        'read-only /dev/null',
+        { code: 6, msg: 'error unmarshall network config: unexpected end of JSON input' },
+      ],
+    ];
+    for (const [redir, what, expected] of cases) {
+      test(`stdin ${what} (${redir}) → code ${(expected as { code: number }).code}`, async () => {
+        const r = await new Promise<Run>((resolve, reject) => {
+          const child = spawn(
+            'bash',
+            [
+              '-c',
+              `exec "$@" ${redir}`,
+              'bash',
+              process.execPath,
+              '--conditions=cnikit-source',
+              '--import',
+              'tsx',
+              example,
+            ],
+            {
+              cwd: root,
+              env: { PATH: process.env.PATH ?? '', ...ADD },
+              stdio: ['pipe', 'pipe', 'pipe'],
+            },
+          );
+          let stdout = '';
+          let stderr = '';
+          child.stdout.on('data', (d) => (stdout += d));
+          child.stderr.on('data', (d) => (stderr += d));
+          child.on('error', reject);
+          child.on('close', (status) => resolve({ status, stdout, stderr }));
+          child.stdin.end();
+        });
+        assert.equal(r.status, 1, r.stderr);
+        assert.deepEqual(JSON.parse(r.stdout), expected);
+      });
+    }
+    test("stdin 'ignore' (libuv opens /dev/null read-only) → code 6", async () => {
+      const r = await run(ADD, 'ignore');
+      assert.equal(r.status, 1);
+      assert.equal(JSON.parse(r.stdout).code, 6);
+    });
   });
   test('VERSION never reads stdin (even a large one) and ends with a newline', async () => {
     const r = await run({ CNI_COMMAND: 'VERSION' }, 'garbage', true);

@@ -4,13 +4,20 @@
  * `/proc/self/fd/<dirfd>/<name>` — the same semantics as openat(2) on the directory fd — with O_NOFOLLOW, so
  * a symlinked (or dangling) file name is refused too. Writes are atomic: a new temp file (O_EXCL), fsync,
  * rename, fsync of the directory; a reader never sees an empty or partial file.
+ *
+ * Sub-directories are opened relative to the parent's descriptor (`openDir`), so a store laid out as
+ * `<root>/<name>/<files>` is symlink-proof below the root; link, rename, remove and listing never follow the
+ * last component either (link(2), rename(2) and unlink(2) act on a symlink itself, never on its target).
  */
 
 import { randomBytes } from 'node:crypto';
 import {
   constants as C,
   closeSync,
+  type Dirent,
   fsyncSync,
+  linkSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -32,17 +39,60 @@ function codeOf(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException)?.code;
 }
 
-/** A file-system error in Go's *PathError wording (`open /run/x/y: too many levels of symbolic links`). */
+/**
+ * A file-system error in Go's *PathError wording (`open /run/x/y: permission denied`); a refused symlink says
+ * so (`open /run/x/y: too many levels of symbolic links (/run/x/y is a symlink, which is never followed)`).
+ */
 function pathError(err: unknown, op: string, path: string): SysError {
   const errno = errnoOf(err);
-  return new SysError(errno, op, `${op} ${path}: ${errnoMessage(errno)}`, { cause: err });
+  const why = errno === ELOOP ? ` (${path} is a symlink, which is never followed)` : '';
+  return new SysError(errno, op, `${op} ${path}: ${errnoMessage(errno)}${why}`, { cause: err });
 }
+
+/** Open a directory with O_NOFOLLOW (unless `follow`); a symlink or a non-directory gets a clear message. */
+function openDirFd(path: string, display: string, follow: boolean): number {
+  try {
+    return openSync(path, C.O_RDONLY | C.O_DIRECTORY | (follow ? 0 : C.O_NOFOLLOW));
+  } catch (err) {
+    if (codeOf(err) === 'ELOOP' || codeOf(err) === 'ENOTDIR') {
+      // O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR: tell a symlink (always ELOOP here) from a file
+      let link = codeOf(err) === 'ELOOP';
+      try {
+        link ||= lstatSync(path).isSymbolicLink();
+      } catch {
+        // gone meanwhile: keep the open error
+      }
+      if (link) {
+        throw new SysError(
+          ELOOP,
+          'open',
+          `${display} is not a directory (a symlink is not accepted): it is a symlink`,
+          {
+            cause: err,
+          },
+        );
+      }
+      throw new SysError(errnoOf(err), 'open', `${display} is not a directory (a symlink is not accepted)`, {
+        cause: err,
+      });
+    }
+    throw pathError(err, 'open', display);
+  }
+}
+
+/** ELOOP on Linux (fs.constants has no errno values). */
+const ELOOP = 40;
 
 export interface StateDirOptions {
   /** Create the directory (and missing parents) with this mode when it does not exist. */
   create?: boolean;
   /** Mode for created directories (default 0o700). */
   mode?: number;
+  /**
+   * `StateDir.open` only: the path itself may be a symlink (an operator's configured location, such as a dataDir
+   * that points elsewhere). Sub-directories and files in it are still never followed.
+   */
+  follow?: boolean;
 }
 
 export class StateDir {
@@ -60,30 +110,46 @@ export class StateDir {
         throw pathError(err, 'mkdir', path);
       }
     }
-    let fd: number;
-    try {
-      fd = openSync(path, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
-    } catch (err) {
-      if (codeOf(err) === 'ELOOP' || codeOf(err) === 'ENOTDIR') {
-        throw new SysError(errnoOf(err), 'open', `${path} is not a directory (a symlink is not accepted)`, {
-          cause: err,
-        });
-      }
-      throw pathError(err, 'open', path);
-    }
-    return new StateDir(path, fd);
+    return new StateDir(path, openDirFd(path, path, opts.follow === true));
   }
 
   /** Open `path` if it exists as a directory; undefined when it does not exist. */
-  static openIfExists(path: string): StateDir | undefined {
+  static openIfExists(path: string, opts: Pick<StateDirOptions, 'follow'> = {}): StateDir | undefined {
     try {
-      return StateDir.open(path);
+      return StateDir.open(path, opts);
     } catch (err) {
       if ((err as SysError).errno === 2) return undefined;
       throw err;
     }
   }
 
+  /**
+   * Open (optionally create, with `opts.mode`, default 0o700) the sub-directory `name` relative to this
+   * directory's descriptor; a symlink in its place — dangling or not — is refused and nothing is created.
+   */
+  openDir(name: string, opts: Omit<StateDirOptions, 'follow'> = {}): StateDir {
+    const p = this.at(name);
+    if (opts.create) {
+      try {
+        mkdirSync(p, opts.mode ?? 0o700); // mkdir(2) never follows a symlink in the last component: EEXIST
+      } catch (err) {
+        if (codeOf(err) !== 'EEXIST') throw pathError(err, 'mkdir', this.display(name));
+      }
+    }
+    return new StateDir(this.display(name), openDirFd(p, this.display(name), false));
+  }
+
+  /** `openDir` without creating: undefined when `name` does not exist. */
+  openDirIfExists(name: string): StateDir | undefined {
+    try {
+      return this.openDir(name);
+    } catch (err) {
+      if ((err as SysError).errno === 2) return undefined;
+      throw err;
+    }
+  }
+
+  /** The path that reaches `name` through this directory's descriptor (openat semantics); validated name. */
   private at(name: string): string {
     if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
       throw new SysError(22, 'open', `invalid file name ${JSON.stringify(name)} in ${this.path}`);
@@ -111,6 +177,18 @@ export class StateDir {
       throw pathError(err, 'read', this.display(name));
     } finally {
       closeSync(fd);
+    }
+  }
+
+  /**
+   * Open `name` with `flags` | O_NOFOLLOW (`mode` when created) and return the descriptor, which the caller
+   * closes (the runtimes open every descriptor close-on-exec). A symlink — dangling or not — fails with ELOOP and nothing is created or opened through it.
+   */
+  openFile(name: string, flags: number, mode = 0o600): number {
+    try {
+      return openSync(this.at(name), flags | C.O_NOFOLLOW, mode);
+    } catch (err) {
+      throw pathError(err, 'open', this.display(name));
     }
   }
 
@@ -147,6 +225,33 @@ export class StateDir {
     } catch (err) {
       if (codeOf(err) === 'ENOENT') return false;
       throw pathError(err, 'remove', this.display(name));
+    }
+  }
+
+  /** Hard-link the file `existing` to the new name `name` (EEXIST when `name` exists, even as a symlink). */
+  link(existing: string, name: string): void {
+    try {
+      linkSync(this.at(existing), this.at(name));
+    } catch (err) {
+      throw pathError(err, 'link', this.display(name));
+    }
+  }
+
+  /** Rename `from` to `to` in this directory; a symlink at `to` is replaced itself, its target is untouched. */
+  rename(from: string, to: string): void {
+    try {
+      renameSync(this.at(from), this.at(to));
+    } catch (err) {
+      throw pathError(err, 'rename', this.display(to));
+    }
+  }
+
+  /** The directory's entries with their types (a symlink is reported as a symlink, never as its target). */
+  entries(): Dirent[] {
+    try {
+      return readdirSync(`/proc/self/fd/${this.fd}/`, { withFileTypes: true });
+    } catch (err) {
+      throw pathError(err, 'open', this.path);
     }
   }
 

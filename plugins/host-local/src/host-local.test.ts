@@ -7,8 +7,13 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
+import { cniRunner, tempDir } from '@cnikit/testing';
+import { plugin } from './index.ts';
 import { goFsError } from './store.ts';
-import { add, call, net, reservations, storeFiles, tempDir } from './test-helpers.ts';
+import { net, reservations, storeFiles } from './test-helpers.ts';
+
+// host-local in-process, with the reference tests' environment (CNI_NETNS is not used by IPAM)
+const hl = cniRunner(plugin, { containerId: 'dummy', netns: '/var/run/netns/test', path: '/opt/cni/bin' });
 
 describe('ADD/DEL (reference host_local_test.go)', () => {
   for (const ver of ALL_VERSIONS) {
@@ -29,7 +34,7 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
         },
         { cniVersion: ver },
       );
-      const r = await add(conf);
+      const r = await hl.call('ADD', conf);
       assert.equal(r.code, 0, r.stdout);
       const dir = join(tmp.path, 'mynet');
       if (ver === '0.1.0' || ver === '0.2.0') {
@@ -62,7 +67,7 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
         'last_reserved_ip.1': '2001:db8:1::2',
         lock: '',
       });
-      const del = await call(conf, { command: 'DEL' });
+      const del = await hl.call('DEL', conf);
       assert.equal(del.code, 0, del.stdout);
       assert.equal(del.stdout, '');
       assert.deepEqual(reservations(dir), {});
@@ -73,7 +78,7 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
   test('file modes: dir 0755, lock 0750, reservations and last_reserved_ip 0600', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    assert.equal((await add(conf)).code, 0);
+    assert.equal((await hl.call('ADD', conf)).code, 0);
     const dir = join(tmp.path, 'mynet');
     const mode = (p: string) => statSync(join(dir, p)).mode & 0o777;
     assert.equal(statSync(dir).mode & 0o777, 0o755 & ~process.umask());
@@ -86,39 +91,39 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
     using tmp = tempDir();
     const conf0 = { ...net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }]] }), name: 'mynet0' };
     const conf1 = { ...net(tmp.path, { ranges: [[{ subnet: '10.2.2.0/24' }]] }), name: 'mynet1' };
-    const r0 = await add(conf0, { ifname: 'eth0' });
-    const r1 = await add(conf1, { ifname: 'eth1' });
+    const r0 = await hl.call('ADD', conf0, { ifName: 'eth0' });
+    const r1 = await hl.call('ADD', conf1, { ifName: 'eth1' });
     assert.equal(r0.json.ips[0].address, '10.1.2.2/24');
     assert.equal(r1.json.ips[0].address, '10.2.2.2/24');
     assert.deepEqual(reservations(join(tmp.path, 'mynet0')), { '10.1.2.2': 'dummy\r\neth0' });
     assert.deepEqual(reservations(join(tmp.path, 'mynet1')), { '10.2.2.2': 'dummy\r\neth1' });
-    assert.equal((await call(conf0, { command: 'DEL', ifname: 'eth0' })).code, 0);
+    assert.equal((await hl.call('DEL', conf0, { ifName: 'eth0' })).code, 0);
     assert.deepEqual(reservations(join(tmp.path, 'mynet0')), {});
     assert.deepEqual(reservations(join(tmp.path, 'mynet1')), { '10.2.2.2': 'dummy\r\neth1' });
-    assert.equal((await call(conf1, { command: 'DEL', ifname: 'eth1' })).code, 0);
+    assert.equal((await hl.call('DEL', conf1, { ifName: 'eth1' })).code, 0);
     assert.deepEqual(reservations(join(tmp.path, 'mynet1')), {});
   });
 
   test('eth0 and eth1 of one container in one network get two addresses; DEL eth0 keeps eth1', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    assert.equal((await add(conf, { ifname: 'eth0' })).json.ips[0].address, '10.1.2.2/24');
-    assert.equal((await add(conf, { ifname: 'eth1' })).json.ips[0].address, '10.1.2.3/24');
-    assert.equal((await call(conf, { command: 'DEL', ifname: 'eth0' })).code, 0);
+    assert.equal((await hl.call('ADD', conf, { ifName: 'eth0' })).json.ips[0].address, '10.1.2.2/24');
+    assert.equal((await hl.call('ADD', conf, { ifName: 'eth1' })).json.ips[0].address, '10.1.2.3/24');
+    assert.equal((await hl.call('DEL', conf, { ifName: 'eth0' })).code, 0);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.3': 'dummy\r\neth1' });
   });
 
   test('repeat ADD for the same container+ifname fails; another container gets the next address', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    assert.equal((await add(conf)).code, 0);
-    const again = await add(conf);
+    assert.equal((await hl.call('ADD', conf)).code, 0);
+    const again = await hl.call('ADD', conf);
     assert.equal(again.code, 1);
     assert.deepEqual(again.json, {
       code: 999,
       msg: 'failed to allocate for range 0: 10.1.2.2 has been allocated to dummy, duplicate allocation is not allowed',
     });
-    const other = await add(conf, { id: 'other' });
+    const other = await hl.call('ADD', conf, { containerId: 'other' });
     assert.equal(other.json.ips[0].address, '10.1.2.3/24');
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), {
       '10.1.2.2': 'dummy\r\neth0',
@@ -133,13 +138,13 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, '10.1.2.2'), 'dummy');
     writeFileSync(join(dir, '10.1.2.3'), 'other');
-    assert.equal((await call(conf, { command: 'CHECK' })).code, 0);
-    const dup = await add(conf);
+    assert.equal((await hl.call('CHECK', conf)).code, 0);
+    const dup = await hl.call('ADD', conf);
     assert.equal(
       dup.json.msg,
       'failed to allocate for range 0: 10.1.2.2 has been allocated to dummy, duplicate allocation is not allowed',
     );
-    assert.equal((await call(conf, { command: 'DEL' })).code, 0);
+    assert.equal((await hl.call('DEL', conf)).code, 0);
     assert.deepEqual(reservations(dir), { '10.1.2.3': 'other' });
   });
 
@@ -150,24 +155,23 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
     writeFileSync(join(dir, '10.1.2.2'), 'dummy\r\neth0');
     writeFileSync(join(dir, '10.1.2.3'), 'dummy');
     const one = net(tmp.path, { subnet: '10.1.2.0/24' });
-    assert.equal((await call(one, { command: 'DEL' })).code, 0);
+    assert.equal((await hl.call('DEL', one)).code, 0);
     assert.deepEqual(reservations(dir), { '10.1.2.3': 'dummy' });
     writeFileSync(join(dir, '10.1.2.2'), 'dummy\r\neth0');
     const two = net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8::/64' }]] });
-    assert.equal((await call(two, { command: 'DEL' })).code, 0);
+    assert.equal((await hl.call('DEL', two)).code, 0);
     assert.deepEqual(reservations(dir), {});
   });
 
   test('no error on DEL of an unknown ID, without CNI_NETNS', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    const r = await call(conf, { command: 'DEL', id: 'nothere', netns: '' });
+    const r = await hl.call('DEL', conf, { containerId: 'nothere', netns: '' });
     assert.equal(r.code, 0, r.stdout);
   });
 
   test('whitespace in the container ID is trimmed in the file (in-process; skel rejects it on the wire)', async () => {
     using tmp = tempDir();
-    const { plugin } = await import('./index.ts');
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
     const req = {
       command: 'ADD' as const,
@@ -192,7 +196,7 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
 
   test('no "Error retrieving last reserved ip" output on first allocation', async () => {
     using tmp = tempDir();
-    const r = await add(net(tmp.path, { subnet: '10.1.2.0/24' }));
+    const r = await hl.call('ADD', net(tmp.path, { subnet: '10.1.2.0/24' }));
     assert.equal(r.code, 0);
     assert.doesNotMatch(r.stderr, /Error retrieving last reserved ip/);
   });
@@ -200,14 +204,14 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
   test('CHECK succeeds iff a reservation exists', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    const miss = await call(conf, { command: 'CHECK' });
+    const miss = await hl.call('CHECK', conf);
     assert.deepEqual(miss.json, {
       code: 999,
       msg: 'host-local: Failed to find address added by container dummy',
     });
-    await add(conf);
-    assert.equal((await call(conf, { command: 'CHECK' })).code, 0);
-    assert.equal((await call(conf, { command: 'CHECK', ifname: 'eth1' })).code, 1);
+    await hl.call('ADD', conf);
+    assert.equal((await hl.call('CHECK', conf)).code, 0);
+    assert.equal((await hl.call('CHECK', conf, { ifName: 'eth1' })).code, 1);
   });
 });
 
@@ -215,10 +219,14 @@ describe('requested IPs', () => {
   test('custom IP via CNI_ARGS (with and without prefix)', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    assert.equal((await add(conf, { args: 'IP=10.1.2.88' })).json.ips[0].address, '10.1.2.88/24');
+    assert.equal((await hl.call('ADD', conf, { args: 'IP=10.1.2.88' })).json.ips[0].address, '10.1.2.88/24');
     assert.equal(
-      (await add(conf, { id: 'b', args: 'IgnoreUnknown=1;IP=10.1.2.89/16;K8S_POD_NAME=x' })).json.ips[0]
-        .address,
+      (
+        await hl.call('ADD', conf, {
+          containerId: 'b',
+          args: 'IgnoreUnknown=1;IP=10.1.2.89/16;K8S_POD_NAME=x',
+        })
+      ).json.ips[0].address,
       '10.1.2.89/24',
     );
     assert.equal(readFileSync(join(tmp.path, 'mynet', 'last_reserved_ip.0'), 'latin1'), '10.1.2.89');
@@ -227,11 +235,11 @@ describe('requested IPs', () => {
   test('CNI_ARGS errors keep the reference text', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    assert.deepEqual((await add(conf, { args: 'IP=foo' })).json, {
+    assert.deepEqual((await hl.call('ADD', conf, { args: 'IP=foo' })).json, {
       code: 999,
       msg: 'ARGS: error parsing value of pair "IP=foo": invalid IP address foo',
     });
-    assert.deepEqual((await add(conf, { args: 'FOO=bar' })).json, {
+    assert.deepEqual((await hl.call('ADD', conf, { args: 'FOO=bar' })).json, {
       code: 999,
       msg: 'ARGS: unknown args ["FOO=bar"]',
     });
@@ -251,7 +259,7 @@ describe('requested IPs', () => {
       args: { cni: { ips: ['10.1.3.11/24', '2001:db8:1::11'] } },
       runtimeConfig: { ips: ['11.1.2.11'] },
     };
-    const r = await add(conf);
+    const r = await hl.call('ADD', conf);
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(
       r.json.ips.map((x: { address: string }) => x.address),
@@ -265,7 +273,7 @@ describe('requested IPs', () => {
       ...net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8:1::/64' }]] }),
       args: { cni: { ips: ['10.1.2.88', '10.1.2.99', '12.1.1.1'] } },
     };
-    const r = await add(conf);
+    const r = await hl.call('ADD', conf);
     assert.deepEqual(r.json, { code: 999, msg: 'failed to allocate all requested IPs: 10.1.2.99 12.1.1.1' });
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
   });
@@ -273,17 +281,17 @@ describe('requested IPs', () => {
   test('requested gateway / taken / out of range', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '192.168.1.0/29' });
-    assert.deepEqual((await add(conf, { args: 'IP=192.168.1.1' })).json, {
+    assert.deepEqual((await hl.call('ADD', conf, { args: 'IP=192.168.1.1' })).json, {
       code: 999,
       msg: "failed to allocate for range 0: requested ip 192.168.1.1 is subnet's gateway",
     });
-    assert.equal((await add(conf, { args: 'IP=192.168.1.5' })).code, 0);
-    assert.deepEqual((await add(conf, { id: 'b', args: 'IP=192.168.1.5' })).json, {
+    assert.equal((await hl.call('ADD', conf, { args: 'IP=192.168.1.5' })).code, 0);
+    assert.deepEqual((await hl.call('ADD', conf, { containerId: 'b', args: 'IP=192.168.1.5' })).json, {
       code: 999,
       msg: 'failed to allocate for range 0: requested IP address 192.168.1.5 is not available in range set 192.168.1.1-192.168.1.6',
     });
     // a requested IP outside every set is "not fulfilled"
-    assert.deepEqual((await add(conf, { id: 'c', args: 'IP=192.168.1.7' })).json, {
+    assert.deepEqual((await hl.call('ADD', conf, { containerId: 'c', args: 'IP=192.168.1.7' })).json, {
       code: 999,
       msg: 'failed to allocate all requested IPs: 192.168.1.7',
     });
@@ -292,7 +300,7 @@ describe('requested IPs', () => {
   test('an empty args.cni.ips entry is rejected like the reference', async () => {
     using tmp = tempDir();
     const conf = { ...net(tmp.path, { subnet: '10.1.2.0/24' }), args: { cni: { ips: [''] } } };
-    const r = await add(conf);
+    const r = await hl.call('ADD', conf);
     assert.equal(r.json.msg, 'cannot understand ip: IP <nil> not v4 nor v6');
   });
 });
@@ -324,8 +332,8 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
       mkdirSync(dir, { recursive: true });
       for (const ip of tc.ipmap ?? []) writeFileSync(join(dir, ip), 'id');
       if (tc.lastIP) writeFileSync(join(dir, 'last_reserved_ip.0'), tc.lastIP);
-      const r = await add(net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] }), {
-        id: 'ID',
+      const r = await hl.call('ADD', net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] }), {
+        containerId: 'ID',
       });
       assert.equal(r.code, 0, r.stdout);
       assert.equal(r.json.ips[0].address.split('/')[0], tc.expect);
@@ -351,8 +359,8 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
       const dir = join(tmp.path, 'mynet');
       mkdirSync(dir, { recursive: true });
       for (const ip of tc.ipmap) writeFileSync(join(dir, ip), 'id');
-      const r = await add(net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] }), {
-        id: 'ID',
+      const r = await hl.call('ADD', net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] }), {
+        containerId: 'ID',
       });
       assert.deepEqual(r.json, {
         code: 999,
@@ -366,9 +374,12 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '192.168.1.0/29' });
     for (let i = 2; i < 7; i++) {
-      assert.equal((await add(conf, { id: `ID${i}` })).json.ips[0].address, `192.168.1.${i}/29`);
+      assert.equal(
+        (await hl.call('ADD', conf, { containerId: `ID${i}` })).json.ips[0].address,
+        `192.168.1.${i}/29`,
+      );
     }
-    const r = await add(conf, { id: 'ID8' });
+    const r = await hl.call('ADD', conf, { containerId: 'ID8' });
     assert.equal(r.code, 1);
     assert.match(r.json.msg, /no IP addresses available in range set: 192\.168\.1\.1-192\.168\.1\.6$/);
   });
@@ -376,9 +387,9 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
   test('round-robin after release: .2 released, next is .3', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '192.168.1.0/29' });
-    assert.equal((await add(conf)).json.ips[0].address, '192.168.1.2/29');
-    await call(conf, { command: 'DEL' });
-    assert.equal((await add(conf)).json.ips[0].address, '192.168.1.3/29');
+    assert.equal((await hl.call('ADD', conf)).json.ips[0].address, '192.168.1.2/29');
+    await hl.call('DEL', conf);
+    assert.equal((await hl.call('ADD', conf)).json.ips[0].address, '192.168.1.3/29');
   });
 
   test('last reserved IP at the end of range 1 continues in range 2; rangeStart may equal the network', async () => {
@@ -404,7 +415,7 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
         ],
       ],
     });
-    assert.equal((await add(conf)).json.ips[0].address, '192.168.2.1/30');
+    assert.equal((await hl.call('ADD', conf)).json.ips[0].address, '192.168.2.1/30');
   });
 
   test('a failed ADD changes nothing: no reservation, last_reserved_ip not advanced (the reference advances it)', async () => {
@@ -412,16 +423,16 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
     const dir = join(tmp.path, 'mynet');
     // the allocation of range set 0 succeeds, then the requested address outside every range fails the ADD
     const conf = { ...net(tmp.path, { subnet: '10.1.2.0/24' }), args: { cni: { ips: ['10.9.9.9'] } } };
-    const r = await add(conf);
+    const r = await hl.call('ADD', conf);
     assert.equal(r.code, 1);
     assert.match(r.json.msg, /failed to allocate all requested IPs: 10\.9\.9\.9/);
     assert.ok(!existsSync(join(dir, 'last_reserved_ip.0')), 'no last_reserved_ip written');
     assert.deepEqual(reservations(dir), {});
     // with an existing value: unchanged by the failed ADD, advanced by the next successful one
     writeFileSync(join(dir, 'last_reserved_ip.0'), '10.1.2.7');
-    assert.equal((await add(conf)).code, 1);
+    assert.equal((await hl.call('ADD', conf)).code, 1);
     assert.equal(readFileSync(join(dir, 'last_reserved_ip.0'), 'latin1'), '10.1.2.7');
-    const ok = await add(net(tmp.path, { subnet: '10.1.2.0/24' }));
+    const ok = await hl.call('ADD', net(tmp.path, { subnet: '10.1.2.0/24' }));
     assert.equal(ok.json.ips[0].address, '10.1.2.8/24');
     assert.equal(readFileSync(join(dir, 'last_reserved_ip.0'), 'latin1'), '10.1.2.8');
   });
@@ -433,20 +444,20 @@ describe('large ranges', () => {
     const conf = net(tmp.path, { ranges: [[{ subnet: '10.0.0.0/8' }], [{ subnet: '2001:db8::/64' }]] });
     const dir = join(tmp.path, 'mynet');
     const t0 = performance.now();
-    const r = await add(conf);
+    const r = await hl.call('ADD', conf);
     assert.deepEqual(
       r.json.ips.map((x: { address: string }) => x.address),
       ['10.0.0.2/8', '2001:db8::2/64'],
     );
     writeFileSync(join(dir, 'last_reserved_ip.0'), '10.255.255.253');
     writeFileSync(join(dir, 'last_reserved_ip.1'), '2001:db8::ffff:ffff:ffff:fffe');
-    const r2 = await add(conf, { id: 'b' });
+    const r2 = await hl.call('ADD', conf, { containerId: 'b' });
     assert.deepEqual(
       r2.json.ips.map((x: { address: string }) => x.address),
       ['10.255.255.254/8', '2001:db8::ffff:ffff:ffff:ffff/64'],
     );
     // wraps to the start: .1 is the gateway, .2 taken by "dummy", so .3
-    const r3 = await add(conf, { id: 'c' });
+    const r3 = await hl.call('ADD', conf, { containerId: 'c' });
     assert.deepEqual(
       r3.json.ips.map((x: { address: string }) => x.address),
       ['10.0.0.3/8', '2001:db8::3/64'],
@@ -459,7 +470,7 @@ describe('large ranges', () => {
     const dir = join(tmp.path, 'mynet');
     mkdirSync(dir, { recursive: true });
     for (let i = 2; i < 302; i++) writeFileSync(join(dir, `10.0.${i >> 8}.${i & 255}`), `c${i}\r\neth0`);
-    const r = await add(net(tmp.path, { subnet: '10.0.0.0/8' }));
+    const r = await hl.call('ADD', net(tmp.path, { subnet: '10.0.0.0/8' }));
     assert.equal(r.json.ips[0].address, '10.0.1.46/8');
   });
 });
@@ -467,7 +478,8 @@ describe('large ranges', () => {
 describe('configuration (reference config_test.go) and validation', () => {
   test('old-style config (single range keys)', async () => {
     using tmp = tempDir();
-    const r = await add(
+    const r = await hl.call(
+      'ADD',
       net(tmp.path, {
         subnet: '10.1.2.0/24',
         rangeStart: '10.1.2.9',
@@ -484,7 +496,7 @@ describe('configuration (reference config_test.go) and validation', () => {
       ...net(tmp.path, { subnet: '10.1.2.0/24', ranges: [[{ subnet: '11.1.2.0/24' }]] }),
       runtimeConfig: { ipRanges: [[{ subnet: '12.1.3.0/24' }]] },
     };
-    const r = await add(conf);
+    const r = await hl.call('ADD', conf);
     assert.deepEqual(
       r.json.ips.map((x: { address: string }) => x.address),
       ['12.1.3.2/24', '10.1.2.2/24', '11.1.2.2/24'],
@@ -598,7 +610,7 @@ describe('configuration (reference config_test.go) and validation', () => {
       const full: Record<string, unknown> = { ...base, ...conf };
       if (ipam) full.ipam = ipam;
       else delete full.ipam;
-      const r = await add(full);
+      const r = await hl.call('ADD', full);
       assert.equal(r.code, 1);
       if (kind === 'name') {
         assert.ok([4, 7].includes(r.json.code), r.stdout);
@@ -613,7 +625,8 @@ describe('configuration (reference config_test.go) and validation', () => {
 
   test('one v4 + one v6 set is fine for 0.2.0', async () => {
     using tmp = tempDir();
-    const r = await add(
+    const r = await hl.call(
+      'ADD',
       net(
         tmp.path,
         { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8:1::/64' }]] },
@@ -629,10 +642,12 @@ describe('configuration (reference config_test.go) and validation', () => {
     const routes = [
       { dst: '10.9.0.0/16', gw: '10.1.2.1', mtu: 1400, advmss: 1360, priority: 10, table: 100, scope: 0 },
     ];
-    const r = await add(net(tmp.path, { subnet: '10.1.2.0/24', routes }));
+    const r = await hl.call('ADD', net(tmp.path, { subnet: '10.1.2.0/24', routes }));
     assert.deepEqual(r.json.routes, routes);
     const zero = [{ dst: '10.8.0.0/16', mtu: 0, advmss: 0, priority: 0, table: 0 }];
-    const r0 = await add(net(tmp.path, { subnet: '10.1.2.0/24', routes: zero }), { id: 'b' });
+    const r0 = await hl.call('ADD', net(tmp.path, { subnet: '10.1.2.0/24', routes: zero }), {
+      containerId: 'b',
+    });
     assert.deepEqual(r0.json.routes, [{ dst: '10.8.0.0/16', table: 0 }]);
   });
 
@@ -643,16 +658,18 @@ describe('configuration (reference config_test.go) and validation', () => {
       rc,
       '# comment\n;other\nnameserver 192.0.2.0\nnameserver 192.0.2.1\n  domain example.com\nsearch a.example.com   b.example.com\noptions ndots:5 rotate\noptions timeout:1\ndomain example.net\nnameserver\n',
     );
-    const r = await add(net(tmp.path, { subnet: '10.1.2.0/24', resolvConf: rc }));
+    const r = await hl.call('ADD', net(tmp.path, { subnet: '10.1.2.0/24', resolvConf: rc }));
     assert.deepEqual(r.json.dns, {
       nameservers: ['192.0.2.0', '192.0.2.1'],
       domain: 'example.net',
       search: ['a.example.com', 'b.example.com'],
       options: ['ndots:5', 'rotate', 'timeout:1'],
     });
-    const missing = await add(net(tmp.path, { subnet: '10.1.2.0/24', resolvConf: join(tmp.path, 'nope') }), {
-      id: 'b',
-    });
+    const missing = await hl.call(
+      'ADD',
+      net(tmp.path, { subnet: '10.1.2.0/24', resolvConf: join(tmp.path, 'nope') }),
+      { containerId: 'b' },
+    );
     assert.equal(missing.json.msg, `open ${join(tmp.path, 'nope')}: no such file or directory`);
   });
 });
@@ -663,26 +680,23 @@ describe('GC (spec 1.1.0)', () => {
     const conf = net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '2001:db8::/64' }]] });
     const other = { ...net(tmp.path, { subnet: '10.9.0.0/24' }), name: 'othernet' };
     for (const id of ['a', 'b', 'c']) {
-      assert.equal((await add(conf, { id, ifname: 'eth0' })).code, 0);
-      assert.equal((await add(conf, { id, ifname: 'eth1' })).code, 0);
+      assert.equal((await hl.call('ADD', conf, { containerId: id, ifName: 'eth0' })).code, 0);
+      assert.equal((await hl.call('ADD', conf, { containerId: id, ifName: 'eth1' })).code, 0);
     }
-    assert.equal((await add(other, { id: 'z' })).code, 0);
+    assert.equal((await hl.call('ADD', other, { containerId: 'z' })).code, 0);
     const dir = join(tmp.path, 'mynet');
     writeFileSync(join(dir, '10.1.2.200'), 'b'); // legacy file of a valid container: kept
     writeFileSync(join(dir, '10.1.2.201'), 'gone'); // legacy file of a gone container: removed
     writeFileSync(join(dir, '10.1.2.202'), ''); // empty file (reference crash bug): removed
     writeFileSync(join(dir, 'notes.txt'), 'x'); // not a reservation: untouched
     const before = reservations(dir);
-    const r = await call(
-      {
-        ...conf,
-        'cni.dev/valid-attachments': [
-          { containerID: 'a', ifname: 'eth1' },
-          { containerID: 'b', ifname: 'eth0' },
-        ],
-      },
-      { command: 'GC' },
-    );
+    const r = await hl.call('GC', {
+      ...conf,
+      'cni.dev/valid-attachments': [
+        { containerID: 'a', ifname: 'eth1' },
+        { containerID: 'b', ifname: 'eth0' },
+      ],
+    });
     assert.equal(r.code, 0, r.stdout);
     assert.equal(r.stdout, '');
     const after = reservations(dir);
@@ -699,13 +713,13 @@ describe('GC (spec 1.1.0)', () => {
   test('without valid attachments key nothing is removed; missing store dir is fine', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    assert.equal((await call(conf, { command: 'GC' })).code, 0);
+    assert.equal((await hl.call('GC', conf)).code, 0);
     assert.equal(existsSync(join(tmp.path, 'mynet')), false);
-    await add(conf);
-    const r = await call(conf, { command: 'GC' });
+    await hl.call('ADD', conf);
+    const r = await hl.call('GC', conf);
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'dummy\r\neth0' });
-    const empty = await call({ ...conf, 'cni.dev/valid-attachments': [] }, { command: 'GC' });
+    const empty = await hl.call('GC', { ...conf, 'cni.dev/valid-attachments': [] });
     assert.equal(empty.code, 0);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
   });
@@ -713,14 +727,15 @@ describe('GC (spec 1.1.0)', () => {
   test('"cni.dev/valid-attachments": null removes nothing (same as a missing key)', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    await add(conf);
-    const r = await call({ ...conf, 'cni.dev/valid-attachments': null }, { command: 'GC' });
+    await hl.call('ADD', conf);
+    const r = await hl.call('GC', { ...conf, 'cni.dev/valid-attachments': null });
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'dummy\r\neth0' });
-    const both = await call(
-      { ...conf, 'cni.dev/valid-attachments': null, 'cni.dev/attachments': null },
-      { command: 'GC' },
-    );
+    const both = await hl.call('GC', {
+      ...conf,
+      'cni.dev/valid-attachments': null,
+      'cni.dev/attachments': null,
+    });
     assert.equal(both.code, 0, both.stdout);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'dummy\r\neth0' });
   });
@@ -728,12 +743,12 @@ describe('GC (spec 1.1.0)', () => {
   test('the old key cni.dev/attachments is used when cni.dev/valid-attachments is absent', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    await add(conf, { id: 'keep' });
-    await add(conf, { id: 'gone' });
-    const r = await call(
-      { ...conf, 'cni.dev/attachments': [{ containerID: 'keep', ifname: 'eth0' }] },
-      { command: 'GC' },
-    );
+    await hl.call('ADD', conf, { containerId: 'keep' });
+    await hl.call('ADD', conf, { containerId: 'gone' });
+    const r = await hl.call('GC', {
+      ...conf,
+      'cni.dev/attachments': [{ containerID: 'keep', ifname: 'eth0' }],
+    });
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'keep\r\neth0' });
   });
@@ -741,12 +756,12 @@ describe('GC (spec 1.1.0)', () => {
   test('the key is matched case-insensitively, like skel and Go', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    await add(conf, { id: 'keep' });
-    await add(conf, { id: 'gone' });
-    const r = await call(
-      { ...conf, 'CNI.dev/Valid-Attachments': [{ containerID: 'keep', ifname: 'eth0' }] },
-      { command: 'GC' },
-    );
+    await hl.call('ADD', conf, { containerId: 'keep' });
+    await hl.call('ADD', conf, { containerId: 'gone' });
+    const r = await hl.call('GC', {
+      ...conf,
+      'CNI.dev/Valid-Attachments': [{ containerID: 'keep', ifname: 'eth0' }],
+    });
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'keep\r\neth0' });
   });
@@ -755,7 +770,7 @@ describe('GC (spec 1.1.0)', () => {
 describe('STATUS (spec 1.1.0)', () => {
   test('succeeds with a usable store (created if missing)', async () => {
     using tmp = tempDir();
-    const r = await call(net(tmp.path, { subnet: '10.1.2.0/24' }), { command: 'STATUS' });
+    const r = await hl.call('STATUS', net(tmp.path, { subnet: '10.1.2.0/24' }));
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(Object.keys(storeFiles(join(tmp.path, 'mynet'))), ['lock']);
   });
@@ -763,7 +778,7 @@ describe('STATUS (spec 1.1.0)', () => {
   test('code 50 when the store cannot be created', async () => {
     using tmp = tempDir();
     writeFileSync(join(tmp.path, 'file'), '');
-    const r = await call(net(join(tmp.path, 'file'), { subnet: '10.1.2.0/24' }), { command: 'STATUS' });
+    const r = await hl.call('STATUS', net(join(tmp.path, 'file'), { subnet: '10.1.2.0/24' }));
     assert.equal(r.json.code, 50);
     assert.match(r.json.msg, /^host-local store is not usable: mkdir .*: not a directory$/);
   });
@@ -771,14 +786,14 @@ describe('STATUS (spec 1.1.0)', () => {
   test('code 50 when the store path is not a directory', async () => {
     using tmp = tempDir();
     writeFileSync(join(tmp.path, 'mynet'), '');
-    const r = await call(net(tmp.path, { subnet: '10.1.2.0/24' }), { command: 'STATUS' });
+    const r = await hl.call('STATUS', net(tmp.path, { subnet: '10.1.2.0/24' }));
     assert.equal(r.json.code, 50);
     assert.match(r.json.msg, /^host-local store is not usable: /);
   });
 
   test('invalid config fails STATUS with the config error', async () => {
     using tmp = tempDir();
-    const r = await call(net(tmp.path, { subnet: '10.1.2.0/31' }), { command: 'STATUS' });
+    const r = await hl.call('STATUS', net(tmp.path, { subnet: '10.1.2.0/31' }));
     assert.equal(r.json.code, 7);
   });
 });
@@ -803,7 +818,6 @@ describe('hostile input (handlers called directly, past skel validation)', () =>
   for (const name of ['..', '.', '../escape', 'a/b', '']) {
     test(`network name ${JSON.stringify(name)} is rejected, nothing written`, async () => {
       using tmp = tempDir();
-      const { plugin } = await import('./index.ts');
       const conf = { ...net(join(tmp.path, 'data'), { subnet: '10.1.2.0/24' }), name };
       for (const h of [plugin.add!, plugin.del!, plugin.check!, plugin.gc!, plugin.status!]) {
         await assert.rejects(
@@ -820,7 +834,6 @@ describe('hostile input (handlers called directly, past skel validation)', () =>
   }
   test('a container ID made only of whitespace never matches other reservations', async () => {
     using tmp = tempDir();
-    const { plugin } = await import('./index.ts');
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
     await plugin.add!(req(conf, 'c1'));
     await plugin.del!({ ...req(conf, ' \n '), command: 'DEL' });
@@ -829,7 +842,10 @@ describe('hostile input (handlers called directly, past skel validation)', () =>
   test('a huge /1 IPv4 and ::/1 IPv6 range allocate instantly', async () => {
     using tmp = tempDir();
     const t0 = performance.now();
-    const r = await add(net(tmp.path, { ranges: [[{ subnet: '0.0.0.0/1' }], [{ subnet: '::/1' }]] }));
+    const r = await hl.call(
+      'ADD',
+      net(tmp.path, { ranges: [[{ subnet: '0.0.0.0/1' }], [{ subnet: '::/1' }]] }),
+    );
     assert.deepEqual(
       r.json.ips.map((x: { address: string }) => x.address),
       ['0.0.0.2/1', '::2/1'],
@@ -844,11 +860,13 @@ describe('many in-process calls on one store', () => {
   test('32 sequential in-process ADDs on one store get 32 distinct addresses; DELs empty it', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.3.0.0/24' });
-    const rs = await Promise.all(Array.from({ length: 32 }, (_, i) => add(conf, { id: `p${i}` })));
+    const rs = await Promise.all(
+      Array.from({ length: 32 }, (_, i) => hl.call('ADD', conf, { containerId: `p${i}` })),
+    );
     const addrs = new Set(rs.map((r) => r.json.ips[0].address));
     assert.equal(addrs.size, 32);
     assert.equal(Object.keys(reservations(join(tmp.path, 'mynet'))).length, 32);
-    await Promise.all(Array.from({ length: 32 }, (_, i) => call(conf, { command: 'DEL', id: `p${i}` })));
+    await Promise.all(Array.from({ length: 32 }, (_, i) => hl.call('DEL', conf, { containerId: `p${i}` })));
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
   });
 });

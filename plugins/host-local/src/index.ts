@@ -13,22 +13,20 @@ import {
   CniError,
   CURRENT_VERSION,
   ErrorCode,
+  ErrorList,
+  errorReason,
   type IPConfig,
+  internalError,
   type Plugin,
   type Request,
   type Result,
+  CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { AddSession, AllocError } from './allocator.ts';
 import { loadIPAMConfig } from './config.ts';
 import { parseResolvConf } from './dns.ts';
 import { rangeContains } from './range.ts';
 import { type Entry, entryIP, reservationKey, Store } from './store.ts';
-
-const VERSION = '0.1.0';
-
-function internal(msg: string): CniError {
-  return new CniError(ErrorCode.Internal, msg);
-}
 
 function add(req: Request): Result {
   const conf = loadIPAMConfig(req);
@@ -57,7 +55,7 @@ function add(req: Request): Result {
         } catch (err) {
           session.rollback();
           if (err instanceof AllocError)
-            throw internal(`failed to allocate for range ${idx}: ${err.message}`);
+            throw internalError(`failed to allocate for range ${idx}: ${err.message}`, err);
           if (CniError.is(err)) {
             throw new CniError(err.code, `failed to allocate for range ${idx}: ${err.msg}`, err.details);
           }
@@ -66,7 +64,7 @@ function add(req: Request): Result {
       }
       if (pending.length > 0) {
         session.rollback();
-        throw internal(`failed to allocate all requested IPs: ${pending.map(formatIP).join(' ')}`);
+        throw internalError(`failed to allocate all requested IPs: ${pending.map(formatIP).join(' ')}`);
       }
       try {
         session.commit();
@@ -96,10 +94,10 @@ function releaseAll(
   containerID: string,
   ifName: string,
   passes: number,
-): string[] {
+  errors: ErrorList,
+): void {
   const key = reservationKey(containerID, ifName);
   const legacy = containerID.trim();
-  const errors: string[] = [];
   let live = entries;
   const removeMatching = (match: string): boolean => {
     let found = false;
@@ -113,7 +111,7 @@ function releaseAll(
         store.remove(e.name);
         found = true;
       } catch (err) {
-        errors.push(CniError.is(err) ? err.msg : String(err));
+        errors.add(err);
         keep.push(e);
       }
     }
@@ -123,21 +121,21 @@ function releaseAll(
   for (let i = 0; i < passes; i++) {
     if (!removeMatching(key)) removeMatching(legacy);
   }
-  return errors;
 }
 
 function del(req: Request): void {
   const conf = loadIPAMConfig(req);
   const store = Store.open(conf.dataDir, conf.name);
-  let errors: string[];
+  const errors = new ErrorList();
   try {
-    errors = store.withLock(() =>
-      releaseAll(store, store.scan().entries, req.containerId, req.ifName, conf.ranges.length),
+    store.withLock(() =>
+      releaseAll(store, store.scan().entries, req.containerId, req.ifName, conf.ranges.length, errors),
     );
   } finally {
     store.close();
   }
-  if (errors.length > 0) throw new CniError(ErrorCode.IOFailure, errors.join(';'));
+  // the reference joins the release errors with ";"
+  errors.throwIfAny({ code: ErrorCode.IOFailure, separator: ';' });
 }
 
 function check(req: Request): void {
@@ -154,7 +152,7 @@ function check(req: Request): void {
   } finally {
     store.close();
   }
-  if (!found) throw internal(`host-local: Failed to find address added by container ${req.containerId}`);
+  if (!found) throw internalError(`host-local: Failed to find address added by container ${req.containerId}`);
 }
 
 /**
@@ -175,25 +173,27 @@ function gc(req: Request): void {
   const ids = new Set(valid.map((a) => a.containerID.trim()));
   const store = Store.openExisting(conf.dataDir, conf.name);
   if (!store) return;
-  const errors: string[] = [];
+  const errors = new ErrorList();
   try {
     store.withLock(() => {
-      for (const e of store.scan().entries) {
+      const { entries, symlinks } = store.scan();
+      // a symlink named like an address keeps it taken; it is nobody's reservation and is left to the operator
+      for (const name of symlinks) {
+        if (entryIP({ name, key: '' }))
+          req.log.warn(`GC: ${store.dir}/${name} is a symlink, not a reservation: kept`);
+      }
+      for (const e of entries) {
         const ip = entryIP(e);
         if (!ip || formatIP(ip) !== e.name) continue;
         const keep = e.key.includes('\r\n') ? keys.has(e.key) : e.key !== '' && ids.has(e.key);
         if (keep) continue;
-        try {
-          store.remove(e.name);
-        } catch (err) {
-          errors.push(CniError.is(err) ? err.msg : String(err));
-        }
+        errors.run('', () => store.remove(e.name));
       }
     });
   } finally {
     store.close();
   }
-  if (errors.length > 0) throw new CniError(ErrorCode.IOFailure, `GC: ${errors.join('; ')}`);
+  errors.throwIfAny({ code: ErrorCode.IOFailure, separator: '; ', prefix: 'GC: ' });
 }
 
 /**
@@ -209,8 +209,14 @@ function status(req: Request): void {
     const s = store;
     s.withLock(() => s.dropTemp(s.writeTemp('status')));
   } catch (err) {
-    const why = CniError.is(err) ? err.msg : (err as Error).message;
-    throw new CniError(ErrorCode.PluginNotAvailable, `host-local store is not usable: ${why}`);
+    throw new CniError(
+      ErrorCode.PluginNotAvailable,
+      `host-local store is not usable: ${errorReason(err)}`,
+      '',
+      {
+        cause: err,
+      },
+    );
   } finally {
     store?.close();
   }

@@ -1,15 +1,16 @@
 /**
  * host-local as separate processes: concurrency (ours alone, ours mixed with the Go reference on one
  * dataDir), SIGKILL during ADD, and on-disk/output compatibility with the Go reference.
- * Ours runs as dist-bin/host-local when built, else as a bundle of src/run.ts (see exec-helpers.ts).
+ * Ours runs as dist-bin/host-local when built, else from source (a @cnikit/testing `{ source }` target; exec-helpers.ts).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parseIP } from '@cnikit/ip';
-import { type Cmd, cniEnv, exec, goHostLocal, ourHostLocal } from './exec-helpers.ts';
-import { reservations, storeFiles, tempDir } from './test-helpers.ts';
+import { type CniCommand, tempDir } from '@cnikit/testing';
+import { exec, goHostLocal, type Impl, ourHostLocal } from './exec-helpers.ts';
+import { reservations, storeFiles } from './test-helpers.ts';
 
 const go = goHostLocal();
 // The Go binary here (Debian 1.1.1) supports spec versions up to 1.0.0.
@@ -40,9 +41,7 @@ describe(`concurrency (ours: ${ourHostLocal().kind})`, () => {
     using tmp = tempDir();
     const c = conf(tmp.path, { ranges: [[{ subnet: '10.10.0.0/24' }], [{ subnet: 'fd00:10::/64' }]] });
     const ours = ourHostLocal();
-    const adds = await Promise.all(
-      Array.from({ length: 64 }, (_, i) => exec(ours, cniEnv('ADD', `c${i}`), c)),
-    );
+    const adds = await Promise.all(Array.from({ length: 64 }, (_, i) => exec(ours, 'ADD', `c${i}`, c)));
     const v4 = new Set<string>();
     const v6 = new Set<string>();
     for (const [i, r] of adds.entries()) {
@@ -56,9 +55,7 @@ describe(`concurrency (ours: ${ourHostLocal().kind})`, () => {
     const dir = join(tmp.path, 'mynet');
     assert.equal(Object.keys(reservations(dir)).length, 128);
     assertStoreInvariant(dir);
-    const dels = await Promise.all(
-      Array.from({ length: 64 }, (_, i) => exec(ours, cniEnv('DEL', `c${i}`), c)),
-    );
+    const dels = await Promise.all(Array.from({ length: 64 }, (_, i) => exec(ours, 'DEL', `c${i}`, c)));
     for (const r of dels) assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(Object.keys(storeFiles(dir)).sort(), [
       'last_reserved_ip.0',
@@ -74,10 +71,8 @@ describe(`concurrency (ours: ${ourHostLocal().kind})`, () => {
     );
     using tmp = tempDir();
     const c = conf(tmp.path, { ranges: [[{ subnet: '10.20.0.0/24' }], [{ subnet: 'fd00:20::/64' }]] });
-    const impl = (i: number): Cmd => (i % 2 === 0 ? ourHostLocal() : go!);
-    const adds = await Promise.all(
-      Array.from({ length: 64 }, (_, i) => exec(impl(i), cniEnv('ADD', `c${i}`), c)),
-    );
+    const impl = (i: number): Impl => (i % 2 === 0 ? ourHostLocal() : go!);
+    const adds = await Promise.all(Array.from({ length: 64 }, (_, i) => exec(impl(i), 'ADD', `c${i}`, c)));
     const seen = new Map<string, number>();
     for (const [i, r] of adds.entries()) {
       assert.equal(r.code, 0, `ADD c${i} (${impl(i).kind}): ${r.stdout} ${r.stderr}`);
@@ -93,7 +88,7 @@ describe(`concurrency (ours: ${ourHostLocal().kind})`, () => {
     for (const [ip, i] of seen) assert.equal(files[ip.split('/')[0]!], `c${i}\r\neth0`);
     // DELs crossed over: Go releases what ours reserved and vice versa
     const dels = await Promise.all(
-      Array.from({ length: 64 }, (_, i) => exec(impl(i + 1), cniEnv('DEL', `c${i}`), c)),
+      Array.from({ length: 64 }, (_, i) => exec(impl(i + 1), 'DEL', `c${i}`, c)),
     );
     for (const r of dels) assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(Object.keys(storeFiles(dir)).sort(), [
@@ -113,14 +108,14 @@ describe('SIGKILL during ADD', () => {
     const ours = ourHostLocal();
     // calibrate: how long one ADD takes
     const t0 = performance.now();
-    const first = await exec(ours, cniEnv('ADD', 'c0'), c);
+    const first = await exec(ours, 'ADD', 'c0', c);
     assert.equal(first.code, 0, first.stdout + first.stderr);
     const span = Math.max(20, performance.now() - t0);
     const dir = join(tmp.path, 'mynet');
     let killed = 0;
     let midway = 0;
     for (let i = 1; i <= 40; i++) {
-      const r = await exec(ours, cniEnv('ADD', `c${i}`), c, Math.random() * span * 1.2);
+      const r = await exec(ours, 'ADD', `c${i}`, c, { timeoutMs: Math.random() * span * 1.2 });
       assertStoreInvariant(dir);
       if (r.signal !== 'SIGKILL') continue;
       killed++;
@@ -130,7 +125,7 @@ describe('SIGKILL during ADD', () => {
     }
     t.diagnostic(`killed ${killed}/40, of which ${midway} in the middle of the store work`);
     assert.ok(killed > 0, 'no process was killed');
-    const after = await exec(ours, cniEnv('ADD', 'c999'), c);
+    const after = await exec(ours, 'ADD', 'c999', c);
     assert.equal(after.code, 0, after.stdout + after.stderr);
     assert.equal(JSON.parse(after.stdout).ips.length, 12);
     // the locked scan of that ADD removed every stale temp file
@@ -161,7 +156,7 @@ describe('byte compatibility with the Go reference', () => {
       routes: [{ dst: '0.0.0.0/0' }, { dst: '2001:db8:2::0/64', gw: '2001:db8:3::1' }],
       dataDir,
     });
-    const steps: Array<[string, string, string, Record<string, string>?]> = [
+    const steps: Array<[CniCommand, string, string, Record<string, string>?]> = [
       ['ADD', 'a', 'eth0'],
       ['ADD', 'b', 'eth0'],
       ['ADD', 'a', 'eth1'],
@@ -180,12 +175,14 @@ describe('byte compatibility with the Go reference', () => {
       ['ADD', 'i', 'eth0', { CNI_ARGS: 'IP=nonsense' }],
     ];
     for (const [cmd, id, ifname, extra] of steps) {
-      const rGo = await exec(go!, cniEnv(cmd, id, ifname, extra), conf(tmpGo.path, ipam(tmpGo.path)));
-      const rOurs = await exec(
-        ourHostLocal(),
-        cniEnv(cmd, id, ifname, extra),
-        conf(tmpOurs.path, ipam(tmpOurs.path)),
-      );
+      const rGo = await exec(go!, cmd, id, conf(tmpGo.path, ipam(tmpGo.path)), {
+        ifName: ifname,
+        env: extra,
+      });
+      const rOurs = await exec(ourHostLocal(), cmd, id, conf(tmpOurs.path, ipam(tmpOurs.path)), {
+        ifName: ifname,
+        env: extra,
+      });
       const what = `${cmd} ${id} ${ifname} ${JSON.stringify(extra ?? {})}`;
       assert.equal(rOurs.code, rGo.code, `${what}: exit status\nGo: ${rGo.stdout}\nours: ${rOurs.stdout}`);
       const jGo = rGo.stdout ? JSON.parse(rGo.stdout) : undefined;
@@ -270,8 +267,8 @@ describe('messages identical to the Go reference', () => {
           ...top,
           ipam: { type: 'host-local', dataDir, ...ipam },
         });
-      const rGo = await exec(go!, cniEnv('ADD', 'c1', 'eth0', envExtra), mk(tmpGo.path));
-      const rOurs = await exec(ourHostLocal(), cniEnv('ADD', 'c1', 'eth0', envExtra), mk(tmpOurs.path));
+      const rGo = await exec(go!, 'ADD', 'c1', mk(tmpGo.path), { env: envExtra });
+      const rOurs = await exec(ourHostLocal(), 'ADD', 'c1', mk(tmpOurs.path), { env: envExtra });
       assert.equal(rOurs.code, rGo.code, `Go: ${rGo.stdout}\nours: ${rOurs.stdout}`);
       const jGo = JSON.parse(rGo.stdout);
       const jOurs = JSON.parse(rOurs.stdout);

@@ -14,26 +14,30 @@
  * with EEXIST when the address is taken, so the reservation stays exclusive — and the temp name is removed.
  * A process killed at any point leaves either no reservation or a complete one (plus, at worst, a stale
  * temp file, which the next locked scan removes: while we hold the lock nobody else is writing one).
+ *
+ * Path safety (unlike the reference, which follows symlinks everywhere): `<dataDir>` may be a symlink (the
+ * operator's configured location), but `<dataDir>/<network>` is opened once with O_NOFOLLOW and every file in
+ * it — lock, reservations, last_reserved_ip.N, temp files — is reached relative to that directory descriptor
+ * with O_NOFOLLOW (@cnikit/sys StateDir). A symlinked network directory or lock file is refused with code 5
+ * by every verb (nothing is created, read or locked through it); a symlinked last_reserved_ip.N is not read
+ * (the walk starts at rangeStart, as for any unreadable file) and is replaced by a real file when the ADD
+ * succeeds; a symlink named like an IP keeps that address taken but is never read, never counted as a
+ * reservation and never removed. Files are read completely (a reservation written by the reference with a
+ * very long container ID is still found and released).
  */
 import {
   constants as C,
   closeSync,
+  type Dirent,
   fdatasyncSync,
-  linkSync,
   mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
   readSync,
-  renameSync,
-  statSync,
-  unlinkSync,
   writeSync,
 } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { formatIP, type IP, parseIP } from '@cnikit/ip';
 import { CniError, ErrorCode } from '@cnikit/skel';
-import { errnoMessage, flock } from '@cnikit/sys';
+import { errnoMessage, flock, isSysError, StateDir } from '@cnikit/sys';
 
 /** Where the store lives when the config has no (or an empty) `dataDir`, as in the reference. */
 export const DEFAULT_DATA_DIR = '/var/lib/cni/networks';
@@ -41,8 +45,8 @@ export const LAST_IP_PREFIX = 'last_reserved_ip.';
 export const LOCK_FILE = 'lock';
 export const LINE_BREAK = '\r\n';
 const TMP_PREFIX = '.cnikit-';
-/** Reservation files larger than this are not reservations (IDs are short); never read more. */
-const MAX_ENTRY = 4096;
+/** Initial size of the shared read buffer (grown when a file is larger: files are always read completely). */
+const READ_BUF = 4096;
 
 /** A filesystem error worded like Go's `*PathError` (`open /x: permission denied`), as CNI code 5. */
 export function goFsError(op: string, path: string, err: unknown): CniError {
@@ -52,8 +56,11 @@ export function goFsError(op: string, path: string, err: unknown): CniError {
   return new CniError(ErrorCode.IOFailure, `${op} ${path}: ${why}`, '', { cause: err });
 }
 
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException)?.code;
+/** A StateDir error (already worded like Go's *PathError, with the path) as CNI code 5. */
+function storeError(err: unknown): CniError {
+  if (CniError.is(err)) return err;
+  if (isSysError(err)) return new CniError(ErrorCode.IOFailure, err.message, '', { cause: err });
+  return goFsError('open', '?', err);
 }
 
 /** Reject names that would leave `<dataDir>/` (the network name becomes a directory name). */
@@ -99,14 +106,17 @@ export function reservationKey(containerID: string, ifName: string): string {
 }
 
 export class Store {
+  /** The network directory's path (for messages; every access goes through its descriptor). */
   readonly dir: string;
+  readonly #d: StateDir;
   #lockFd = -1;
   #locked = false;
   #tmpSeq = 0;
-  readonly #buf = Buffer.allocUnsafe(MAX_ENTRY + 1);
+  #buf = Buffer.allocUnsafe(READ_BUF);
 
-  private constructor(dir: string) {
-    this.dir = dir;
+  private constructor(d: StateDir) {
+    this.#d = d;
+    this.dir = d.path;
   }
 
   /** The directory a network's reservations live in (validated; not created). */
@@ -117,34 +127,70 @@ export class Store {
     return join(root, network);
   }
 
-  /** Create the directory (0755) if needed and open the lock file (created 0750), like `disk.New`. */
-  static open(dataDir: string, network: string): Store {
+  /**
+   * Open `<dataDir>/<network>` without following a symlink in its place, creating it (0755) when `create`.
+   * Undefined when it (or the dataDir) does not exist and `create` is false.
+   */
+  static #openDir(dataDir: string, network: string, create: boolean): StateDir | undefined {
     const dir = Store.dirFor(dataDir, network);
-    try {
-      mkdirSync(dir, { recursive: true, mode: 0o755 });
-    } catch (err) {
-      throw goFsError('mkdir', dir, err);
+    const root = dataDir === '' ? DEFAULT_DATA_DIR : dataDir;
+    if (create) {
+      try {
+        mkdirSync(root, { recursive: true, mode: 0o755 });
+      } catch (err) {
+        // an existing non-directory: Go's MkdirAll says `mkdir <root>: not a directory`
+        const e = (err as NodeJS.ErrnoException).code === 'EEXIST' ? { errno: 20 } : err;
+        throw goFsError('mkdir', root, e);
+      }
     }
-    const store = new Store(dir);
-    const lockPath = join(dir, LOCK_FILE);
+    let top: StateDir | undefined;
     try {
-      store.#lockFd = openSync(lockPath, C.O_CREAT | C.O_RDONLY, 0o750);
+      top = create ? StateDir.open(root, { follow: true }) : StateDir.openIfExists(root, { follow: true });
+      if (!top) return undefined;
+      return create ? top.openDir(network, { create: true, mode: 0o755 }) : top.openDirIfExists(network);
     } catch (err) {
-      throw goFsError('open', lockPath, err);
+      if (isSysError(err) && (err.code === 'ELOOP' || err.code === 'ENOTDIR')) {
+        throw new CniError(
+          ErrorCode.IOFailure,
+          `host-local store ${dir} is not a directory: ${err.code === 'ELOOP' ? 'it is a symlink, which is never followed out of the dataDir' : 'it is a file'}; replace it with a real directory`,
+          '',
+          { cause: err },
+        );
+      }
+      throw storeError(err);
+    } finally {
+      top?.close();
+    }
+  }
+
+  static #withLockFile(d: StateDir): Store {
+    const store = new Store(d);
+    try {
+      store.#lockFd = d.openFile(LOCK_FILE, C.O_CREAT | C.O_RDONLY, 0o750);
+    } catch (err) {
+      d.close();
+      if (isSysError(err) && err.code === 'ELOOP') {
+        throw new CniError(
+          ErrorCode.IOFailure,
+          `host-local store lock ${d.display(LOCK_FILE)} is a symlink, which is never followed (nothing was changed); replace it with a regular file`,
+          '',
+          { cause: err },
+        );
+      }
+      throw storeError(err);
     }
     return store;
   }
 
-  /** Like open, but never creates anything: undefined when the directory does not exist. */
+  /** Create the directory (0755) if needed and open the lock file (created 0750), like `disk.New`. */
+  static open(dataDir: string, network: string): Store {
+    return Store.#withLockFile(Store.#openDir(dataDir, network, true)!);
+  }
+
+  /** Like open, but never creates the directory: undefined when it does not exist. */
   static openExisting(dataDir: string, network: string): Store | undefined {
-    const dir = Store.dirFor(dataDir, network);
-    try {
-      if (!statSync(dir).isDirectory()) return undefined;
-    } catch (err) {
-      if (errCode(err) === 'ENOENT') return undefined;
-      throw goFsError('stat', dir, err);
-    }
-    return Store.open(dataDir, network);
+    const d = Store.#openDir(dataDir, network, false);
+    return d ? Store.#withLockFile(d) : undefined;
   }
 
   lock(): void {
@@ -171,6 +217,7 @@ export class Store {
     } finally {
       closeSync(this.#lockFd);
       this.#lockFd = -1;
+      this.#d.close();
     }
   }
 
@@ -184,16 +231,26 @@ export class Store {
     }
   }
 
-  #read(path: string): string | undefined {
+  /** A regular file's complete content (O_NOFOLLOW, non-blocking); undefined when it cannot be read. */
+  #read(name: string): string | undefined {
     let fd: number;
     try {
-      fd = openSync(path, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
+      fd = this.#d.openFile(name, C.O_RDONLY | C.O_NONBLOCK);
     } catch {
       return undefined; // unreadable files are skipped, like the reference
     }
     try {
-      const n = readSync(fd, this.#buf, 0, MAX_ENTRY + 1, 0);
-      if (n > MAX_ENTRY) return undefined;
+      let n = 0;
+      for (;;) {
+        if (n === this.#buf.length) {
+          const bigger = Buffer.allocUnsafe(this.#buf.length * 2);
+          this.#buf.copy(bigger, 0, 0, n);
+          this.#buf = bigger;
+        }
+        const got = readSync(fd, this.#buf, n, this.#buf.length - n, null);
+        if (got === 0) break;
+        n += got;
+      }
       return this.#buf.toString('utf8', 0, n);
     } catch {
       return undefined;
@@ -203,62 +260,64 @@ export class Store {
   }
 
   /**
-   * One readdir plus one small read per candidate file: every regular file except `lock`,
-   * `last_reserved_ip.*` and temp files. Stale temp files (left by a killed process) are removed, which
-   * is safe because the caller holds the lock. Also returns every name present (taken addresses).
+   * One readdir plus one read per candidate file: every regular file except `lock`, `last_reserved_ip.*` and
+   * temp files. Stale temp files (left by a killed process) are removed, which is safe because the caller holds
+   * the lock. Also returns every name present (taken addresses, symlinks included) and the symlinks.
    */
-  scan(): { entries: Entry[]; names: Set<string> } {
+  scan(): { entries: Entry[]; names: Set<string>; symlinks: string[] } {
     if (!this.#locked) throw new Error('host-local store: scan without the lock');
-    let dirents: import('node:fs').Dirent[];
+    let dirents: Dirent[];
     try {
-      dirents = readdirSync(this.dir, { withFileTypes: true });
+      dirents = this.#d.entries();
     } catch (err) {
-      throw goFsError('open', this.dir, err);
+      throw storeError(err);
     }
     const entries: Entry[] = [];
     const names = new Set<string>();
+    const symlinks: string[] = [];
     for (const d of dirents) {
       const name = d.name;
       if (name.startsWith(TMP_PREFIX)) {
         try {
-          unlinkSync(join(this.dir, name));
+          this.#d.remove(name);
         } catch {
           // best effort
         }
         continue;
       }
       names.add(name);
+      if (d.isSymbolicLink()) symlinks.push(name);
       if (!d.isFile() || name === LOCK_FILE || name.startsWith(LAST_IP_PREFIX)) continue;
-      const content = this.#read(join(this.dir, name));
+      const content = this.#read(name);
       if (content === undefined) continue;
       entries.push({ name, key: content.trim() });
     }
-    return { entries, names };
+    return { entries, names, symlinks };
   }
 
   /**
    * Prepare the content of a reservation in a temp file (written and synced) to be linked to one or more
-   * candidate names with `tryLink`. The caller must `dropTemp` it.
+   * candidate names with `tryLink`. The caller must `dropTemp` it. Returns the temp file's name.
    */
   writeTemp(content: string): string {
     if (!this.#locked) throw new Error('host-local store: write without the lock');
-    const tmp = join(this.dir, `${TMP_PREFIX}${process.pid}-${++this.#tmpSeq}.tmp`);
+    const tmp = `${TMP_PREFIX}${process.pid}-${++this.#tmpSeq}.tmp`;
     let fd = -1;
     for (let attempt = 0; ; attempt++) {
       try {
-        fd = openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
+        fd = this.#d.openFile(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL, 0o600);
         break;
       } catch (err) {
         // a stale temp file of a dead process with our pid: we hold the lock, so it is garbage
-        if (errCode(err) === 'EEXIST' && attempt === 0) {
+        if (isSysError(err) && err.code === 'EEXIST' && attempt === 0) {
           try {
-            unlinkSync(tmp);
+            this.#d.remove(tmp);
           } catch {
             // retried below
           }
           continue;
         }
-        throw goFsError('open', tmp, err);
+        throw storeError(err);
       }
     }
     try {
@@ -269,59 +328,64 @@ export class Store {
     } catch (err) {
       closeSync(fd);
       this.dropTemp(tmp);
-      throw goFsError('write', tmp, err);
+      throw goFsError('write', this.#d.display(tmp), err);
     }
     closeSync(fd);
     return tmp;
   }
 
-  /** Make `tmp` the reservation of `ip`; false when the address is taken (the name exists). */
+  /** Make `tmp` the reservation of `ip`; false when the address is taken (the name exists, even as a symlink). */
   tryLink(tmp: string, ip: IP): boolean {
-    const path = join(this.dir, formatIP(ip));
     try {
-      linkSync(tmp, path);
+      this.#d.link(tmp, formatIP(ip));
       return true;
     } catch (err) {
-      if (errCode(err) === 'EEXIST') return false;
-      throw goFsError('link', path, err);
+      if (isSysError(err) && err.code === 'EEXIST') return false;
+      throw storeError(err);
     }
   }
 
   dropTemp(tmp: string): void {
     try {
-      unlinkSync(tmp);
+      this.#d.remove(tmp);
     } catch {
       // a leftover temp file is removed by the next scan
     }
   }
 
-  /** `last_reserved_ip.<rangeID>`; undefined when missing or unparsable. Other read errors are returned. */
+  /**
+   * `last_reserved_ip.<rangeID>`; undefined when missing or unparsable. Other read errors (a symlink: ELOOP)
+   * are returned.
+   */
   lastReservedIP(rangeID: number): { ip?: IP; error?: unknown } {
-    const path = join(this.dir, LAST_IP_PREFIX + rangeID);
-    let text: string;
+    let data: Buffer | undefined;
     try {
-      text = readFileSync(path, 'latin1');
+      data = this.#d.read(LAST_IP_PREFIX + rangeID);
     } catch (err) {
-      if (errCode(err) === 'ENOENT') return {};
       return { error: err };
     }
+    if (data === undefined) return {};
     // Go: net.ParseIP(string(data)) — no trimming
-    const ip = parseIP(text);
+    const ip = parseIP(data.toString('latin1'));
     return ip ? { ip } : {};
   }
 
-  /** Record the last reserved address of a range set (temp, fdatasync, rename; mode 0600). */
+  /**
+   * Record the last reserved address of a range set (temp, fdatasync, rename; mode 0600). The rename replaces a
+   * symlink in its place (never its target).
+   */
   setLastReservedIP(rangeID: number, ip: IP): void {
-    const path = join(this.dir, LAST_IP_PREFIX + rangeID);
-    const tmp = join(this.dir, `${TMP_PREFIX}${process.pid}-last.tmp`);
+    const name = LAST_IP_PREFIX + rangeID;
+    const tmp = `${TMP_PREFIX}${process.pid}-last.tmp`;
+    const flags = C.O_WRONLY | C.O_CREAT | C.O_TRUNC;
     try {
       let fd: number;
       try {
-        fd = openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600);
+        fd = this.#d.openFile(tmp, flags, 0o600);
       } catch (err) {
-        if (errCode(err) !== 'ELOOP') throw err;
-        unlinkSync(tmp);
-        fd = openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o600);
+        if (!isSysError(err) || err.code !== 'ELOOP') throw err;
+        this.#d.remove(tmp);
+        fd = this.#d.openFile(tmp, flags, 0o600);
       }
       try {
         writeSync(fd, formatIP(ip));
@@ -329,21 +393,19 @@ export class Store {
       } finally {
         closeSync(fd);
       }
-      renameSync(tmp, path);
+      this.#d.rename(tmp, name);
     } catch (err) {
       this.dropTemp(tmp);
-      throw goFsError('write', path, err);
+      throw isSysError(err) ? storeError(err) : goFsError('write', this.#d.display(name), err);
     }
   }
 
-  /** Remove one file by name; a missing file is fine. */
+  /** Remove one file by name (a symlink itself, never its target); a missing file is fine. */
   remove(name: string): void {
-    const path = join(this.dir, name);
     try {
-      unlinkSync(path);
+      this.#d.remove(name);
     } catch (err) {
-      if (errCode(err) === 'ENOENT') return;
-      throw goFsError('remove', path, err);
+      throw storeError(err);
     }
   }
 }
