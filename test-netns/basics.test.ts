@@ -9,9 +9,18 @@ import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { Runtime } from '@cnikit/libcni';
 import { invokeInProcess, type Plugin } from '@cnikit/skel';
-import { type Backend, DIST, distPlugins, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
+import { type CniCallOptions, type CniCommand, cniCall, cniEnv, expectCniError } from '@cnikit/testing';
+import {
+  type Backend,
+  DIST,
+  distPlugins,
+  ensureBuilt,
+  ensureLinks,
+  GO_CNI,
+  goAvailable,
+  runtime,
+} from './dist.ts';
 
 const info = ensureBuilt();
 const other: Backend = info.default === 'bun' ? 'sea' : 'bun';
@@ -32,18 +41,20 @@ function run(bin: string, env: Record<string, string>, stdin = '', args: string[
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** Spec error object printed on stdout, exit 1. */
-function assertCniError(r: { status: number | null; stdout: string }, code: number, msg?: string | RegExp) {
+/** Spec error object printed on stdout, exit 1 (expectCniError: only code/msg/details, no stack trace). */
+function assertCniError(
+  r: { status: number | null; stdout: string; stderr?: string },
+  code: number,
+  msg?: string | RegExp,
+) {
   assert.equal(r.status, 1, `exit status (stdout: ${r.stdout})`);
-  const obj = JSON.parse(r.stdout) as { code: unknown; msg: unknown; details?: unknown };
-  assert.equal(obj.code, code, r.stdout);
-  assert.equal(typeof obj.msg, 'string');
-  for (const k of Object.keys(obj))
-    assert.ok(['code', 'msg', 'details', 'cniVersion'].includes(k), `unexpected key ${k}`);
-  if (typeof msg === 'string') assert.equal(obj.msg, msg);
-  else if (msg) assert.match(obj.msg as string, msg);
-  assert.ok(!r.stdout.includes('    at '), 'no stack trace on stdout');
-  return obj;
+  let json: unknown;
+  try {
+    json = JSON.parse(r.stdout);
+  } catch {
+    json = undefined;
+  }
+  return expectCniError({ code: r.status, stdout: r.stdout, stderr: r.stderr ?? '', json }, code, msg);
 }
 
 describe(`compiled plugins (${info.default}, default back-end)`, () => {
@@ -56,7 +67,7 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
 
   for (const name of plugins) {
     test(`${name}: VERSION`, () => {
-      const r = run(join(DIST, name), { CNI_COMMAND: 'VERSION' });
+      const r = run(join(DIST, name), cniEnv('VERSION'));
       assert.equal(r.status, 0, r.stderr);
       const v = JSON.parse(r.stdout) as { cniVersion: string; supportedVersions: string[] };
       assert.equal(v.cniVersion, '1.1.0');
@@ -68,8 +79,8 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
       const { plugin } = (await import(join(DIST, '..', 'plugins', name, 'src', 'index.ts'))) as {
         plugin: Plugin;
       };
-      const inProc = await invokeInProcess(plugin, { CNI_COMMAND: 'VERSION' }, '');
-      assert.equal(run(join(DIST, name), { CNI_COMMAND: 'VERSION' }).stdout, inProc.stdout);
+      const inProc = await invokeInProcess(plugin, cniEnv('VERSION'), '');
+      assert.equal(run(join(DIST, name), cniEnv('VERSION')).stdout, inProc.stdout);
       const bare = await invokeInProcess(plugin, {}, '');
       assert.equal(run(join(DIST, name), {}).stderr, bare.stderr);
     });
@@ -84,16 +95,16 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
   }
 
   test('loopback VERSION supports every spec version (Go 1.1.1 lists up to 1.0.0)', () => {
-    const v = JSON.parse(run(join(DIST, 'loopback'), { CNI_COMMAND: 'VERSION' }).stdout);
+    const v = JSON.parse(run(join(DIST, 'loopback'), cniEnv('VERSION')).stdout);
     assert.deepEqual(v.supportedVersions, ALL);
     if (goAvailable()) {
-      const go = JSON.parse(run(join(GO_CNI, 'loopback'), { CNI_COMMAND: 'VERSION' }).stdout);
+      const go = JSON.parse(run(join(GO_CNI, 'loopback'), cniEnv('VERSION')).stdout);
       for (const s of go.supportedVersions) assert.ok(v.supportedVersions.includes(s), s);
     }
   });
 
   test('multicall forms: explicit `cnikit <plugin>`, symlink name, unknown names', () => {
-    const explicit = run(join(DIST, 'cnikit'), { CNI_COMMAND: 'VERSION' }, '', ['loopback']);
+    const explicit = run(join(DIST, 'cnikit'), cniEnv('VERSION'), '', ['loopback']);
     assert.equal(explicit.status, 0, explicit.stderr);
     assert.deepEqual(JSON.parse(explicit.stdout).supportedVersions, ALL);
     const link = join(scratch, 'loopback');
@@ -103,7 +114,7 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
     assert.match(viaSymlink.stderr, /CNI loopback plugin/);
     const bogus = join(scratch, 'portmap-nope');
     symlinkSync(join(DIST, 'cnikit'), bogus);
-    const unknown = run(bogus, { CNI_COMMAND: 'ADD' });
+    const unknown = run(bogus, cniEnv('ADD'));
     assert.equal(unknown.status, 1);
     assert.match(unknown.stderr, /unknown plugin "portmap-nope"/);
     assert.match(unknown.stderr, /plugins: .*loopback/);
@@ -122,11 +133,15 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
     const r = spawnSync(join(DIST, '..', 'scripts', 'install'), ['--target', target], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     for (const name of plugins) {
-      const v = run(join(target, name), { CNI_COMMAND: 'VERSION' });
+      const v = run(join(target, name), cniEnv('VERSION'));
       assert.equal(v.status, 0, `${name}: ${v.stderr}`);
       assert.equal(statSync(join(target, name)).ino, statSync(join(target, 'cnikit')).ino);
     }
-    assert.equal(statSync(join(target, 'cnikit')).nlink, plugins.length + 1);
+    // cnikit, one link per plugin, and the cnitool command
+    assert.equal(statSync(join(target, 'cnikit')).nlink, plugins.length + 2);
+    const tool = spawnSync(join(target, 'cnitool'), ['--help'], { encoding: 'utf8' });
+    assert.equal(tool.status, 0, tool.stderr);
+    assert.match(tool.stdout, /^usage: cnitool /);
   });
 
   test('the embedded native addon is extracted to a private content-addressed file and loads', () => {
@@ -144,16 +159,14 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
     assert.equal(typeof tid, 'number');
   });
 
-  // Malformed invocations: spec error JSON on stdout, exit 1. [env, stdin, expected code, expected msg]
-  const base = {
-    CNI_COMMAND: 'ADD',
-    CNI_CONTAINERID: 'c1',
-    CNI_NETNS: '/run/netns/none',
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: '/opt/cni/bin',
+  // Malformed invocations: spec error JSON on stdout, exit 1. [call, stdin, expected code, expected msg]
+  const base: CniCallOptions & { command?: CniCommand } = {
+    containerId: 'c1',
+    netns: '/run/netns/none',
+    path: '/opt/cni/bin',
   };
   const good = JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'loopback' });
-  const cases: Array<[string, Record<string, string>, string, number, string | RegExp]> = [
+  const cases: Array<[string, CniCallOptions & { command?: CniCommand }, string, number, string | RegExp]> = [
     ['invalid JSON on stdin', base, '{not json', 6, /^error unmarshall network config: /],
     [
       'missing network name',
@@ -176,44 +189,40 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
       1,
       'incompatible CNI versions',
     ],
-    ['unknown CNI_COMMAND', { ...base, CNI_COMMAND: 'FROB' }, good, 4, 'unknown CNI_COMMAND: FROB'],
-    ['missing CNI_PATH', { ...base, CNI_PATH: '' }, good, 4, 'required env variables [CNI_PATH] missing'],
+    ['unknown CNI_COMMAND', { ...base, env: { CNI_COMMAND: 'FROB' } }, good, 4, 'unknown CNI_COMMAND: FROB'],
+    ['missing CNI_PATH', { ...base, path: '' }, good, 4, 'required env variables [CNI_PATH] missing'],
     [
       'missing CNI_CONTAINERID',
-      { ...base, CNI_CONTAINERID: '' },
+      { ...base, containerId: '' },
       good,
       4,
       'required env variables [CNI_CONTAINERID] missing',
     ],
-    [
-      'bad CNI_CONTAINERID',
-      { ...base, CNI_CONTAINERID: '-x/y' },
-      good,
-      4,
-      'invalid characters in containerID',
-    ],
+    ['bad CNI_CONTAINERID', { ...base, containerId: '-x/y' }, good, 4, 'invalid characters in containerID'],
     [
       'interface name too long',
-      { ...base, CNI_IFNAME: 'a-very-long-ifname' },
+      { ...base, ifName: 'a-very-long-ifname' },
       good,
       4,
       'interface name is too long',
     ],
     [
       'CHECK with a 0.3.1 config',
-      { ...base, CNI_COMMAND: 'CHECK' },
+      { ...base, command: 'CHECK' },
       JSON.stringify({ cniVersion: '0.3.1', name: 'n', type: 'loopback' }),
       1,
       'config version does not allow CHECK',
     ],
     ['ADD into a missing namespace', base, good, 999, /no such file or directory/],
   ];
-  for (const [what, env, stdin, code, msg] of cases) {
-    test(`malformed: ${what} → code ${code}`, () => {
-      const ours = assertCniError(run(join(DIST, 'loopback'), env, stdin), code, msg);
+  for (const [what, { command = 'ADD', ...o }, stdin, code, msg] of cases) {
+    test(`malformed: ${what} → code ${code}`, async () => {
+      const r = await cniCall({ binary: join(DIST, 'loopback') }, command, stdin, o);
+      assert.equal(r.code, 1, `exit status (stdout: ${r.stdout})`);
+      const ours = expectCniError(r, code, msg);
       if (goAvailable() && what !== 'bad CNI_CONTAINERID') {
         // The Go reference agrees on the code (and, where Debian 1.1.1 = HEAD, on the message).
-        const go = JSON.parse(run(join(GO_CNI, 'loopback'), env, stdin).stdout) as {
+        const go = (await cniCall({ binary: join(GO_CNI, 'loopback') }, command, stdin, o)).json as {
           code: number;
           msg: string;
         };
@@ -226,20 +235,26 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
 
 describe(`compiled plugins (${other}, smoke)`, () => {
   const dir = ensureLinks(other, info);
-  const rt = new Runtime({ path: [dir], cacheDir: join(scratch, 'cache-smoke') });
+  const rt = runtime(join(scratch, 'cache-smoke'), dir);
 
-  test('VERSION of every plugin name', () => {
+  test('VERSION of every plugin name', async () => {
     for (const name of info.plugins) {
-      const v = rt.version(name);
+      const v = await rt.getVersionInfo(name);
       assert.equal(v.cniVersion, '1.1.0', name);
     }
   });
 
-  test('bare invocation and an error object', () => {
+  test('bare invocation and an error object', async () => {
     const r = run(join(dir, 'loopback'), {});
     assert.equal(r.status, 0);
     assert.match(r.stderr, /CNI loopback plugin/);
-    assertCniError(run(join(dir, 'loopback'), base0(), '{not json'), 6);
+    const bad = await cniCall({ binary: join(dir, 'loopback') }, 'ADD', '{not json', {
+      containerId: 'c1',
+      netns: '/run/netns/none',
+      path: '/x',
+    });
+    assert.equal(bad.code, 1);
+    expectCniError(bad, 6);
   });
 
   test('the embedded native addon loads', () => {
@@ -250,13 +265,3 @@ describe(`compiled plugins (${other}, smoke)`, () => {
     assert.match(JSON.parse(r.stdout).path, /[0-9a-f]{64}\.node$/);
   });
 });
-
-function base0(): Record<string, string> {
-  return {
-    CNI_COMMAND: 'ADD',
-    CNI_CONTAINERID: 'c1',
-    CNI_NETNS: '/run/netns/none',
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: '/x',
-  };
-}

@@ -14,6 +14,7 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CniConfig } from '@cnikit/libcni';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const DIST = join(ROOT, 'dist-bin');
@@ -44,7 +45,7 @@ export function ensureBuilt(): BuildInfo {
     process.stderr.write('test-netns: dist-bin/ is missing; building it (npm run build)\n');
     for (const args of [
       [join(ROOT, 'scripts', 'build-native.mjs')],
-      ['--import', 'tsx', join(ROOT, 'scripts', 'build.ts')],
+      ['--conditions=cnikit-source', '--import', 'tsx', join(ROOT, 'scripts', 'build.ts')],
     ]) {
       const r = spawnSync('flock', [lock, process.execPath, ...args], {
         cwd: ROOT,
@@ -90,9 +91,30 @@ export function goAvailable(name = 'loopback'): boolean {
   }
 }
 
+/** The plugin links of dist-bin (every hard link of cnikit except the cnitool command). */
 export function distPlugins(): string[] {
   const ino = statSync(join(DIST, 'cnikit')).ino;
   return readdirSync(DIST)
-    .filter((n) => n !== 'cnikit' && statSync(join(DIST, n)).isFile() && statSync(join(DIST, n)).ino === ino)
+    .filter(
+      (n) =>
+        n !== 'cnikit' &&
+        n !== 'cnitool' &&
+        statSync(join(DIST, n)).isFile() &&
+        statSync(join(DIST, n)).ino === ino,
+    )
     .sort();
+}
+
+/**
+ * The runtime side, as a container runtime drives the plugins (@cnikit/libcni `CniConfig`): every plugin exec'd from
+ * `path` (default dist-bin), results cached in `cacheDir`. Plugins inherit the network namespace of the calling
+ * thread: call it from a test whose thread is in a sandbox's host (`withSandbox(fn, { enterHost: true })`,
+ * `sandboxForFile({ enterHost: true })`), like plugins on a node.
+ */
+export function runtime(
+  cacheDir: string,
+  path: string = DIST,
+  env?: Readonly<Record<string, string | undefined>>,
+): CniConfig {
+  return new CniConfig({ path: [path], cacheDir, inProcess: false, ...(env ? { env } : {}) });
 }

@@ -23,6 +23,7 @@ import {
   delegateGc,
   delegateStatus,
   delegateVersion,
+  execPlugin,
   findInPath,
   getVersionInfo,
   invokeHooks,
@@ -601,4 +602,70 @@ test('a delegation cycle or a too deep delegation is a code-7 error, not an endl
     invokeHooks.isSelf = savedIsSelf;
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+describe('execPlugin options (libcni)', () => {
+  test('signal: an abort kills the plugin (SIGKILL) like Go exec.CommandContext', async () => {
+    const p = fake('sleeper', `setTimeout(() => process.stdout.write('{}'), 30000);`);
+    const t0 = Date.now();
+    const err = await execPlugin(p, '{}', { PATH: process.env.PATH }, undefined, {
+      signal: AbortSignal.timeout(200),
+    }).catch((e) => e);
+    assert.ok(Date.now() - t0 < 10_000, 'returned long before the plugin would have finished');
+    assert.ok(CniError.is(err));
+    assert.equal(err.msg, 'netplugin failed with no error message: signal: killed');
+  });
+  test('onStderr gets the whole stderr on failure too; inProcess:false starts a process for a registered plugin', async () => {
+    const p = fake(
+      'noisy',
+      `process.stderr.write('why it failed\\n'); process.stdout.write(JSON.stringify({ code: 11, msg: 'later', details: 'd' })); process.exitCode = 1;`,
+    );
+    let seen = '';
+    const err = await execPlugin(
+      p,
+      '{}',
+      { PATH: process.env.PATH },
+      { write: () => true },
+      {
+        onStderr: (t) => (seen = t),
+      },
+    ).catch((e) => e);
+    assert.deepEqual(err.toJSON(), { code: 11, msg: 'later', details: 'd' });
+    assert.equal(seen, 'why it failed\n');
+    registerInProcess({ name: 'noisy', add: () => ({ cniVersion: '1.1.0' }) }, { anyPath: true });
+    try {
+      const forced = await execPlugin(
+        p,
+        '{}',
+        { PATH: process.env.PATH },
+        { write: () => true },
+        {
+          inProcess: false,
+        },
+      ).catch((e) => e);
+      assert.equal(forced.code, 11, 'the file ran, not the registered object');
+      const inproc = await execPlugin(p, JSON.stringify({ cniVersion: '1.1.0', name: 'n', type: 'noisy' }), {
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: 'c',
+        CNI_NETNS: '/nonexistent',
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: bin,
+      });
+      assert.deepEqual(JSON.parse(new TextDecoder().decode(inproc)), { cniVersion: '1.1.0' });
+    } finally {
+      registerInProcess({ name: 'noisy' });
+    }
+  });
+  test('TRACEPARENT/TRACESTATE in the environment reach delegates (the whole environment is passed on)', async () => {
+    const rec = join(dir, 'trace.rec');
+    fake('traced', `${RECORD}process.stdout.write(JSON.stringify({ cniVersion: '1.0.0' }));`);
+    const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await delegateAdd(
+      'traced',
+      request({ extraEnv: { FAKE_RECORD: rec, TRACEPARENT: tp, TRACESTATE: 'k=v' } }),
+    );
+    const [r] = records(rec);
+    assert.equal(r!.env.TRACEPARENT, tp);
+    assert.equal(r!.env.TRACESTATE, 'k=v');
+  });
 });

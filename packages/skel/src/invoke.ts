@@ -20,10 +20,18 @@ import { CURRENT_VERSION as CURRENT, type Plugin, type Request, type Result } fr
 import { goQuote } from './version.ts';
 
 const registry = new Map<string, Plugin>();
+/** Names registered with `anyPath`: run in-process whatever file CNI_PATH resolves them to. */
+const anyPath = new Set<string>();
 
-/** Register a plugin that may be run in-process when a delegate resolves to this executable. */
-export function registerInProcess(plugin: Plugin): void {
+/**
+ * Register a plugin that may be run in-process when a delegate resolves to this executable. With `anyPath`, it runs
+ * in-process whenever a delegation (or libcni) resolves its name in CNI_PATH, whatever the file is: a program that
+ * hands its plugin objects to libcni (a CI sandbox) gets its IPAM delegations in-process too.
+ */
+export function registerInProcess(plugin: Plugin, opts: { anyPath?: boolean } = {}): void {
   registry.set(plugin.name, plugin);
+  if (opts.anyPath) anyPath.add(plugin.name);
+  else anyPath.delete(plugin.name);
 }
 
 /** The registered in-process plugin of that name, if any. */
@@ -168,6 +176,7 @@ async function spawnOnce(
   path: string,
   stdin: Uint8Array,
   env: Record<string, string>,
+  signal?: AbortSignal,
 ): Promise<RawOutcome & { busy?: boolean }> {
   const { spawn } = await import('node:child_process');
   return new Promise((resolve) => {
@@ -188,7 +197,12 @@ async function spawnOnce(
     let child: ReturnType<typeof spawn>;
     try {
       // some exec failures (ETXTBSY, EACCES) are thrown synchronously by Node
-      child = spawn(path, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      // like Go's exec.CommandContext: an abort kills the plugin (SIGKILL)
+      child = spawn(path, [], {
+        env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        ...(signal ? { signal, killSignal: 'SIGKILL' } : {}),
+      });
     } catch (e) {
       fail(e as NodeJS.ErrnoException);
       return;
@@ -196,7 +210,10 @@ async function spawnOnce(
     child.stdout!.on('data', (d: Uint8Array) => out.push(d));
     child.stderr!.on('data', (d: Uint8Array) => err.push(d));
     child.stdin!.on('error', () => undefined); // the delegate may not read stdin (EPIPE)
-    child.on('error', fail);
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.name === 'AbortError') return; // reported by 'close' as "signal: killed", like Go
+      fail(e);
+    });
     child.on('close', (code, signal) => {
       if (settled) return;
       settled = true;
@@ -222,6 +239,22 @@ async function runInProcess(
   };
 }
 
+export interface ExecPluginOptions {
+  /** Kill the plugin (SIGKILL, like Go's exec.CommandContext) when this fires; an in-process run is not interrupted. */
+  signal?: AbortSignal;
+  /** false: always start a process, even for a registered plugin that resolves to this executable. */
+  inProcess?: boolean;
+  /** Receives the plugin's whole stderr, on success and on failure (before the error is thrown). */
+  onStderr?: (text: string) => void;
+}
+
+/** Whether `path` would run in-process (a registered plugin of that name that is this executable, or `anyPath`). */
+export function inProcessPlugin(path: string): Plugin | undefined {
+  const name = basename(path);
+  const self = registry.get(name);
+  return self && (anyPath.has(name) || invokeHooks.isSelf(path)) ? self : undefined;
+}
+
 /**
  * Execute the plugin at `path` with `stdin` and `env` (Go `RawExec.ExecPlugin`), in-process when it is
  * this executable and registered. Resolves to its stdout; rejects with the delegate's CniError.
@@ -232,21 +265,23 @@ export async function execPlugin(
   stdin: Uint8Array | string,
   env: Readonly<Record<string, string | undefined>>,
   stderr: { write(s: string): unknown } = process.stderr,
+  options: ExecPluginOptions = {},
 ): Promise<Uint8Array> {
   const bytes = typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin;
   const cleanEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined) cleanEnv[k] = v;
-  const self = registry.get(basename(path));
+  const self = options.inProcess === false ? undefined : inProcessPlugin(path);
   let outcome: RawOutcome & { busy?: boolean };
-  if (self && invokeHooks.isSelf(path)) {
+  if (self) {
     outcome = await runInProcess(self, bytes, cleanEnv);
   } else {
     for (let attempt = 0; ; attempt++) {
-      outcome = await spawnOnce(path, bytes, cleanEnv);
+      outcome = await spawnOnce(path, bytes, cleanEnv, options.signal);
       if (!outcome.busy || attempt >= 5) break;
       await new Promise((r) => setTimeout(r, invokeHooks.retryDelayMs));
     }
   }
+  options.onStderr?.(decoder.decode(outcome.stderr));
   if (outcome.failure !== undefined) throw pluginErr(outcome.failure, outcome.stdout, outcome.stderr);
   if (outcome.stderr.length > 0) {
     try {
@@ -415,6 +450,7 @@ export async function getVersionInfo(
   path: string,
   env: Readonly<Record<string, string | undefined>> = process.env,
   stderr: { write(s: string): unknown } = process.stderr,
+  options: ExecPluginOptions = {},
 ): Promise<VersionInfo> {
   const probeEnv = {
     ...env,
@@ -427,7 +463,7 @@ export async function getVersionInfo(
   };
   let out: Uint8Array;
   try {
-    out = await execPlugin(path, `{"cniVersion":"${CURRENT}"}`, probeEnv, stderr);
+    out = await execPlugin(path, `{"cniVersion":"${CURRENT}"}`, probeEnv, stderr, options);
   } catch (e) {
     if (CniError.is(e) && e.msg === 'unknown CNI_COMMAND: VERSION') {
       return { cniVersion: CURRENT, supportedVersions: ['0.1.0'] };

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { createLogger } from './log.ts';
+import { createLogger, traceIdOf } from './log.ts';
 
 function sink() {
   const lines: string[] = [];
@@ -11,6 +11,25 @@ function sink() {
 }
 
 describe('createLogger', () => {
+  test('a valid TRACEPARENT puts the trace id on every line; an invalid one is ignored', () => {
+    const id = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const err = sink();
+    const log = createLogger('p', undefined, {
+      stderr: err,
+      env: { TRACEPARENT: `00-${id}-00f067aa0ba902b7-01` },
+    });
+    log.warn('w');
+    log.child('ipam').error('e');
+    assert.match(err.lines[0]!, new RegExp(`WARN p\\[\\d+\\] trace=${id}: w\n$`));
+    assert.match(err.lines[1]!, new RegExp(`ERROR p/ipam\\[\\d+\\] trace=${id}: e\n$`));
+    for (const bad of ['00-00000000000000000000000000000000-00f067aa0ba902b7-01', 'garbage', '']) {
+      const out = sink();
+      createLogger('p', undefined, { stderr: out, env: { TRACEPARENT: bad } }).warn('w');
+      assert.doesNotMatch(out.lines[0]!, /trace=/, bad);
+      assert.equal(traceIdOf(bad), undefined);
+    }
+  });
+
   test('default level warn, stderr only, formatted', () => {
     const err = sink();
     const log = createLogger('p', undefined, { stderr: err, env: {} });

@@ -5,6 +5,8 @@
  * Level: option `level`, else config key `logLevel`, else env `CNIKIT_LOG_LEVEL`; one of
  * debug | info | warn | error | none (default `warn` on stderr; the file gets the same level).
  * A failing log file is ignored (logging never breaks a plugin).
+ * When the environment carries a W3C trace context (TRACEPARENT, set by a runtime as Go's libcni does), every line
+ * names its trace id (`trace=<32 hex>`), so plugin logs can be matched to the runtime's trace.
  */
 import { appendFileSync } from 'node:fs';
 import { format } from 'node:util';
@@ -29,6 +31,14 @@ function configKey(config: unknown, key: string): unknown {
   const lower = key.toLowerCase();
   for (const k of Object.keys(rec)) if (k.toLowerCase() === lower) return rec[k];
   return undefined;
+}
+
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** The trace id of a valid W3C `traceparent` value (not all zeros), else undefined. */
+export function traceIdOf(traceparent: string | undefined): string | undefined {
+  const id = traceparent ? TRACEPARENT.exec(traceparent.trim())?.[1] : undefined;
+  return id && !/^0+$/.test(id) ? id : undefined;
 }
 
 function asLevel(v: unknown): LogLevel | undefined {
@@ -58,10 +68,12 @@ export function createLogger(name: string, config?: unknown, options: LoggerOpti
     options.level ?? asLevel(configKey(config, 'logLevel')) ?? asLevel(env.CNIKIT_LOG_LEVEL) ?? 'warn';
   const stderr = options.stderr ?? process.stderr;
   const min = RANK[level];
+  const traceId = traceIdOf(env.TRACEPARENT);
+  const tag = traceId ? ` trace=${traceId}` : '';
   const emit = (lvl: Exclude<LogLevel, 'none'>, msg: string, args: unknown[]) => {
     if (RANK[lvl] < min) return;
     const text = args.length ? format(msg, ...args) : msg;
-    const line = `${new Date().toISOString()} ${lvl.toUpperCase()} ${name}[${process.pid}]: ${text}\n`;
+    const line = `${new Date().toISOString()} ${lvl.toUpperCase()} ${name}[${process.pid}]${tag}: ${text}\n`;
     try {
       stderr.write(line);
     } catch {
