@@ -9,9 +9,12 @@
 //      root-owned, content-addressed path (e.g. /var/lib/cnikit/native/<sha256>.node, written to a temp name
 //      then renamed; reused when the hash matches), sets globalThis.__CNIKIT_NATIVE_PATH__ to it, then runs the
 //      plugin. When an override is set, no other location is tried: a wrong override is an error, not a fallback.
-//   2. The development checkout: <packages/sys>/build/Release/cnikit_sys.node, found relative to this source
-//      file (import.meta.url), or to __dirname in a CommonJS bundle.
-//   3. cnikit_sys.node next to the running executable (process.execPath).
+//   2. The prebuilt addon shipped in the npm package: <package>/prebuilds/<platform>-<arch>/cnikit_sys.node
+//      (linux-x64), found relative to this file (src/ or dist/: import.meta.url, or __dirname in a CommonJS
+//      bundle). One that exists but does not load (another libc, a foreign ABI) is skipped for the next one.
+//   3. <package>/build/Release/cnikit_sys.node: built from source by node-gyp (the package's install script when
+//      no prebuilt matches, `npm rebuild @cnikit/sys`, or `npm run build:native` in the cnikit repository).
+//   4. cnikit_sys.node next to the running executable (process.execPath).
 // The addon is loaded with process.dlopen(module, path), which works in Node (including SEA) and in Bun.
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -31,6 +34,24 @@ export interface NativeAddon {
   nlRecv(fd: number, timeoutMs: number): Buffer | null;
   errnoName(errno: number): string;
   errnoMessage(errno: number): string;
+  listenUnix(path: string, backlog: number): number;
+  acceptUnix(fd: number, timeoutMs: number): (PeerCred & { fd: number }) | null;
+  connectUnix(path: string): number;
+  peerCred(fd: number): PeerCred;
+  recvMsg(fd: number, maxLen: number, timeoutMs: number): { data: Buffer; fds: number[] } | null;
+  sendAll(fd: number, data: Uint8Array, timeoutMs: number, fds?: number[]): void;
+  setCloexec(fd: number, on: boolean): void;
+  watchdogSet(path: string, argv: string[], envp: string[], keepFd: number): void;
+  watchdogArm(timeoutMs: number): void;
+  watchdogDisarm(): void;
+  execReplace(path: string, argv: string[], envp: string[], keepFd: number): never;
+}
+
+/** The credentials of the process at the other end of a Unix socket (SO_PEERCRED). */
+export interface PeerCred {
+  pid: number;
+  uid: number;
+  gid: number;
 }
 
 declare global {
@@ -64,13 +85,23 @@ export function nativeCandidates(): string[] {
   return candidates(nativeOverride());
 }
 
+/** The prebuilt directory name for this platform (prebuildify's `<platform>-<arch>`). */
+export const PREBUILT_TARGET = `${process.platform}-${process.arch}`;
+
 function candidates(override: string | undefined): string[] {
   if (override) return [override];
   const out: string[] = [];
   const dir = moduleDir();
-  if (dir) out.push(join(dir, '..', 'build', 'Release', ADDON_FILE));
+  if (dir) {
+    out.push(join(dir, '..', 'prebuilds', PREBUILT_TARGET, ADDON_FILE));
+    out.push(join(dir, '..', 'build', 'Release', ADDON_FILE));
+  }
   out.push(join(dirname(process.execPath), ADDON_FILE));
   return out;
+}
+
+function isPrebuilt(path: string): boolean {
+  return path.includes('/prebuilds/');
 }
 
 /** Loads (once) and returns the native addon; throws an actionable error when it cannot be found or loaded. */
@@ -78,12 +109,18 @@ export function loadNative(): NativeAddon {
   if (cached) return cached;
   const override = nativeOverride();
   const paths = candidates(override);
+  const skipped: string[] = [];
   for (const path of paths) {
     if (!override && !existsSync(path)) continue;
     const mod = { exports: {} as NativeAddon };
     try {
       process.dlopen(mod, path);
     } catch (err) {
+      if (!override && isPrebuilt(path)) {
+        // e.g. a glibc build on musl: a build from source (build/Release) may still follow
+        skipped.push(`${path}: ${(err as Error).message}`);
+        continue;
+      }
       throw new Error(`cnikit: cannot load the native addon ${path}: ${(err as Error).message}`, {
         cause: err,
       });
@@ -92,7 +129,10 @@ export function loadNative(): NativeAddon {
     return cached;
   }
   throw new Error(
-    `cnikit: native addon ${ADDON_FILE} not found (tried ${paths.join(', ')}); run \`npm run build:native\`, ` +
+    `cnikit: native addon ${ADDON_FILE} not found (tried ${paths.join(', ')})` +
+      (skipped.length ? `; prebuilt addon did not load: ${skipped.join('; ')}` : '') +
+      `; no prebuilt addon for ${PREBUILT_TARGET}: build it from source with \`npm rebuild @cnikit/sys\` ` +
+      '(needs a C compiler, make and python3; `npm run build:native` in the cnikit repository), ' +
       'or set CNIKIT_NATIVE_PATH / globalThis.__CNIKIT_NATIVE_PATH__',
   );
 }

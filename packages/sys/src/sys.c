@@ -21,12 +21,31 @@
 //   nlSetOpt(fd, option, value)       -> undefined (setsockopt SOL_NETLINK, int value)
 //   closeFd(fd)                       -> undefined
 //   errnoName(errno) / errnoMessage(errno) -> string
+//   Unix stream sockets (the warm-mode service, @cnikit/warm):
+//   listenUnix(path, backlog)         -> fd       (socket+bind+listen, SOCK_CLOEXEC)
+//   acceptUnix(fd, timeoutMs)         -> {fd, pid, uid, gid} | null (poll+accept4+SO_PEERCRED; null on timeout)
+//   connectUnix(path)                 -> fd       (blocking connect, SOCK_CLOEXEC)
+//   peerCred(fd)                      -> {pid, uid, gid}
+//   recvMsg(fd, maxLen, timeoutMs)    -> {data: Buffer, fds: number[]} | null (null on timeout; empty data = EOF;
+//                                        descriptors passed with SCM_RIGHTS arrive close-on-exec)
+//   sendAll(fd, buffer, timeoutMs[, fds]) -> undefined (every byte or throws ETIMEDOUT; fds go with the first
+//                                        sendmsg as SCM_RIGHTS; MSG_NOSIGNAL)
+//   setCloexec(fd, on)                -> undefined (FD_CLOEXEC on or off)
+//   watchdogSet(path, argv, envp, keepFd) -> undefined (starts the watchdog thread once; stores what to exec)
+//   watchdogArm(timeoutMs) / watchdogDisarm() -> undefined: when armed and not disarmed in time, the watchdog
+//                                        thread does execReplace with the stored arguments (a main thread stuck
+//                                        in synchronous code cannot do it itself)
+//   (both keep descriptors 0-2 open across the exec)
+//   execReplace(path, argv, envp, keepFd) -> never returns (dup2 keepFd to 3 without close-on-exec, execve);
+//                                        throws on failure
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/nsfs.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +55,7 @@
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -423,6 +443,498 @@ static napi_value js_nl_recv(napi_env env, napi_callback_info info) {
 }
 
 // ---------------------------------------------------------------------------
+// Unix stream sockets (warm-mode service)
+
+static bool unix_addr(napi_env env, napi_value v, struct sockaddr_un *sa, socklen_t *len, const char *what) {
+  memset(sa, 0, sizeof(*sa));
+  sa->sun_family = AF_UNIX;
+  size_t n = 0;
+  napi_valuetype t;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_string) {
+    throw_type(env, what);
+    return false;
+  }
+  if (napi_get_value_string_utf8(env, v, sa->sun_path, sizeof(sa->sun_path), &n) != napi_ok) {
+    throw_type(env, what);
+    return false;
+  }
+  if (n == 0 || n >= sizeof(sa->sun_path) - 1) {
+    throw_errno(env, "bind", ENAMETOOLONG);
+    return false;
+  }
+  *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+  return true;
+}
+
+static napi_value js_listen_unix(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  struct sockaddr_un sa;
+  socklen_t len;
+  int32_t backlog = 128;
+  if (argc < 1 || !unix_addr(env, argv[0], &sa, &len, "listenUnix: path must be a string")) return NULL;
+  if (argc > 1 && !arg_int(env, argv, argc, 1, &backlog, "listenUnix: backlog must be a number")) return NULL;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return throw_errno(env, "socket", errno);
+  if (bind(fd, (struct sockaddr *)&sa, len) != 0) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, "bind", e);
+  }
+  if (listen(fd, backlog) != 0) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, "listen", e);
+  }
+  napi_value out;
+  CHECK(napi_create_int32(env, fd, &out));
+  return out;
+}
+
+static napi_value make_cred(napi_env env, napi_value obj, const struct ucred *cred) {
+  napi_value v;
+  if (napi_create_int32(env, cred->pid, &v) != napi_ok) return NULL;
+  set_prop(env, obj, "pid", v);
+  if (napi_create_uint32(env, cred->uid, &v) != napi_ok) return NULL;
+  set_prop(env, obj, "uid", v);
+  if (napi_create_uint32(env, cred->gid, &v) != napi_ok) return NULL;
+  set_prop(env, obj, "gid", v);
+  return obj;
+}
+
+// Waits until `fd` is ready for `events` or the deadline (ms since now_ms epoch; <0 forever) passes.
+// Returns 1 ready, 0 timeout, -1 error (errno set).
+static int wait_fd(int fd, short events, int64_t deadline) {
+  for (;;) {
+    struct pollfd pfd = {.fd = fd, .events = events, .revents = 0};
+    int wait = -1;
+    if (deadline >= 0) {
+      int64_t left = deadline - now_ms();
+      wait = left > 0 ? (int)left : 0;
+    }
+    int pr = poll(&pfd, 1, wait);
+    if (pr < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (pr == 0) return 0;
+    if (pfd.revents & POLLNVAL) {
+      errno = EBADF;
+      return -1;
+    }
+    return 1;
+  }
+}
+
+static int64_t deadline_of(int32_t timeout) { return timeout >= 0 ? now_ms() + timeout : -1; }
+
+static napi_value js_accept_unix(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  int32_t fd, timeout = -1;
+  if (!arg_int(env, argv, argc, 0, &fd, "acceptUnix: fd must be a number")) return NULL;
+  if (argc > 1 && !arg_int(env, argv, argc, 1, &timeout, "acceptUnix: timeoutMs must be a number")) return NULL;
+  int64_t deadline = deadline_of(timeout);
+  for (;;) {
+    int w = wait_fd(fd, POLLIN, deadline);
+    if (w < 0) return throw_errno(env, "poll", errno);
+    if (w == 0) {
+      napi_value nul;
+      CHECK(napi_get_null(env, &nul));
+      return nul;
+    }
+    int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) {
+      // the connection went away between poll and accept, or a signal: wait again
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
+      return throw_errno(env, "accept4", errno);
+    }
+    struct ucred cred;
+    socklen_t clen = sizeof(cred);
+    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+      int e = errno;
+      close(c);
+      return throw_errno(env, "getsockopt(SO_PEERCRED)", e);
+    }
+    napi_value out, v;
+    if (napi_create_object(env, &out) != napi_ok || napi_create_int32(env, c, &v) != napi_ok) {
+      close(c);
+      return throw_napi_failure(env);
+    }
+    set_prop(env, out, "fd", v);
+    if (!make_cred(env, out, &cred)) {
+      close(c);
+      return throw_napi_failure(env);
+    }
+    return out;
+  }
+}
+
+static napi_value js_connect_unix(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  struct sockaddr_un sa;
+  socklen_t len;
+  if (argc < 1 || !unix_addr(env, argv[0], &sa, &len, "connectUnix: path must be a string")) return NULL;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return throw_errno(env, "socket", errno);
+  int r;
+  do {
+    r = connect(fd, (struct sockaddr *)&sa, len);
+  } while (r < 0 && errno == EINTR);
+  if (r != 0) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, "connect", e);
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  napi_value out;
+  CHECK(napi_create_int32(env, fd, &out));
+  return out;
+}
+
+static napi_value js_peer_cred(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  int32_t fd;
+  if (!arg_int(env, argv, argc, 0, &fd, "peerCred: fd must be a number")) return NULL;
+  struct ucred cred;
+  socklen_t clen = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) return throw_errno(env, "getsockopt(SO_PEERCRED)", errno);
+  napi_value out;
+  CHECK(napi_create_object(env, &out));
+  if (!make_cred(env, out, &cred)) return throw_napi_failure(env);
+  return out;
+}
+
+#define MAX_PASSED_FDS 8
+
+static napi_value js_recv_msg(napi_env env, napi_callback_info info) {
+  ARGS(3);
+  int32_t fd, max_len, timeout = -1;
+  if (!arg_int(env, argv, argc, 0, &fd, "recvMsg: fd must be a number")) return NULL;
+  if (!arg_int(env, argv, argc, 1, &max_len, "recvMsg: maxLen must be a number")) return NULL;
+  if (argc > 2 && !arg_int(env, argv, argc, 2, &timeout, "recvMsg: timeoutMs must be a number")) return NULL;
+  if (max_len <= 0) return throw_type(env, "recvMsg: maxLen must be positive");
+  int64_t deadline = deadline_of(timeout);
+  unsigned char *buf = max_len <= RECV_STATIC ? recv_buf : malloc((size_t)max_len);
+  if (!buf) return throw_errno(env, "recvmsg", ENOMEM);
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int) * MAX_PASSED_FDS)];
+  } control;
+  ssize_t n;
+  struct msghdr msg;
+  for (;;) {
+    int w = wait_fd(fd, POLLIN, deadline);
+    if (w <= 0) {
+      int e = errno;
+      if (buf != recv_buf) free(buf);
+      if (w < 0) return throw_errno(env, "poll", e);
+      napi_value nul;
+      CHECK(napi_get_null(env, &nul));
+      return nul;
+    }
+    struct iovec iov = {.iov_base = buf, .iov_len = (size_t)max_len};
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof(control.buf);
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    break;
+  }
+  if (n < 0) {
+    int e = errno;
+    if (buf != recv_buf) free(buf);
+    return throw_errno(env, "recvmsg", e);
+  }
+  napi_value out, data, fds;
+  int nfds = 0;
+  int passed[MAX_PASSED_FDS];
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    int *p = (int *)CMSG_DATA(c);
+    for (size_t i = 0; i < count; i++) {
+      if (nfds < MAX_PASSED_FDS) passed[nfds++] = p[i];
+      else close(p[i]);
+    }
+  }
+  void *dst;
+  napi_status st = napi_create_buffer_copy(env, (size_t)n, buf, &dst, &data);
+  if (buf != recv_buf) free(buf);
+  if (st != napi_ok || napi_create_array_with_length(env, (size_t)nfds, &fds) != napi_ok ||
+      napi_create_object(env, &out) != napi_ok) {
+    for (int i = 0; i < nfds; i++) close(passed[i]);
+    return throw_napi_failure(env);
+  }
+  for (int i = 0; i < nfds; i++) {
+    napi_value v;
+    if (napi_create_int32(env, passed[i], &v) == napi_ok) napi_set_element(env, fds, (uint32_t)i, v);
+  }
+  set_prop(env, out, "data", data);
+  set_prop(env, out, "fds", fds);
+  return out;
+}
+
+static napi_value js_send_all(napi_env env, napi_callback_info info) {
+  ARGS(4);
+  int32_t fd, timeout = -1;
+  if (!arg_int(env, argv, argc, 0, &fd, "sendAll: fd must be a number")) return NULL;
+  bool is_typed = false;
+  if (argc < 2 || napi_is_typedarray(env, argv[1], &is_typed) != napi_ok || !is_typed) {
+    return throw_type(env, "sendAll: data must be a Uint8Array");
+  }
+  napi_typedarray_type tt;
+  size_t length, offset;
+  napi_value ab;
+  void *data = NULL;
+  CHECK(napi_get_typedarray_info(env, argv[1], &tt, &length, &data, &ab, &offset));
+  if (argc > 2 && !arg_int(env, argv, argc, 2, &timeout, "sendAll: timeoutMs must be a number")) return NULL;
+  int fds[MAX_PASSED_FDS];
+  uint32_t nfds = 0;
+  if (argc > 3) {
+    bool is_arr = false;
+    if (napi_is_array(env, argv[3], &is_arr) == napi_ok && is_arr) {
+      napi_get_array_length(env, argv[3], &nfds);
+      if (nfds > MAX_PASSED_FDS) return throw_type(env, "sendAll: too many descriptors");
+      for (uint32_t i = 0; i < nfds; i++) {
+        napi_value v;
+        int32_t x;
+        if (napi_get_element(env, argv[3], i, &v) != napi_ok || napi_get_value_int32(env, v, &x) != napi_ok) {
+          return throw_type(env, "sendAll: descriptors must be numbers");
+        }
+        fds[i] = x;
+      }
+    }
+  }
+  int64_t deadline = deadline_of(timeout);
+  size_t off = 0;
+  bool fds_sent = nfds == 0;
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int) * MAX_PASSED_FDS)];
+  } control;
+  while (off < length || !fds_sent) {
+    struct iovec iov = {.iov_base = (char *)data + off, .iov_len = length - off};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!fds_sent) {
+      memset(&control, 0, sizeof(control));
+      msg.msg_control = control.buf;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+      struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+      memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        int w = wait_fd(fd, POLLOUT, deadline);
+        if (w < 0) return throw_errno(env, "poll", errno);
+        if (w == 0) return throw_errno(env, "sendmsg", ETIMEDOUT);
+        continue;
+      }
+      return throw_errno(env, "sendmsg", errno);
+    }
+    fds_sent = true;
+    off += (size_t)n;
+  }
+  return make_undefined(env);
+}
+
+static napi_value js_set_cloexec(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  int32_t fd;
+  if (!arg_int(env, argv, argc, 0, &fd, "setCloexec: fd must be a number")) return NULL;
+  bool on = true;
+  if (argc > 1) napi_get_value_bool(env, argv[1], &on);
+  int fl = fcntl(fd, F_GETFD);
+  if (fl < 0) return throw_errno(env, "fcntl", errno);
+  if (fcntl(fd, F_SETFD, on ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC)) < 0) return throw_errno(env, "fcntl", errno);
+  return make_undefined(env);
+}
+
+static char *dup_string(napi_env env, napi_value v) {
+  size_t n = 0;
+  if (napi_get_value_string_utf8(env, v, NULL, 0, &n) != napi_ok) return NULL;
+  char *s = malloc(n + 1);
+  if (!s) return NULL;
+  if (napi_get_value_string_utf8(env, v, s, n + 1, &n) != napi_ok) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+// NULL-terminated copy of a JS string array (NULL on error).
+static char **dup_string_array(napi_env env, napi_value arr) {
+  bool is_arr = false;
+  uint32_t len = 0;
+  if (napi_is_array(env, arr, &is_arr) != napi_ok || !is_arr || napi_get_array_length(env, arr, &len) != napi_ok) {
+    return NULL;
+  }
+  char **out = calloc((size_t)len + 1, sizeof(char *));
+  if (!out) return NULL;
+  for (uint32_t i = 0; i < len; i++) {
+    napi_value v;
+    if (napi_get_element(env, arr, i, &v) != napi_ok || !(out[i] = dup_string(env, v))) {
+      for (uint32_t j = 0; j < i; j++) free(out[j]);
+      free(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
+static void free_string_array(char **a) {
+  if (!a) return;
+  for (char **p = a; *p; p++) free(*p);
+  free(a);
+}
+
+// ---------------------------------------------------------------------------
+// watchdog thread: replaces the process image when the main thread overruns a deadline
+
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cv;
+static bool wd_started = false;
+static int64_t wd_deadline = -1;  // now_ms() time; -1: disarmed
+static char *wd_path = NULL;
+static char **wd_argv = NULL;
+static char **wd_envp = NULL;
+static int wd_keep = -1;
+
+static void replace_image(const char *path, char **args, char **envp, int keep) {
+  // the new image keeps this process's stdin, stdout and stderr (Node marks them close-on-exec)
+  for (int fd = 0; fd < 3; fd++) {
+    int fl = fcntl(fd, F_GETFD);
+    if (fl >= 0 && (fl & FD_CLOEXEC)) fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+  }
+  if (keep >= 0) {
+    if (keep != 3 && dup2(keep, 3) < 0) return;
+    int fl = fcntl(3, F_GETFD);
+    if (fl >= 0) fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+  }
+  execve(path, args, envp);
+}
+
+static void *wd_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&wd_mu);
+  for (;;) {
+    if (wd_deadline < 0) {
+      pthread_cond_wait(&wd_cv, &wd_mu);
+      continue;
+    }
+    int64_t now = now_ms();
+    if (now >= wd_deadline) break;
+    struct timespec ts;
+    ts.tv_sec = (time_t)(wd_deadline / 1000);
+    ts.tv_nsec = (long)(wd_deadline % 1000) * 1000000L;
+    pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
+  }
+  static const char msg[] = "cnikit: watchdog: the main thread overran its deadline; re-executing\n";
+  ssize_t w = write(2, msg, sizeof(msg) - 1);
+  (void)w;
+  replace_image(wd_path, wd_argv, wd_envp, wd_keep);
+  _exit(70);
+  return NULL;
+}
+
+static napi_value js_watchdog_set(napi_env env, napi_callback_info info) {
+  ARGS(4);
+  int32_t keep = -1;
+  if (argc < 3) return throw_type(env, "watchdogSet: path, argv and envp are required");
+  if (argc > 3 && !arg_int(env, argv, argc, 3, &keep, "watchdogSet: keepFd must be a number")) return NULL;
+  char *path = dup_string(env, argv[0]);
+  char **args = dup_string_array(env, argv[1]);
+  char **envp = dup_string_array(env, argv[2]);
+  if (!path || !args || !envp) {
+    free(path);
+    free_string_array(args);
+    free_string_array(envp);
+    return throw_type(env, "watchdogSet: path must be a string, argv and envp arrays of strings");
+  }
+  pthread_mutex_lock(&wd_mu);
+  free(wd_path);
+  free_string_array(wd_argv);
+  free_string_array(wd_envp);
+  wd_path = path;
+  wd_argv = args;
+  wd_envp = envp;
+  wd_keep = keep;
+  int err = 0;
+  if (!wd_started) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_attr_t ta;
+    pthread_attr_init(&ta);
+    pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&ta, 64 * 1024);
+    pthread_t t;
+    err = pthread_create(&t, &ta, wd_main, NULL);
+    pthread_attr_destroy(&ta);
+    if (err == 0) wd_started = true;
+  }
+  pthread_mutex_unlock(&wd_mu);
+  if (err != 0) return throw_errno(env, "pthread_create", err);
+  return make_undefined(env);
+}
+
+static napi_value js_watchdog_arm(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  int32_t timeout;
+  if (!arg_int(env, argv, argc, 0, &timeout, "watchdogArm: timeoutMs must be a number")) return NULL;
+  pthread_mutex_lock(&wd_mu);
+  bool ok = wd_started;
+  if (ok) {
+    wd_deadline = now_ms() + (timeout > 0 ? timeout : 0);
+    pthread_cond_signal(&wd_cv);
+  }
+  pthread_mutex_unlock(&wd_mu);
+  if (!ok) return throw_errno(env, "watchdogArm", EINVAL);
+  return make_undefined(env);
+}
+
+static napi_value js_watchdog_disarm(napi_env env, napi_callback_info info) {
+  pthread_mutex_lock(&wd_mu);
+  wd_deadline = -1;
+  if (wd_started) pthread_cond_signal(&wd_cv);
+  pthread_mutex_unlock(&wd_mu);
+  return make_undefined(env);
+}
+
+static napi_value js_exec_replace(napi_env env, napi_callback_info info) {
+  ARGS(4);
+  int32_t keep = -1;
+  if (argc < 3) return throw_type(env, "execReplace: path, argv and envp are required");
+  if (argc > 3 && !arg_int(env, argv, argc, 3, &keep, "execReplace: keepFd must be a number")) return NULL;
+  char *path = dup_string(env, argv[0]);
+  char **args = dup_string_array(env, argv[1]);
+  char **envp = dup_string_array(env, argv[2]);
+  if (!path || !args || !envp) {
+    free(path);
+    free_string_array(args);
+    free_string_array(envp);
+    return throw_type(env, "execReplace: path must be a string, argv and envp arrays of strings");
+  }
+  replace_image(path, args, envp, keep);
+  int e = errno;
+  free(path);
+  free_string_array(args);
+  free_string_array(envp);
+  return throw_errno(env, "execve", e);
+}
+
+// ---------------------------------------------------------------------------
 // errno helpers
 
 static napi_value js_errno_name(napi_env env, napi_callback_info info) {
@@ -462,6 +974,17 @@ NAPI_MODULE_INIT() {
       {"nlRecv", NULL, js_nl_recv, NULL, NULL, NULL, napi_enumerable, NULL},
       {"errnoName", NULL, js_errno_name, NULL, NULL, NULL, napi_enumerable, NULL},
       {"errnoMessage", NULL, js_errno_message, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"listenUnix", NULL, js_listen_unix, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"acceptUnix", NULL, js_accept_unix, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"connectUnix", NULL, js_connect_unix, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"peerCred", NULL, js_peer_cred, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"recvMsg", NULL, js_recv_msg, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"sendAll", NULL, js_send_all, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setCloexec", NULL, js_set_cloexec, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"watchdogSet", NULL, js_watchdog_set, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"watchdogArm", NULL, js_watchdog_arm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"watchdogDisarm", NULL, js_watchdog_disarm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"execReplace", NULL, js_exec_replace, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props) != napi_ok) return NULL;
   return exports;

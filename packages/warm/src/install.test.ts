@@ -1,0 +1,180 @@
+// scripts/install --warm / --cold against temporary directories only.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import {
+  installMode,
+  ModeInstallError,
+  type ModeInstallOptions,
+  parseModeArgs,
+  warmPlugins,
+} from './install.ts';
+import { isWarmClient } from './serve.ts';
+
+const base = mkdtempSync(join(tmpdir(), 'cnikit-warm-install-'));
+after(() => rmSync(base, { recursive: true, force: true }));
+let n = 0;
+const NAMES = ['bridge', 'host-local', 'loopback'];
+
+/** A fake dist-bin: cnikit + links, cnitool, warm/cnikit-client + links, warm/cnikit. */
+function fakeDist(cold = 'cold-v1', client = 'client-v1'): string {
+  const dir = join(base, `dist-${n++}`);
+  mkdirSync(join(dir, 'warm'), { recursive: true });
+  writeFileSync(join(dir, 'cnikit'), cold, { mode: 0o755 });
+  for (const name of [...NAMES, 'cnitool']) linkSync(join(dir, 'cnikit'), join(dir, name));
+  writeFileSync(join(dir, 'warm', 'cnikit-client'), client, { mode: 0o755 });
+  for (const name of NAMES) linkSync(join(dir, 'warm', 'cnikit-client'), join(dir, 'warm', name));
+  linkSync(join(dir, 'cnikit'), join(dir, 'warm', 'cnikit'));
+  return dir;
+}
+
+function opts(
+  source: string,
+  mode: 'warm' | 'cold',
+  extra: Partial<ModeInstallOptions> = {},
+): ModeInstallOptions {
+  const target = extra.target ?? join(base, `dst-${n}`);
+  return {
+    mode,
+    source,
+    target,
+    systemdDir: join(base, `units-${n++}`),
+    socket: '/run/cnikit/cnikit.sock',
+    dryRun: false,
+    out: () => {},
+    ...extra,
+  };
+}
+
+const ino = (p: string) => statSync(p).ino;
+
+describe('install --warm / --cold', () => {
+  test('warmPlugins lists the links of the client', () => {
+    assert.deepEqual(warmPlugins(fakeDist()), NAMES);
+    assert.throws(() => warmPlugins(join(base, 'nope')), ModeInstallError);
+  });
+
+  test('--warm: cold executable, client, plugin names link the client, cnitool stays cold, units written', () => {
+    const o = opts(fakeDist(), 'warm');
+    writeFileSync(join(base, 'other-file'), 'x');
+    mkdirSync(o.target, { recursive: true });
+    writeFileSync(join(o.target, 'macvlan'), 'go-macvlan');
+    installMode(o);
+    assert.deepEqual(readdirSync(o.target).sort(), [
+      'bridge',
+      'cnikit',
+      'cnikit-client',
+      'cnitool',
+      'host-local',
+      'loopback',
+      'macvlan',
+    ]);
+    for (const name of NAMES) {
+      assert.equal(ino(join(o.target, name)), ino(join(o.target, 'cnikit-client')), name);
+      assert.ok(isWarmClient(join(o.target, name)));
+    }
+    assert.equal(ino(join(o.target, 'cnitool')), ino(join(o.target, 'cnikit')));
+    assert.ok(!isWarmClient(join(o.target, 'cnitool')));
+    assert.equal(readFileSync(join(o.target, 'macvlan'), 'utf8'), 'go-macvlan', 'other files untouched');
+    assert.equal(statSync(join(o.target, 'cnikit-client')).mode & 0o777, 0o755);
+    const svc = readFileSync(join(o.systemdDir, 'cnikit.service'), 'utf8');
+    assert.match(
+      svc,
+      new RegExp(`ExecStart=${join(o.target, 'cnikit')} serve --socket /run/cnikit/cnikit.sock`),
+    );
+    assert.match(
+      readFileSync(join(o.systemdDir, 'cnikit.socket'), 'utf8'),
+      /ListenStream=\/run\/cnikit\/cnikit.sock/,
+    );
+    assert.equal(statSync(join(o.systemdDir, 'cnikit.socket')).mode & 0o777, 0o644);
+    assert.deepEqual(
+      readdirSync(o.target).filter((f) => f.startsWith('.cnikit-tmp')),
+      [],
+      'no temporary files left',
+    );
+  });
+
+  test('--warm twice changes nothing; --cold switches back and removes the client', () => {
+    const src = fakeDist();
+    const o = opts(src, 'warm');
+    installMode(o);
+    const before = ino(join(o.target, 'bridge'));
+    const again = installMode({ ...o });
+    assert.ok(
+      again.every((s) => s.action === 'unchanged'),
+      JSON.stringify(again),
+    );
+    assert.equal(ino(join(o.target, 'bridge')), before);
+    const lines: string[] = [];
+    installMode({ ...o, mode: 'cold', out: (l) => lines.push(l) });
+    for (const name of [...NAMES, 'cnitool'])
+      assert.equal(ino(join(o.target, name)), ino(join(o.target, 'cnikit')), name);
+    assert.ok(!existsSync(join(o.target, 'cnikit-client')));
+    assert.equal(readFileSync(join(o.target, 'bridge'), 'utf8'), 'cold-v1');
+    assert.match(lines.join('\n'), /systemctl disable --now cnikit.socket/);
+    assert.ok(existsSync(join(o.systemdDir, 'cnikit.service')), 'unit files stay for the operator');
+  });
+
+  test('an upgrade replaces both executables and relinks every name', () => {
+    const o = opts(fakeDist('cold-v1', 'client-v1'), 'warm');
+    installMode(o);
+    installMode({ ...o, source: fakeDist('cold-v2', 'client-v2') });
+    assert.equal(readFileSync(join(o.target, 'bridge'), 'utf8'), 'client-v2');
+    assert.equal(readFileSync(join(o.target, 'cnitool'), 'utf8'), 'cold-v2');
+    assert.equal(ino(join(o.target, 'loopback')), ino(join(o.target, 'cnikit-client')));
+  });
+
+  test('--dry-run changes nothing', () => {
+    const o = opts(fakeDist(), 'warm', { dryRun: true });
+    const lines: string[] = [];
+    const steps = installMode({ ...o, out: (l) => lines.push(l) });
+    assert.ok(!existsSync(o.target));
+    assert.ok(!existsSync(o.systemdDir));
+    assert.ok(steps.some((s) => s.action === 'write'));
+    assert.match(lines[0] ?? '', /would switch/);
+  });
+
+  test('argument errors', () => {
+    const d = { source: '/x', out: () => {} };
+    assert.throws(() => parseModeArgs(['--warm', '--cold'], d), /exactly one of --warm and --cold/);
+    assert.throws(() => parseModeArgs(['--warm', '--backend', 'sea'], d), /unknown argument "--backend"/);
+    assert.throws(() => parseModeArgs(['--warm', '--target'], d), /--target needs a value/);
+    const o = parseModeArgs(['--cold', '--target=/t', '--systemd-dir', '/u', '--socket', '/s.sock'], d);
+    assert.deepEqual([o.mode, o.target, o.systemdDir, o.socket], ['cold', '/t', '/u', '/s.sock']);
+    assert.throws(() => installMode(opts(join(base, 'missing'), 'warm')), /run `npm run build` first/);
+  });
+
+  test('scripts/install --warm runs end to end (temporary target, temporary systemd dir)', () => {
+    const src = fakeDist();
+    const target = join(base, `cli-${n++}`);
+    const units = join(base, `cli-units-${n++}`);
+    const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+    const r = spawnSync(
+      join(root, 'scripts', 'install'),
+      ['--warm', '--source', src, '--target', target, '--systemd-dir', units],
+      {
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /systemctl daemon-reload && systemctl enable --now cnikit.socket/);
+    assert.equal(ino(join(target, 'bridge')), ino(join(target, 'cnikit-client')));
+    const bad = spawnSync(join(root, 'scripts', 'install'), ['--warm', '--cold'], { encoding: 'utf8' });
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /exactly one of --warm and --cold/);
+  });
+});

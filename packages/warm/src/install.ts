@@ -1,0 +1,287 @@
+/**
+ * `scripts/install --warm | --cold [--target DIR] [--source DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]`
+ *
+ * --warm: DIR/cnikit (the cold executable, unchanged when identical), DIR/cnikit-client, and every plugin name
+ *   (DIR/bridge, …) made a hard link of cnikit-client; DIR/cnitool stays a link of cnikit. Writes cnikit.socket and
+ *   cnikit.service into the systemd directory (default /etc/systemd/system). Enables and starts nothing: the operator
+ *   runs `systemctl daemon-reload && systemctl enable --now cnikit.socket`. Until the service runs, every client
+ *   execs the cold executable, so warm mode can be installed before the service is enabled.
+ * --cold: every plugin name back to a hard link of DIR/cnikit, DIR/cnikit-client removed; unit files stay (stop and
+ *   disable them with systemctl).
+ *
+ * Every file is written under a temporary name in its directory, fsynced and renamed over the old one, and every
+ * link is made under a temporary name and renamed: a runtime executing DIR/bridge at any moment runs the complete
+ * old or the complete new file (cold or warm; both answer the same). Files other than cnikit, cnikit-client, cnitool
+ * and the plugin names are never touched.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { CLIENT_FILE, COLD_FILE } from './build-client.ts';
+import { DEFAULT_SOCKET } from './protocol.ts';
+import { SERVICE_UNIT, SOCKET_UNIT, systemdUnits } from './systemd.ts';
+
+export const TOOL_FILE = 'cnitool';
+
+export interface ModeInstallOptions {
+  mode: 'warm' | 'cold';
+  /** dist-bin (holds cnikit and warm/). */
+  source: string;
+  target: string;
+  systemdDir: string;
+  socket: string;
+  dryRun: boolean;
+  out: (line: string) => void;
+}
+
+export class ModeInstallError extends Error {}
+
+function sameContent(a: string, b: string): boolean {
+  try {
+    const sa = statSync(a);
+    const sb = statSync(b);
+    if (!sa.isFile() || !sb.isFile() || sa.size !== sb.size) return false;
+    return readFileSync(a).equals(readFileSync(b));
+  } catch {
+    return false;
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function tmpName(dir: string, tag: string): string {
+  return join(dir, `.cnikit-tmp-${tag}-${process.pid}-${randomBytes(4).toString('hex')}`);
+}
+
+/** Writes `data` to `dst` atomically (O_EXCL temp file in the same directory, fsync, rename). */
+export function writeFileAtomic(dst: string, data: Uint8Array, mode: number): void {
+  const tmp = tmpName(dirname(dst), 'file');
+  const fd = openSync(
+    tmp,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    mode,
+  );
+  try {
+    let off = 0;
+    while (off < data.length) off += writeSync(fd, data, off, data.length - off);
+    fsyncSync(fd);
+  } catch (e) {
+    closeSync(fd);
+    unlinkSync(tmp);
+    throw e;
+  }
+  closeSync(fd);
+  try {
+    renameSync(tmp, dst);
+  } catch (e) {
+    unlinkSync(tmp);
+    throw e;
+  }
+}
+
+function linkFileAtomic(src: string, dst: string): void {
+  const tmp = tmpName(dirname(dst), 'link');
+  linkSync(src, tmp);
+  try {
+    renameSync(tmp, dst);
+  } catch (e) {
+    unlinkSync(tmp);
+    throw e;
+  }
+}
+
+/** The plugin names of a built dist-bin: the hard links of warm/cnikit-client. */
+export function warmPlugins(source: string): string[] {
+  const client = join(source, 'warm', CLIENT_FILE);
+  let ino: number;
+  try {
+    ino = statSync(client).ino;
+  } catch {
+    throw new ModeInstallError(`${client} not found: run \`npm run build\` first`);
+  }
+  return readdirSync(join(source, 'warm'))
+    .filter((n) => n !== CLIENT_FILE && !n.startsWith('.'))
+    .filter((n) => {
+      const st = lstatSync(join(source, 'warm', n));
+      return st.isFile() && st.ino === ino;
+    })
+    .sort();
+}
+
+export interface ModeStep {
+  name: string;
+  action: 'write' | 'unchanged' | 'link' | 'remove' | 'unit';
+  detail: string;
+}
+
+export function installMode(o: ModeInstallOptions): ModeStep[] {
+  const source = resolve(o.source);
+  const target = resolve(o.target);
+  const cold = join(source, COLD_FILE);
+  const client = join(source, 'warm', CLIENT_FILE);
+  if (!existsSync(cold)) throw new ModeInstallError(`${cold} not found: run \`npm run build\` first`);
+  const names = warmPlugins(source);
+  const steps: ModeStep[] = [];
+  const dstCold = join(target, COLD_FILE);
+  const dstClient = join(target, CLIENT_FILE);
+  steps.push(
+    sameContent(cold, dstCold)
+      ? { name: COLD_FILE, action: 'unchanged', detail: 'same content' }
+      : { name: COLD_FILE, action: 'write', detail: `copy ${cold}` },
+  );
+  if (o.mode === 'warm') {
+    steps.push(
+      sameContent(client, dstClient)
+        ? { name: CLIENT_FILE, action: 'unchanged', detail: 'same content' }
+        : { name: CLIENT_FILE, action: 'write', detail: `copy ${client}` },
+    );
+  }
+  const linkTo = o.mode === 'warm' ? CLIENT_FILE : COLD_FILE;
+  for (const n of [...names, TOOL_FILE]) {
+    const to = n === TOOL_FILE ? COLD_FILE : linkTo;
+    const cur = existsSync(join(target, n)) ? lstatSync(join(target, n)) : undefined;
+    const dstTo = join(target, to);
+    const same =
+      cur !== undefined &&
+      existsSync(dstTo) &&
+      cur.ino === statSync(dstTo).ino &&
+      !steps.some((s) => s.name === to && s.action === 'write');
+    steps.push(
+      same
+        ? { name: n, action: 'unchanged', detail: `already a link to ${to}` }
+        : { name: n, action: 'link', detail: `hard link to ${to}` },
+    );
+  }
+  if (o.mode === 'cold' && existsSync(dstClient))
+    steps.push({ name: CLIENT_FILE, action: 'remove', detail: 'warm mode off' });
+  const units = systemdUnits({ exe: dstCold, socket: o.socket });
+  if (o.mode === 'warm') {
+    for (const [unit, text] of Object.entries(units)) {
+      const p = join(o.systemdDir, unit);
+      const cur = existsSync(p) ? readFileSync(p, 'utf8') : undefined;
+      steps.push({
+        name: p,
+        action: cur === text ? 'unchanged' : 'unit',
+        detail: cur === text ? 'same content' : 'write unit',
+      });
+    }
+  }
+
+  o.out(`${o.dryRun ? 'would switch' : 'switching'} ${target} to ${o.mode} mode`);
+  for (const s of steps) o.out(`  ${s.action.padEnd(9)} ${s.name}: ${s.detail}`);
+  if (o.dryRun) return steps;
+
+  for (const dir of o.mode === 'warm' ? [target, o.systemdDir] : [target]) {
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o755 });
+    } catch (e) {
+      throw new ModeInstallError(`cannot create ${dir}: ${(e as Error).message}`);
+    }
+  }
+  try {
+    for (const s of steps) {
+      if (s.action === 'write')
+        writeFileAtomic(join(target, s.name), readFileSync(s.name === COLD_FILE ? cold : client), 0o755);
+    }
+    for (const s of steps) {
+      if (s.action !== 'link') continue;
+      linkFileAtomic(join(target, s.name === TOOL_FILE ? COLD_FILE : linkTo), join(target, s.name));
+    }
+    for (const s of steps) if (s.action === 'remove') unlinkSync(join(target, s.name));
+    fsyncDir(target);
+    for (const s of steps) {
+      if (s.action !== 'unit') continue;
+      const unit = s.name.slice(o.systemdDir.length + 1);
+      writeFileAtomic(s.name, Buffer.from(units[unit] as string), 0o644);
+    }
+    if (o.mode === 'warm') fsyncDir(o.systemdDir);
+  } catch (e) {
+    if (e instanceof ModeInstallError) throw e;
+    throw new ModeInstallError(`cannot install into ${target}: ${(e as Error).message}`);
+  }
+  if (o.mode === 'warm') {
+    o.out(`done. Enable the service: systemctl daemon-reload && systemctl enable --now ${SOCKET_UNIT}`);
+    o.out(`(until it runs, every plugin call execs ${dstCold}; check it with: ${dstCold} serve --check)`);
+  } else {
+    o.out(`done. If the service was enabled: systemctl disable --now ${SOCKET_UNIT} ${SERVICE_UNIT}`);
+  }
+  return steps;
+}
+
+export const MODE_USAGE =
+  'usage: scripts/install --warm|--cold [--target DIR] [--source DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]\n';
+
+export function parseModeArgs(
+  argv: readonly string[],
+  defaults: { source: string; out: (l: string) => void },
+): ModeInstallOptions {
+  const o: ModeInstallOptions = {
+    mode: 'warm',
+    source: defaults.source,
+    target: '/opt/cni/bin',
+    systemdDir: '/etc/systemd/system',
+    socket: DEFAULT_SOCKET,
+    dryRun: false,
+    out: defaults.out,
+  };
+  let modes = 0;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const value = (flag: string) => {
+      const eq = a.indexOf('=');
+      if (eq >= 0) return a.slice(eq + 1);
+      const v = argv[++i];
+      if (!v) throw new ModeInstallError(`${flag} needs a value\n${MODE_USAGE}`);
+      return v;
+    };
+    if (a === '--warm' || a === '--cold') {
+      o.mode = a === '--warm' ? 'warm' : 'cold';
+      modes++;
+    } else if (a === '--dry-run' || a === '-n') o.dryRun = true;
+    else if (a === '--target' || a.startsWith('--target=')) o.target = value('--target');
+    else if (a === '--source' || a.startsWith('--source=')) o.source = value('--source');
+    else if (a === '--systemd-dir' || a.startsWith('--systemd-dir='))
+      o.systemdDir = resolve(value('--systemd-dir'));
+    else if (a === '--socket' || a.startsWith('--socket=')) o.socket = value('--socket');
+    else
+      throw new ModeInstallError(`unknown argument ${JSON.stringify(a)} with --warm/--cold\n${MODE_USAGE}`);
+  }
+  if (modes !== 1) throw new ModeInstallError(`give exactly one of --warm and --cold\n${MODE_USAGE}`);
+  return o;
+}
+
+/** CLI entry used by scripts/install.ts for --warm/--cold. Returns the exit code. */
+export function modeCli(
+  argv: readonly string[],
+  defaults: { source: string; out: (l: string) => void },
+): number {
+  try {
+    installMode(parseModeArgs(argv, defaults));
+    return 0;
+  } catch (e) {
+    process.stderr.write(`install: ${(e as Error).message}\n`);
+    return 1;
+  }
+}

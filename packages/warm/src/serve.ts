@@ -1,0 +1,662 @@
+/**
+ * `cnikit serve [--socket PATH] [--deadline-ms N] [--verbose] [--check]`: the multicall executable as a resident
+ * service for warm mode (cnikit-client forwards each plugin call to it). Protocol: ./protocol.ts, README.md.
+ *
+ * Concurrency model: one request at a time, on the JavaScript main thread. For each connection the service sends
+ * the hello, reads the request (argv0 name, forwarded environment, the caller's network namespace as a descriptor),
+ * moves the main thread into the caller's network namespace (setns), runs the request through the same skel
+ * dispatcher as an exec'd plugin (`dispatch`), and always moves the thread back to its own namespace before it
+ * answers — whatever the request did. The next connection waits in the socket's backlog (a client that sees no
+ * hello within its short deadline runs the cold executable instead). The request's promise races a per-request
+ * deadline: when it does not settle in time the caller gets code 11 ("try again later") and the service, which may
+ * still hold the abandoned request's continuations, replaces itself with a fresh process image (execve of its own
+ * executable, same pid, the listening socket handed over as descriptor 3 like systemd's LISTEN_FDS): nothing of a
+ * hung request can run in a later request's namespace. A request stuck in synchronous code never yields to that
+ * timer: a native watchdog thread (armed per request) does the same re-exec WATCHDOG_GRACE_MS after the deadline,
+ * and the client reports the lost connection as code 11. A request that throws is answered like cold mode (the
+ * dispatcher turns every error into a CNI error object). The same re-exec happens between requests when the
+ * executable file was replaced (an upgrade), so the new version serves the next call.
+ */
+import { chmodSync, lstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import {
+  CniError,
+  dispatch,
+  ErrorCode,
+  findInPath,
+  type Plugin,
+  type PluginIO,
+  registerInProcess,
+  splitPathList,
+} from '@cnikit/skel';
+import {
+  acceptUnix,
+  CLONE_NEWNET,
+  closeFd,
+  connectUnix,
+  errnoMessage,
+  execReplace,
+  isSysError,
+  listenUnix,
+  nsType,
+  peerCred,
+  setCloexec,
+  setns,
+  watchdogArm,
+  watchdogDisarm,
+  watchdogSet,
+} from '@cnikit/sys';
+import { Conn, TimeoutError } from './conn.ts';
+import {
+  cniErrorText,
+  DEFAULT_DEADLINE_MS,
+  DEFAULT_SOCKET,
+  decodeHello,
+  decodeReply,
+  decodeRequest,
+  decodeStdin,
+  encodeFrame,
+  encodeHello,
+  encodeReply,
+  encodeRequest,
+  encodeStdin,
+  FLAG_STDOUT_CLOSED,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  type Reply,
+  T_NEED_STDIN,
+  T_REPLY,
+  T_REQUEST,
+  T_STDIN,
+} from './protocol.ts';
+
+/** The file name of the client executable; the per-plugin names are hard links of it. */
+export const CLIENT_NAME = 'cnikit-client';
+export { DEFAULT_DEADLINE_MS };
+
+/** How long a connected client may take to send its request after the hello. */
+const REQUEST_READ_MS = 5_000;
+/** How often the accept loop wakes up to check signals and the executable file when idle. */
+const IDLE_POLL_MS = 250;
+/** How long after the deadline the watchdog replaces a process whose main thread is stuck in synchronous code. */
+const WATCHDOG_GRACE_MS = 2_000;
+/** Set across a re-exec when the socket file is the service's own (not systemd's). */
+const OWNED_ENV = 'CNIKIT_SERVE_SOCKET_OWNED';
+/** Exit code when the process cannot return to its own namespace, or cannot re-exec itself. */
+const EX_SOFTWARE = 70;
+
+export interface ServeContext {
+  /** Every plugin of the executable (loaded: a warm service evaluates them once, at start). */
+  plugins: readonly Plugin[];
+  /** Answers an invocation under a name that is no plugin, exactly as the cold executable does (exit code). */
+  unknown(name: string, io: PluginIO): number;
+  /** argv[0] to re-execute the service with (the name that selected the multicall executable). */
+  argv0: string;
+}
+
+export interface ServeOptions {
+  socket: string;
+  check: boolean;
+  deadlineMs: number;
+  verbose: boolean;
+}
+
+export const SERVE_USAGE =
+  'usage: cnikit serve [--socket PATH] [--deadline-ms N] [--verbose]   (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock)\n' +
+  '       cnikit serve --check [--socket PATH]                          (exit 0 when the service answers)\n';
+
+export function parseServeArgs(
+  args: readonly string[],
+  env: Record<string, string | undefined> = process.env,
+): ServeOptions | { error: string } | 'help' {
+  const opts: ServeOptions = {
+    socket: env.CNIKIT_SOCKET || DEFAULT_SOCKET,
+    check: false,
+    deadlineMs: DEFAULT_DEADLINE_MS,
+    verbose: false,
+  };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    const value = (): string | undefined => {
+      const eq = a.indexOf('=');
+      if (eq >= 0) return a.slice(eq + 1);
+      const v = args[++i];
+      return v === undefined || v === '' ? undefined : v;
+    };
+    if (a === '--check') opts.check = true;
+    else if (a === '--verbose' || a === '-v') opts.verbose = true;
+    else if (a === '--help' || a === '-h') return 'help';
+    else if (a === '--socket' || a.startsWith('--socket=')) {
+      const v = value();
+      if (!v) return { error: '--socket needs a path' };
+      if (!v.startsWith('/')) return { error: `--socket must be an absolute path, got ${JSON.stringify(v)}` };
+      opts.socket = v;
+    } else if (a === '--deadline-ms' || a.startsWith('--deadline-ms=')) {
+      const v = value();
+      const n = Number(v);
+      if (!v || !Number.isInteger(n) || n < 100 || n > 3_600_000) {
+        return {
+          error: `--deadline-ms must be an integer between 100 and 3600000, got ${JSON.stringify(v)}`,
+        };
+      }
+      opts.deadlineMs = n;
+    } else return { error: `unknown argument ${JSON.stringify(a)}` };
+  }
+  return opts;
+}
+
+function log(msg: string): void {
+  try {
+    writeSync(2, `cnikit serve[${process.pid}]: ${msg}\n`);
+  } catch {
+    // no log: keep serving
+  }
+}
+
+function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** The reading errors the cold executable names (Go's wording); others use the errno text. */
+const STDIN_ERRNO: Record<number, string> = {
+  5: 'input/output error',
+  6: 'no such device or address',
+  9: 'bad file descriptor',
+  21: 'is a directory',
+  22: 'invalid argument',
+  104: 'connection reset by peer',
+  107: 'transport endpoint is not connected',
+};
+
+const closedStdout = {
+  write(): never {
+    throw Object.assign(new Error('stdout is closed'), { code: 'EBADF' });
+  },
+};
+
+interface FileId {
+  dev: bigint;
+  ino: bigint;
+}
+
+function fileId(path: string): FileId | undefined {
+  try {
+    const st = statSync(path, { bigint: true });
+    return { dev: st.dev, ino: st.ino };
+  } catch {
+    return undefined;
+  }
+}
+
+function fileStamp(path: string): string {
+  try {
+    const st = statSync(path, { bigint: true });
+    return `${st.dev}:${st.ino}:${st.mtimeNs}`;
+  } catch {
+    return '-';
+  }
+}
+
+/** Whether `path` is a warm client: the same file as `cnikit-client` in its directory. */
+export function isWarmClient(path: string): boolean {
+  const a = fileId(path);
+  const b = fileId(join(dirname(path), CLIENT_NAME));
+  return a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino;
+}
+
+export class Service {
+  readonly opts: ServeOptions;
+  readonly ctx: ServeContext;
+  readonly #byName: Map<string, Plugin>;
+  #listenFd = -1;
+  #homeFd = -1;
+  #activated = false;
+  #stopping = false;
+  #tainted = false;
+  #exe: FileId | undefined;
+  #served = 0;
+  #sinceGc = 0;
+  #watchdog = false;
+  #routes = new Map<string, { stamp: string; names: Set<string> }>();
+
+  constructor(opts: ServeOptions, ctx: ServeContext) {
+    this.opts = opts;
+    this.ctx = ctx;
+    this.#byName = new Map(ctx.plugins.map((p) => [p.name, p]));
+  }
+
+  /** Opens the listening socket (or takes the one handed over in LISTEN_FDS) and the home namespace. */
+  start(): void {
+    this.#homeFd = openSync('/proc/thread-self/ns/net', 'r');
+    setCloexec(this.#homeFd, true);
+    this.#exe = fileId('/proc/self/exe');
+    const env = process.env;
+    if (env.LISTEN_FDS === '1' && env.LISTEN_PID === String(process.pid)) {
+      // systemd socket activation, or our own re-exec: the socket is descriptor 3
+      this.#listenFd = 3;
+      // our own re-exec marks a socket file that this service created (and removes when it stops)
+      this.#activated = env[OWNED_ENV] !== '1';
+      setCloexec(3, true);
+      delete env.LISTEN_FDS;
+      delete env.LISTEN_PID;
+      delete env.LISTEN_FDNAMES;
+      delete env[OWNED_ENV];
+      log(`serving on the inherited socket (descriptor 3), deadline ${this.opts.deadlineMs} ms`);
+    } else {
+      this.#listenFd = openSocket(this.opts.socket);
+      log(`serving on ${this.opts.socket}, deadline ${this.opts.deadlineMs} ms`);
+    }
+    if (process.geteuid?.() !== 0)
+      log('warning: not running as root; clients only talk to a service of uid 0');
+    for (const p of this.ctx.plugins) registerInProcess(p);
+    if (process.env.CNIKIT_BUNDLED === '1') {
+      // a request stuck in synchronous code (a tool exec that never returns) cannot reach the JavaScript deadline:
+      // the watchdog thread replaces the process image WATCHDOG_GRACE_MS after the deadline
+      const { argv, envp } = this.reexecCommand();
+      watchdogSet(process.execPath, argv, envp, this.#listenFd);
+      this.#watchdog = true;
+    }
+    const stop = (sig: string) => {
+      if (!this.#stopping) log(`${sig}: stopping after the current request`);
+      this.#stopping = true;
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+  }
+
+  /** The accept loop; resolves when the service was asked to stop. */
+  async run(): Promise<void> {
+    while (!this.#stopping) {
+      const c = acceptUnix(this.#listenFd, IDLE_POLL_MS);
+      if (!c && this.#sinceGc > 0) {
+        // idle: collect the garbage of the requests served since the last collection, so the resident size
+        // returns to its steady state between bursts (Bun.gc under Bun; global gc() only when Node exposes it)
+        this.#sinceGc = 0;
+        const g = globalThis as { Bun?: { gc?: (sync: boolean) => void }; gc?: () => void };
+        if (g.Bun?.gc) g.Bun.gc(true);
+        else g.gc?.();
+      }
+      if (c) {
+        if (c.uid !== 0) {
+          log(`refused a client of uid ${c.uid} (pid ${c.pid}): only root may use the service`);
+          closeFd(c.fd);
+        } else {
+          await this.handle(c.fd, c.pid);
+        }
+      }
+      // let signal handlers and timers run between connections
+      await new Promise((r) => setImmediate(r));
+      if (this.#tainted) this.reexec('a request exceeded its deadline');
+      else if (this.exeReplaced()) this.reexec(`${process.execPath} was replaced`);
+    }
+    closeFd(this.#listenFd);
+    if (!this.#activated) {
+      try {
+        if (lstatSync(this.opts.socket).isSocket()) unlinkSync(this.opts.socket);
+      } catch {
+        // already gone
+      }
+    }
+    log(`stopped after ${this.#served} request(s)`);
+  }
+
+  exeReplaced(): boolean {
+    if (!this.#exe || process.env.CNIKIT_BUNDLED !== '1') return false;
+    const now = fileId(process.execPath);
+    return now !== undefined && (now.dev !== this.#exe.dev || now.ino !== this.#exe.ino);
+  }
+
+  /** The command line and environment that replace this process with a fresh image serving the same socket. */
+  reexecCommand(): { argv: string[]; envp: string[] } {
+    const envp: string[] = [];
+    for (const [k, v] of Object.entries(process.env)) {
+      if (v !== undefined && !['LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES', OWNED_ENV].includes(k)) {
+        envp.push(`${k}=${v}`);
+      }
+    }
+    envp.push('LISTEN_FDS=1', `LISTEN_PID=${process.pid}`);
+    if (!this.#activated) envp.push(`${OWNED_ENV}=1`);
+    const args = [
+      'serve',
+      '--deadline-ms',
+      String(this.opts.deadlineMs),
+      ...(this.opts.verbose ? ['--verbose'] : []),
+    ];
+    if (!this.#activated) args.push('--socket', this.opts.socket);
+    return { argv: [this.ctx.argv0, ...args], envp };
+  }
+
+  reexec(reason: string): never {
+    log(`re-executing ${process.execPath}: ${reason}`);
+    if (process.env.CNIKIT_BUNDLED !== '1') {
+      log('not a compiled executable (running from source): exiting for the service manager to restart it');
+      process.exit(75);
+    }
+    const { argv, envp } = this.reexecCommand();
+    try {
+      execReplace(process.execPath, argv, envp, this.#listenFd);
+    } catch (e) {
+      log(`cannot re-execute: ${errText(e)}; exiting`);
+    }
+    process.exit(EX_SOFTWARE);
+  }
+
+  /** One connection: hello, request, run, reply. Never throws. */
+  async handle(fd: number, pid: number): Promise<void> {
+    const conn = new Conn(fd);
+    let netns = -1;
+    const tAccept = performance.now();
+    try {
+      conn.send(
+        encodeHello({ version: PROTOCOL_VERSION, pid: process.pid, deadlineMs: this.opts.deadlineMs }),
+        1000,
+      );
+      const f = conn.readFrame(performance.now() + REQUEST_READ_MS);
+      if (f.type !== T_REQUEST) throw new ProtocolError(`expected a request frame, got type ${f.type}`);
+      const fds = conn.takeFds();
+      netns = fds.shift() ?? -1;
+      for (const extra of fds) closeFd(extra);
+      const req = decodeRequest(f.body);
+      const tRequest = performance.now();
+      if (this.#watchdog) watchdogArm(this.opts.deadlineMs + WATCHDOG_GRACE_MS);
+      let reply: Reply;
+      try {
+        reply = await this.run1(conn, req, netns);
+      } finally {
+        if (this.#watchdog) watchdogDisarm();
+      }
+      const tRun = performance.now();
+      this.#served++;
+      this.#sinceGc++;
+      conn.send(encodeReply(reply), 5000);
+      if (this.opts.verbose) {
+        log(
+          `pid ${pid}: ${req.name} ${req.env.CNI_COMMAND ?? ''} → exit ${reply.code} (${(tRun - tRequest).toFixed(1)} ms; hello+request ${(tRequest - tAccept).toFixed(2)} ms)`,
+        );
+      }
+    } catch (e) {
+      if (e instanceof ProtocolError || e instanceof TimeoutError) log(`client pid ${pid}: ${errText(e)}`);
+      else if (isSysError(e) && (e.code === 'EPIPE' || e.code === 'ECONNRESET'))
+        log(`client pid ${pid} went away`);
+      else
+        log(
+          `client pid ${pid}: unexpected error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`,
+        );
+    } finally {
+      if (netns >= 0) closeFd(netns);
+      conn.close();
+    }
+  }
+
+  /** Delegates that resolve in CNI_PATH to a warm client run in-process (they would reach this service anyway). */
+  routeDelegates(cniPath: string | undefined): void {
+    const dirs = splitPathList(cniPath);
+    // the answer only changes when an entry of a CNI_PATH directory is added, removed or renamed over (an install),
+    // which changes the directory's mtime: cached per CNI_PATH, checked with one stat per directory
+    const stamp = dirs.map((d) => fileStamp(d)).join(' ');
+    const key = cniPath ?? '';
+    let clients = this.#routes.get(key);
+    if (!clients || clients.stamp !== stamp) {
+      const names = new Set<string>();
+      for (const p of this.ctx.plugins) {
+        try {
+          if (dirs.length > 0 && isWarmClient(findInPath(p.name, dirs))) names.add(p.name);
+        } catch {
+          // not in CNI_PATH: a delegation fails there as in cold mode
+        }
+      }
+      clients = { stamp, names };
+      if (this.#routes.size >= 64) this.#routes.clear();
+      this.#routes.set(key, clients);
+    }
+    for (const p of this.ctx.plugins) registerInProcess(p, { anyPath: clients.names.has(p.name) });
+  }
+
+  fetchStdin(conn: Conn, deadline: number): Uint8Array {
+    let got: { errno: number; data: Buffer };
+    try {
+      conn.send(encodeFrame(T_NEED_STDIN), Math.max(1, deadline - performance.now()));
+      const f = conn.readFrame(deadline);
+      if (f.type !== T_STDIN) throw new ProtocolError(`expected stdin, got frame type ${f.type}`);
+      got = decodeStdin(f.body);
+    } catch (e) {
+      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: ${errText(e)}`);
+    }
+    if (got.errno !== 0) {
+      const text = STDIN_ERRNO[got.errno] ?? errnoMessage(got.errno);
+      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
+    }
+    return got.data;
+  }
+
+  async run1(
+    conn: Conn,
+    req: { flags: number; name: string; env: Record<string, string> },
+    netns: number,
+  ): Promise<Reply> {
+    const enc = new TextEncoder();
+    if (netns < 0 || nsTypeOf(netns) !== CLONE_NEWNET) {
+      return errorReply(999, 'cnikit service: the request carried no network namespace descriptor');
+    }
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      ...req.env,
+    };
+    const deadline = performance.now() + this.opts.deadlineMs;
+    let stdout = '';
+    let stderr = '';
+    const io: PluginIO = {
+      env,
+      stdin: () => this.fetchStdin(conn, deadline),
+      stdout:
+        req.flags & FLAG_STDOUT_CLOSED
+          ? closedStdout
+          : {
+              write: (s: string) => {
+                stdout += s;
+                return true;
+              },
+            },
+      stderr: {
+        write: (s: string) => {
+          stderr += s;
+          return true;
+        },
+      },
+    };
+    const plugin = this.#byName.get(req.name);
+    if (plugin) this.routeDelegates(env.CNI_PATH);
+    try {
+      setns(netns);
+    } catch (e) {
+      return errorReply(
+        ErrorCode.TryAgainLater,
+        `cnikit service: cannot enter the caller's network namespace: ${errText(e)}`,
+      );
+    }
+    let timer: NodeJS.Timeout | undefined;
+    let outcome: number | 'timeout';
+    try {
+      const work = plugin
+        ? dispatch(plugin, io)
+        : Promise.resolve().then(() => this.ctx.unknown(req.name, io));
+      outcome = await Promise.race([
+        work,
+        new Promise<'timeout'>((resolve) => {
+          timer = setTimeout(() => resolve('timeout'), Math.max(0, deadline - performance.now()));
+        }),
+      ]);
+    } catch (e) {
+      outcome = 1;
+      stdout = cniErrorText(ErrorCode.Internal, errText(e));
+    } finally {
+      clearTimeout(timer);
+      this.goHome();
+    }
+    if (outcome === 'timeout') {
+      this.#tainted = true;
+      log(`${req.name} ${env.CNI_COMMAND ?? ''} exceeded the deadline of ${this.opts.deadlineMs} ms`);
+      return errorReply(
+        ErrorCode.TryAgainLater,
+        `cnikit service: the ${req.name} ${env.CNI_COMMAND ?? ''} request did not finish within ${this.opts.deadlineMs} ms`,
+        'the service abandoned the request and restarts; it may have been partly applied; try again later',
+      );
+    }
+    return { code: outcome, stdout: enc.encode(stdout), stderr: enc.encode(stderr) };
+  }
+
+  /** Back to the service's own namespace; a thread that cannot return must not serve anything else. */
+  goHome(): void {
+    try {
+      setns(this.#homeFd);
+    } catch (e) {
+      log(`fatal: cannot return to the service's network namespace: ${errText(e)}`);
+      process.exit(EX_SOFTWARE);
+    }
+  }
+}
+
+function nsTypeOf(fd: number): number {
+  try {
+    return nsType(fd);
+  } catch {
+    return -1;
+  }
+}
+
+function errorReply(code: number, msg: string, details?: string): Reply {
+  return {
+    code: 1,
+    stdout: new TextEncoder().encode(cniErrorText(code, msg, details)),
+    stderr: new Uint8Array(0),
+  };
+}
+
+/**
+ * Prepares the socket's directory (created 0700; an existing one must be a real directory of ours without
+ * group/other access), removes a stale socket (one nobody listens on), binds and sets the socket to 0600.
+ */
+export function openSocket(path: string): number {
+  const dir = dirname(path);
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw new Error(`cannot create ${dir}: ${errText(e)}`);
+  }
+  const st = lstatSync(dir);
+  const uid = process.geteuid?.() ?? 0;
+  if (!st.isDirectory()) throw new Error(`${dir} is not a directory; refusing to use it`);
+  if (st.uid !== uid) throw new Error(`${dir} is owned by uid ${st.uid}, not ${uid}; refusing to use it`);
+  if ((st.mode & 0o077) !== 0) {
+    throw new Error(`${dir} has mode ${(st.mode & 0o777).toString(8)}; expected 0700; refusing to use it`);
+  }
+  let existing: ReturnType<typeof lstatSync> | undefined;
+  try {
+    existing = lstatSync(path);
+  } catch {
+    existing = undefined;
+  }
+  if (existing) {
+    if (!existing.isSocket()) throw new Error(`${path} exists and is not a socket; refusing to replace it`);
+    let live = false;
+    try {
+      closeFd(connectUnix(path));
+      live = true;
+    } catch {
+      live = false;
+    }
+    if (live) throw new Error(`another service is already listening on ${path}`);
+    unlinkSync(path);
+  }
+  const fd = listenUnix(path, 128);
+  chmodSync(path, 0o600);
+  return fd;
+}
+
+/** `cnikit serve --check`: a VERSION call through the service. Returns the exit code. */
+export function check(opts: ServeOptions, ctx: ServeContext, out: (s: string) => void): number {
+  const t0 = performance.now();
+  let fd: number;
+  try {
+    fd = connectUnix(opts.socket);
+  } catch (e) {
+    out(`unhealthy: cannot connect to ${opts.socket}: ${errText(e)}\n`);
+    return 1;
+  }
+  const conn = new Conn(fd);
+  let ns = -1;
+  try {
+    const cred = peerCred(fd);
+    if (cred.uid !== 0) {
+      out(
+        `unhealthy: the service on ${opts.socket} runs as uid ${cred.uid}; clients only use a service of uid 0\n`,
+      );
+      return 1;
+    }
+    const hello = decodeHello(conn.readHello(performance.now() + 2000));
+    if (hello.version !== PROTOCOL_VERSION) {
+      out(`unhealthy: the service speaks protocol ${hello.version}, this executable ${PROTOCOL_VERSION}\n`);
+      return 1;
+    }
+    const probe = ctx.plugins.find((p) => p.name === 'loopback') ?? ctx.plugins[0];
+    if (!probe) {
+      out('unhealthy: this executable has no plugins\n');
+      return 1;
+    }
+    ns = openSync('/proc/thread-self/ns/net', 'r');
+    conn.send(encodeRequest({ flags: 0, name: probe.name, env: { CNI_COMMAND: 'VERSION' } }), 2000, [ns]);
+    const deadline = performance.now() + 10_000;
+    for (;;) {
+      const f = conn.readFrame(deadline);
+      if (f.type === T_NEED_STDIN) {
+        conn.send(encodeStdin(0, Buffer.from('{"cniVersion":"1.1.0"}')), 2000);
+        continue;
+      }
+      if (f.type !== T_REPLY) throw new ProtocolError(`unexpected frame type ${f.type}`);
+      const reply = decodeReply(f.body);
+      const text = Buffer.from(reply.stdout).toString('utf8');
+      if (reply.code !== 0 || !/"cniVersion"/.test(text)) {
+        out(`unhealthy: ${probe.name} VERSION answered exit ${reply.code}: ${text}\n`);
+        return 1;
+      }
+      out(
+        `ok: cnikit service pid ${hello.pid} on ${opts.socket}, protocol ${hello.version}, ${probe.name} VERSION in ${(performance.now() - t0).toFixed(1)} ms\n`,
+      );
+      return 0;
+    }
+  } catch (e) {
+    out(`unhealthy: ${errText(e)}\n`);
+    return 1;
+  } finally {
+    if (ns >= 0) closeFd(ns);
+    conn.close();
+  }
+}
+
+/** Entry of `cnikit serve …` (args after `serve`). Resolves to the exit code. */
+export async function serveMain(args: readonly string[], ctx: ServeContext): Promise<number> {
+  const opts = parseServeArgs(args);
+  if (opts === 'help') {
+    process.stdout.write(SERVE_USAGE);
+    return 0;
+  }
+  if ('error' in opts) {
+    process.stderr.write(`cnikit serve: ${opts.error}\n${SERVE_USAGE}`);
+    return 2;
+  }
+  if (opts.check) return check(opts, ctx, (s) => process.stdout.write(s));
+  // plugin code must not print on the service's stdout
+  const toStderr = console.error.bind(console);
+  console.log = toStderr;
+  console.info = toStderr;
+  console.debug = toStderr;
+  const service = new Service(opts, ctx);
+  try {
+    service.start();
+  } catch (e) {
+    log(`cannot start: ${errText(e)}`);
+    return 1;
+  }
+  await service.run();
+  return 0;
+}
