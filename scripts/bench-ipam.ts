@@ -16,7 +16,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { invokeInProcess } from '@cnikit/skel';
-import { type Cmd, cniEnv, goHostLocal, ourHostLocal } from '../plugins/host-local/src/exec-helpers.ts';
+import { goHostLocal, type Impl, ipamEnv, ourHostLocal } from '../plugins/host-local/src/exec-helpers.ts';
 import { plugin } from '../plugins/host-local/src/index.ts';
 
 const arg = (name: string, def: string) =>
@@ -49,9 +49,14 @@ function preload(dataDir: string, n: number): void {
   }
 }
 
-function timeExec(cmd: Cmd, env: Record<string, string>, stdin: string): number {
+function timeExec(cmd: Impl, env: Record<string, string>, stdin: string): number {
+  if (!('binary' in cmd.target)) throw new Error('dist-bin/host-local is missing: run `npm run build` first');
   const t0 = process.hrtime.bigint();
-  const r = spawnSync(cmd.file, cmd.args, { env: { ...env, ...cmd.env }, input: stdin, encoding: 'utf8' });
+  const r = spawnSync(cmd.target.binary, [], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    input: stdin,
+    encoding: 'utf8',
+  });
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   if (r.status !== 0)
     throw new Error(`${cmd.kind} ${env.CNI_COMMAND} failed (${r.status}): ${r.stdout}${r.stderr}`);
@@ -74,7 +79,7 @@ interface Series {
   both: number[];
 }
 
-function runScenario(name: string, impls: Cmd[], n: number) {
+function runScenario(name: string, impls: Impl[], n: number) {
   const dirs = impls.map(() => mkdtempSync(join(tmpdir(), 'cnikit-bench-ipam-')));
   try {
     for (const d of dirs) preload(d, n);
@@ -82,15 +87,15 @@ function runScenario(name: string, impls: Cmd[], n: number) {
     // one warm-up run each (page cache, binary mapping)
     impls.forEach((impl, k) => {
       const c = confFor(dirs[k]!);
-      timeExec(impl, cniEnv('ADD', 'warmup'), c);
-      timeExec(impl, cniEnv('DEL', 'warmup'), c);
+      timeExec(impl, ipamEnv('ADD', 'warmup'), c);
+      timeExec(impl, ipamEnv('DEL', 'warmup'), c);
     });
     for (let run = 0; run < RUNS; run++) {
       impls.forEach((impl, k) => {
         const c = confFor(dirs[k]!);
         const id = `bench-${run}`;
-        const a = timeExec(impl, cniEnv('ADD', id), c);
-        const d = timeExec(impl, cniEnv('DEL', id), c);
+        const a = timeExec(impl, ipamEnv('ADD', id), c);
+        const d = timeExec(impl, ipamEnv('DEL', id), c);
         series[k]!.add.push(a);
         series[k]!.del.push(d);
         series[k]!.both.push(a + d);
@@ -110,8 +115,8 @@ async function inProcess(n: number): Promise<number[]> {
     const out: number[] = [];
     for (let run = -1; run < RUNS; run++) {
       const t0 = process.hrtime.bigint();
-      const a = await invokeInProcess(plugin, cniEnv('ADD', `ip-${run}`), c);
-      const d = await invokeInProcess(plugin, cniEnv('DEL', `ip-${run}`), c);
+      const a = await invokeInProcess(plugin, ipamEnv('ADD', `ip-${run}`), c);
+      const d = await invokeInProcess(plugin, ipamEnv('DEL', `ip-${run}`), c);
       if (a.code !== 0 || d.code !== 0) throw new Error(`in-process failed: ${a.stdout} ${d.stdout}`);
       if (run >= 0) out.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
@@ -124,7 +129,7 @@ async function inProcess(n: number): Promise<number[]> {
 async function main(): Promise<void> {
   const ours = ourHostLocal();
   const go = goHostLocal();
-  const impls: Cmd[] = go ? [ours, go] : [ours];
+  const impls: Impl[] = go ? [ours, go] : [ours];
   const names = impls.map((i) => (i.kind === 'go' ? 'go' : `cnikit (${i.kind})`));
   const results = [
     runScenario('empty store', impls, 0),

@@ -56,8 +56,8 @@ async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('the demo creates network namespaces: run it as root');
   ensureBuilt();
   // Imported after the build so that a fresh clone gets its dependencies first.
-  const { createNamedNetns, deleteNamedNetns } = await import('@cnikit/testing');
-  const { Runtime } = await import('@cnikit/libcni');
+  const { createNamedNetns, deleteNamedNetns, enterNetns } = await import('@cnikit/testing');
+  const { CniConfig, confListFromObject } = await import('@cnikit/libcni');
 
   // What "as it was" means, checked at the end: the machine's own links, addresses and routes, and our namespaces gone.
   const machineState = () =>
@@ -70,20 +70,23 @@ async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'cnikit-demo-'));
   const namespaces: Array<{ name: string; path: string }> = [];
   const children: ChildProcess[] = [];
-  const attached: Array<() => void> = [];
+  const attached: Array<() => Promise<void>> = [];
+  // the plugins run as processes from this thread, moved into the private host namespace (like on a node)
+  let inHost: { restore(): void } | undefined;
   let cleaned = false;
-  const cleanup = () => {
+  const cleanup = async () => {
     if (cleaned) return;
     cleaned = true;
     step('tearing down');
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
     for (const detach of attached.reverse()) {
       try {
-        detach();
+        await detach();
       } catch (err) {
         say(`  DEL failed (continuing): ${(err as Error).message}`);
       }
     }
+    inHost?.restore();
     for (const ns of namespaces.reverse()) {
       try {
         deleteNamedNetns(ns);
@@ -96,8 +99,7 @@ async function main(): Promise<void> {
     say(`  removed ${work}`);
   };
   const onSignal = (sig: NodeJS.Signals) => {
-    cleanup();
-    process.kill(process.pid, sig);
+    void cleanup().finally(() => process.kill(process.pid, sig));
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -111,7 +113,8 @@ async function main(): Promise<void> {
     for (const c of ctrs) sh('ip', ['-n', c.name, 'link', 'set', 'lo', 'down']); // loopback will bring it up
     say(`  host: ${host.path}\n  containers: ${ctrs.map((c) => c.path).join(', ')}`);
 
-    const rt = new Runtime({ path: [DIST], cacheDir: join(work, 'cache'), hostNetns: host.name });
+    inHost = enterNetns(host.path);
+    const rt = new CniConfig({ path: [DIST], cacheDir: join(work, 'cache'), inProcess: false });
     const loNet = { cniVersion: '1.0.0', name: 'lo', plugins: [{ type: 'loopback' }] };
     const demoNet = {
       cniVersion: '1.0.0',
@@ -138,15 +141,18 @@ async function main(): Promise<void> {
       const conf = { containerId: `demo-${i === 0 ? 'a' : 'b'}`, netns: c.path, ifName: 'eth0' };
       for (const net of [loNet, demoNet]) {
         step(`ADD ${net.name} → container ${conf.containerId}`);
-        const result = rt.addNetworkList(net, conf, (type, res) => {
-          say(`  ${bold(type)} result:\n${JSON.stringify(res, null, 2).replace(/^/gm, '    ')}`);
-        });
-        attached.push(() => {
-          rt.delNetworkList(net, conf);
+        const list = confListFromObject(net);
+        // each list has one plugin: its result is the list's result (cached by the runtime for DEL)
+        const result = await rt.addNetworkListRaw(list, conf);
+        const type = net.plugins[0]?.type ?? '?';
+        say(`  ${bold(type)} result:\n${JSON.stringify(result, null, 2).replace(/^/gm, '    ')}`);
+        attached.push(async () => {
+          await rt.delNetworkList(list, conf);
           say(`  DEL ${net.name} ← ${conf.containerId}: ok`);
         });
         if (net === demoNet) {
-          const addr = (result.ips as Array<{ address: string }> | undefined)?.[0]?.address;
+          const addr = (JSON.parse(JSON.stringify(result)) as { ips?: Array<{ address: string }> }).ips?.[0]
+            ?.address;
           if (!addr) throw new Error('bridge returned no address');
           ips.push(addr.split('/')[0] as string);
         }
@@ -206,7 +212,7 @@ async function main(): Promise<void> {
     say(`  client got:  ${reply}`);
     if (!reply.startsWith('echo from')) throw new Error(`unexpected reply ${JSON.stringify(reply)}`);
   } finally {
-    cleanup();
+    await cleanup();
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);
   }

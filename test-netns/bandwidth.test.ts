@@ -5,18 +5,16 @@
  * DEL in reverse order leaves no IFB and no qdisc behind.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
-import { type ConfList, Runtime } from '@cnikit/libcni';
-import { createNamedNetns, createSandbox, deleteNamedNetns } from '@cnikit/testing';
-import { DIST, ensureBuilt } from './dist.ts';
+import { describe, test } from 'node:test';
+import { confListFromObject } from '@cnikit/libcni';
+import { sandboxForFile } from '@cnikit/testing';
+import { ensureBuilt, runtime } from './dist.ts';
 import { assertShaped, transfer } from './traffic.ts';
 
 const info = ensureBuilt();
-const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-bandwidth-'));
-after(() => rmSync(scratch, { recursive: true, force: true }));
+// plugins run as processes from this file's main thread, inside the sandbox's host namespace (like on a node)
+const env = sandboxForFile({ enterHost: true, containers: 2 });
 
 const RATE = 8_000_000; // bits/s
 const BURST = 100_000; // bits
@@ -25,57 +23,52 @@ const BYTES = 1_500_000; // 1.5 s at 8 Mbit/s
 describe('bridge + host-local + bandwidth through the binaries, measured shaping', () => {
   assert.ok(info.plugins.includes('bandwidth'), 'bandwidth not built (npm test runs npm run build first)');
   test('8 Mbit/s both ways takes the time the rate implies; unshaped is much faster; DEL leaves nothing', async () => {
-    const sb = createSandbox();
-    const free = createNamedNetns('cnikit-bw-free');
-    try {
-      const rt = new Runtime({ path: [DIST], cacheDir: join(scratch, 'cache'), hostNetns: sb.host.name });
-      const bridge = {
-        type: 'bridge',
-        bridge: 'cnibw0',
-        isGateway: true,
-        ipam: { type: 'host-local', ranges: [[{ subnet: '10.78.1.0/24' }]], dataDir: join(scratch, 'ipam') },
-      };
-      const shaped: ConfList = {
-        cniVersion: '1.0.0',
-        name: 'bwtest',
-        plugins: [
-          bridge,
-          { type: 'bandwidth', ingressRate: RATE, ingressBurst: BURST, egressRate: RATE, egressBurst: BURST },
-        ],
-      };
-      const plain: ConfList = { cniVersion: '1.0.0', name: 'bwtest', plugins: [bridge] };
-      const a = { containerId: 'bw-a', netns: sb.container.path, ifName: 'eth0' };
-      const b = { containerId: 'bw-b', netns: `/run/netns/${free.name}`, ifName: 'eth0' };
-      const ra = rt.addNetworkList(shaped, a) as { ips: Array<{ address: string }> };
-      const rb = rt.addNetworkList(plain, b) as { ips: Array<{ address: string }> };
-      rt.checkNetworkList(shaped, a);
-      const ipA = ra.ips[0]!.address.split('/')[0]!;
-      const ipB = rb.ips[0]!.address.split('/')[0]!;
-      const gw = '10.78.1.1';
-      const expected = ((BYTES * 8) / RATE) * 1000;
-      const egress = await transfer(sb.container.name, sb.host.name, gw, 19001, BYTES);
-      const ingress = await transfer(sb.host.name, sb.container.name, ipA, 19002, BYTES);
-      const freeOut = await transfer(free.name, sb.host.name, gw, 19003, BYTES);
-      const freeIn = await transfer(sb.host.name, free.name, ipB, 19004, BYTES);
-      process.stderr.write(
-        `bandwidth: ${BYTES} bytes at ${RATE / 1e6} Mbit/s (expected ~${expected} ms): egress ${egress.toFixed(0)} ms, ingress ${ingress.toFixed(0)} ms; unshaped ${freeOut.toFixed(0)} / ${freeIn.toFixed(0)} ms\n`,
-      );
-      assertShaped('egress (container → host)', egress, BYTES, RATE);
-      assertShaped('ingress (host → container)', ingress, BYTES, RATE);
-      assert.ok(freeOut < expected / 4 && freeIn < expected / 4, 'the unshaped container is not limited');
-      rt.delNetworkList(shaped, a);
-      rt.delNetworkList(plain, b);
-      const links = JSON.parse(sb.exec('ip', ['-j', 'link', 'show'], { ns: 'host' }).stdout) as Array<{
-        ifname: string;
-      }>;
-      assert.deepEqual(
-        links.map((l) => l.ifname).sort(),
-        ['cnibw0', 'lo'],
-        'no IFB and no veth left (the bridge stays, like the reference)',
-      );
-    } finally {
-      deleteNamedNetns(free);
-      sb.destroy();
-    }
+    const { sb, dir } = env;
+    const free = sb.containers[1]!;
+    const rt = runtime(join(dir, 'cache'));
+    const bridge = {
+      type: 'bridge',
+      bridge: 'cnibw0',
+      isGateway: true,
+      ipam: { type: 'host-local', ranges: [[{ subnet: '10.78.1.0/24' }]], dataDir: join(dir, 'ipam') },
+    };
+    const shaped = confListFromObject({
+      cniVersion: '1.0.0',
+      name: 'bwtest',
+      plugins: [
+        bridge,
+        { type: 'bandwidth', ingressRate: RATE, ingressBurst: BURST, egressRate: RATE, egressBurst: BURST },
+      ],
+    });
+    const plain = confListFromObject({ cniVersion: '1.0.0', name: 'bwtest', plugins: [bridge] });
+    const a = { containerId: 'bw-a', netns: sb.container.path, ifName: 'eth0' };
+    const b = { containerId: 'bw-b', netns: free.path, ifName: 'eth0' };
+    const ra = await rt.addNetworkList(shaped, a);
+    const rb = await rt.addNetworkList(plain, b);
+    await rt.checkNetworkList(shaped, a);
+    const ipA = ra.ips![0]!.address.split('/')[0]!;
+    const ipB = rb.ips![0]!.address.split('/')[0]!;
+    const gw = '10.78.1.1';
+    const expected = ((BYTES * 8) / RATE) * 1000;
+    const egress = await transfer(sb.container.name, sb.host.name, gw, 19001, BYTES);
+    const ingress = await transfer(sb.host.name, sb.container.name, ipA, 19002, BYTES);
+    const freeOut = await transfer(free.name, sb.host.name, gw, 19003, BYTES);
+    const freeIn = await transfer(sb.host.name, free.name, ipB, 19004, BYTES);
+    process.stderr.write(
+      `bandwidth: ${BYTES} bytes at ${RATE / 1e6} Mbit/s (expected ~${expected} ms): egress ${egress.toFixed(0)} ms, ingress ${ingress.toFixed(0)} ms; unshaped ${freeOut.toFixed(0)} / ${freeIn.toFixed(0)} ms\n`,
+    );
+    assertShaped('egress (container → host)', egress, BYTES, RATE);
+    assertShaped('ingress (host → container)', ingress, BYTES, RATE);
+    assert.ok(freeOut < expected / 4 && freeIn < expected / 4, 'the unshaped container is not limited');
+    await rt.delNetworkList(shaped, a);
+    await rt.delNetworkList(plain, b);
+    const links = JSON.parse(sb.exec('ip', ['-j', 'link', 'show'], { ns: 'host' }).stdout) as Array<{
+      ifname: string;
+    }>;
+    assert.deepEqual(
+      links.map((l) => l.ifname).sort(),
+      ['cnibw0', 'lo'],
+      'no IFB and no veth left (the bridge stays, like the reference)',
+    );
   });
 });

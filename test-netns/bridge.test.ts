@@ -5,30 +5,33 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { linkSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { linkSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { type ConfList, type Json, Runtime } from '@cnikit/libcni';
+import { type CniConfig, confListFromObject, type NetworkConfigList } from '@cnikit/libcni';
+import type { Result } from '@cnikit/skel';
 import {
-  createNamedNetns,
-  createSandbox,
-  deleteNamedNetns,
+  cniCall,
   diffSnapshots,
+  expectOk,
   formatDiff,
+  type NamedNetns,
   type Sandbox,
   type Snapshot,
+  tempDir,
+  withSandbox,
 } from '@cnikit/testing';
-import { type Backend, DIST, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
+import { type Backend, DIST, ensureBuilt, ensureLinks, GO_CNI, goAvailable, runtime } from './dist.ts';
 
 const info = ensureBuilt();
 const other: Backend = info.default === 'bun' ? 'sea' : 'bun';
-const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-br-'));
-after(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir('bb-br');
+after(() => scratch.remove());
 const haveBridge = info.plugins.includes('bridge') && info.plugins.includes('host-local');
 let seq = 0;
 
-function netConf(subnet: string, br = 'cnibb0'): ConfList {
+/** The conflist of one bridge network (a plain object: `netConf` parses it like a runtime). */
+function netObj(subnet: string, br = 'cnibb0') {
   return {
     cniVersion: '1.0.0',
     name: `bbnet${seq++}`,
@@ -41,13 +44,14 @@ function netConf(subnet: string, br = 'cnibb0'): ConfList {
           type: 'host-local',
           ranges: [[{ subnet }]],
           routes: [{ dst: '0.0.0.0/0' }],
-          dataDir: join(scratch, `ipam-${seq}`),
+          dataDir: join(scratch.path, `ipam-${seq}`),
         },
       },
     ],
   };
 }
-const LO: ConfList = { cniVersion: '1.0.0', name: 'lo', plugins: [{ type: 'loopback' }] };
+const netConf = (subnet: string, br?: string): NetworkConfigList => confListFromObject(netObj(subnet, br));
+const LO = confListFromObject({ cniVersion: '1.0.0', name: 'lo', plugins: [{ type: 'loopback' }] });
 
 /** Drop the bridge's running timers (gc_timer etc.), which @cnikit/testing's snapshot still includes. */
 function stable(snap: Snapshot): Snapshot {
@@ -74,8 +78,8 @@ async function settle(sb: Sandbox, bridge: string): Promise<void> {
   }
 }
 
-function addrOf(result: Json): string {
-  const ip = (result.ips as Array<{ address: string }>)[0]?.address;
+function addrOf(result: Result): string {
+  const ip = result.ips?.[0]?.address;
   assert.ok(ip, `no address in ${JSON.stringify(result)}`);
   return ip.split('/')[0] as string;
 }
@@ -121,131 +125,94 @@ async function tcpExchange(serverNs: string, clientNs: string, ip: string, port:
   }
 }
 
-function attachTwo(rt: Runtime, sb: Sandbox, list: ConfList, second: { name: string; path: string }) {
+async function attachTwo(rt: CniConfig, sb: Sandbox, list: NetworkConfigList, second: NamedNetns) {
   const a = { containerId: `bb-a-${seq}`, netns: sb.container.path, ifName: 'eth0' };
   const b = { containerId: `bb-b-${seq}`, netns: second.path, ifName: 'eth0' };
-  rt.addNetworkList(LO, a);
-  rt.addNetworkList(LO, b);
-  const ra = rt.addNetworkList(list, a);
-  const rb = rt.addNetworkList(list, b);
+  await rt.addNetworkList(LO, a);
+  await rt.addNetworkList(LO, b);
+  const ra = await rt.addNetworkList(list, a);
+  const rb = await rt.addNetworkList(list, b);
   return {
     ra,
     rb,
-    detach() {
-      rt.delNetworkList(list, b);
-      rt.delNetworkList(list, a);
-      rt.delNetworkList(LO, b);
-      rt.delNetworkList(LO, a);
+    async detach() {
+      await rt.delNetworkList(list, b);
+      await rt.delNetworkList(list, a);
+      await rt.delNetworkList(LO, b);
+      await rt.delNetworkList(LO, a);
     },
   };
 }
 
+/** The runtime for `dir`, with its own result cache (plugins run from this thread's namespace: the sandbox host). */
+const runtimeFor = (dir: string, cache: string) => runtime(join(scratch.path, cache), dir);
+
 describe('bridge + host-local through the compiled executables', () => {
   assert.ok(haveBridge, 'bridge/host-local not built' + ' (npm test runs npm run build before the tests)');
   test(`two containers talk over TCP; DEL restores the host namespace (${info.default})`, async () => {
-    const sb = createSandbox();
-    const second = createNamedNetns('cnikit-container2');
-    try {
-      const rt = new Runtime({
-        path: [DIST],
-        cacheDir: join(scratch, 'cache-main'),
-        hostNetns: sb.host.name,
-      });
-      const list = netConf('10.77.1.0/24');
-      // First cycle creates the bridge (which the reference keeps after DEL); the second must leave no trace.
-      attachTwo(rt, sb, list, second).detach();
-      await settle(sb, 'cnibb0');
-      const before = sb.snapshot('host');
-      const { ra, rb, detach } = attachTwo(rt, sb, list, second);
-      // host-local allocates round-robin after the last reserved address (.2/.3 in the first cycle)
-      assert.equal(addrOf(ra), '10.77.1.4');
-      assert.equal(addrOf(rb), '10.77.1.5');
-      assert.equal(await tcpExchange(second.name, sb.container.name, addrOf(rb), 7101), 'echo:ping');
-      detach();
-      await settle(sb, 'cnibb0');
-      const diff = diffSnapshots(stable(before), stable(sb.snapshot('host')));
-      assert.deepEqual(diff, [], formatDiff(diff));
-      const leftover = sb.exec('ip', ['-json', 'link', 'show', 'dev', 'eth0'], {
-        ns: 'container',
-        check: false,
-      });
-      assert.notEqual(leftover.status, 0, 'container eth0 removed');
-    } finally {
-      deleteNamedNetns(second);
-      sb.destroy();
-    }
+    await withSandbox(
+      async (sb) => {
+        const second = sb.newContainer();
+        const rt = runtimeFor(DIST, 'cache-main');
+        const list = netConf('10.77.1.0/24');
+        // First cycle creates the bridge (which the reference keeps after DEL); the second must leave no trace.
+        await (await attachTwo(rt, sb, list, second)).detach();
+        await settle(sb, 'cnibb0');
+        const before = sb.snapshot('host');
+        const { ra, rb, detach } = await attachTwo(rt, sb, list, second);
+        // host-local allocates round-robin after the last reserved address (.2/.3 in the first cycle)
+        assert.equal(addrOf(ra), '10.77.1.4');
+        assert.equal(addrOf(rb), '10.77.1.5');
+        assert.equal(await tcpExchange(second.name, sb.container.name, addrOf(rb), 7101), 'echo:ping');
+        await detach();
+        await settle(sb, 'cnibb0');
+        const diff = diffSnapshots(stable(before), stable(sb.snapshot('host')));
+        assert.deepEqual(diff, [], formatDiff(diff));
+        const leftover = sb.exec('ip', ['-json', 'link', 'show', 'dev', 'eth0'], {
+          ns: 'container',
+          check: false,
+        });
+        assert.notEqual(leftover.status, 0, 'container eth0 removed');
+      },
+      { enterHost: true },
+    );
   });
 
-  test('IPAM is delegated in-process when host-local is the same executable (one execve per plugin call)', () => {
+  test('IPAM is delegated in-process when host-local is the same executable (one execve per plugin call)', async () => {
     assert.ok(
       spawnSync('strace', ['-V']).status === 0,
       'strace not installed' + ' (apt-get install strace; .ci/run installs it)',
     );
-    const sb = createSandbox();
-    try {
-      const trace = join(scratch, `strace-${seq}`);
-      const list = netConf('10.77.2.0/24', 'cnibb2');
-      const conf = JSON.stringify({ ...list.plugins[0], name: list.name, cniVersion: list.cniVersion });
-      const env = {
-        CNI_COMMAND: 'ADD',
-        CNI_CONTAINERID: 'bb-strace',
-        CNI_NETNS: sb.container.path,
-        CNI_IFNAME: 'eth0',
-        CNI_PATH: DIST,
-        PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
-      };
-      const r = spawnSync(
-        'ip',
-        [
-          'netns',
-          'exec',
-          sb.host.name,
-          'strace',
-          '-f',
-          '-qq',
-          '-e',
-          'trace=execve',
-          '-o',
-          trace,
-          join(DIST, 'bridge'),
-        ],
-        { env, input: conf, encoding: 'utf8' },
-      );
-      assert.equal(r.status, 0, r.stdout + r.stderr);
+    await withSandbox(async (sb) => {
+      const trace = join(scratch.path, `strace-${seq}`);
+      const obj = netObj('10.77.2.0/24', 'cnibb2');
+      const conf = { ...obj.plugins[0], name: obj.name, cniVersion: obj.cniVersion };
+      const o = { containerId: 'bb-strace', netns: sb.container.path, path: DIST, inNetns: sb.host.name };
+      const strace = ['-f', '-qq', '-e', 'trace=execve', '-o', trace, join(DIST, 'bridge')];
+      expectOk(await cniCall({ binary: 'strace', args: strace }, 'ADD', conf, o), 'ADD under strace');
       const execs = spawnSync('grep', ['-c', 'execve(', trace], { encoding: 'utf8' }).stdout.trim();
       assert.equal(execs, '1', `expected only the bridge exec, got ${execs}`);
-      const del = spawnSync('ip', ['netns', 'exec', sb.host.name, join(DIST, 'bridge')], {
-        env: { ...env, CNI_COMMAND: 'DEL' },
-        input: conf,
-        encoding: 'utf8',
-      });
-      assert.equal(del.status, 0, del.stdout);
-    } finally {
-      sb.destroy();
-    }
+      expectOk(await cniCall({ binary: join(DIST, 'bridge') }, 'DEL', conf, o), 'DEL');
+    });
   });
 
-  test(`smoke on the ${other} back-end: ADD, CHECK, DEL, DEL again`, () => {
-    const sb = createSandbox();
-    try {
-      const rt = new Runtime({
-        path: [ensureLinks(other, info)],
-        cacheDir: join(scratch, 'cache-other'),
-        hostNetns: sb.host.name,
-      });
-      const list = netConf('10.77.3.0/24', 'cnibb3');
-      const conf = { containerId: 'bb-other', netns: sb.container.path, ifName: 'eth0' };
-      const res = rt.addNetworkList(list, conf);
-      assert.equal(addrOf(res), '10.77.3.2');
-      const addrs = sb.exec('ip', ['-json', 'addr', 'show', 'dev', 'eth0'], { ns: 'container' }).stdout;
-      assert.match(addrs, /"local":"10\.77\.3\.2"/);
-      rt.checkNetworkList(list, conf);
-      rt.delNetworkList(list, conf);
-      rt.delNetworkList(list, conf);
-      assert.notEqual(sb.exec('ip', ['link', 'show', 'eth0'], { ns: 'container', check: false }).status, 0);
-    } finally {
-      sb.destroy();
-    }
+  test(`smoke on the ${other} back-end: ADD, CHECK, DEL, DEL again`, async () => {
+    await withSandbox(
+      async (sb) => {
+        const rt = runtimeFor(ensureLinks(other, info), 'cache-other');
+        const list = netConf('10.77.3.0/24', 'cnibb3');
+        const conf = { containerId: 'bb-other', netns: sb.container.path, ifName: 'eth0' };
+        const res = await rt.addNetworkList(list, conf);
+        assert.equal(addrOf(res), '10.77.3.2');
+        const addrs = sb.exec('ip', ['-json', 'addr', 'show', 'dev', 'eth0'], { ns: 'container' }).stdout;
+        assert.match(addrs, /"local":"10\.77\.3\.2"/);
+        await rt.checkNetworkList(list, conf);
+        await rt.delNetworkList(list, conf);
+        await rt.delNetworkList(list, conf);
+        assert.notEqual(sb.exec('ip', ['link', 'show', 'eth0'], { ns: 'container', check: false }).status, 0);
+      },
+      { enterHost: true },
+    );
   });
 
   for (const [label, bridgeFrom, ipamFrom] of [
@@ -257,7 +224,7 @@ describe('bridge + host-local through the compiled executables', () => {
         goAvailable('bridge'),
         `${GO_CNI} not installed` + ' (Debian package containernetworking-plugins; .ci/run installs it)',
       );
-      const dir = join(scratch, `mix-${bridgeFrom}-${ipamFrom}`);
+      const dir = join(scratch.path, `mix-${bridgeFrom}-${ipamFrom}`);
       mkdirSync(dir, { recursive: true });
       const from = (who: 'ours' | 'go', name: string) =>
         who === 'ours' ? join(DIST, name) : join(GO_CNI, name);
@@ -272,28 +239,25 @@ describe('bridge + host-local through the compiled executables', () => {
           else symlinkSync(from(who, name), join(dir, name));
         }
       }
-      const sb = createSandbox();
-      const second = createNamedNetns('cnikit-container2');
-      try {
-        const rt = new Runtime({
-          path: [dir],
-          cacheDir: join(scratch, `cache-${bridgeFrom}`),
-          hostNetns: sb.host.name,
-        });
-        const list = netConf(
-          bridgeFrom === 'ours' ? '10.77.4.0/24' : '10.77.5.0/24',
-          bridgeFrom === 'ours' ? 'cnibb4' : 'cnibb5',
-        );
-        const { rb, detach } = attachTwo(rt, sb, list, second);
-        assert.equal(await tcpExchange(second.name, sb.container.name, addrOf(rb), 7102), 'echo:ping');
-        detach();
-        const ipamDir = (list.plugins[0] as unknown as { ipam: { dataDir: string } }).ipam.dataDir;
-        const left = readdirSync(join(ipamDir, list.name)).filter((f) => /^\d/.test(f));
-        assert.deepEqual(left, [], 'no reservations left');
-      } finally {
-        deleteNamedNetns(second);
-        sb.destroy();
-      }
+      await withSandbox(
+        async (sb) => {
+          const second = sb.newContainer();
+          const rt = runtimeFor(dir, `cache-${bridgeFrom}`);
+          const obj = netObj(
+            bridgeFrom === 'ours' ? '10.77.4.0/24' : '10.77.5.0/24',
+            bridgeFrom === 'ours' ? 'cnibb4' : 'cnibb5',
+          );
+          const list = confListFromObject(obj);
+          const { rb, detach } = await attachTwo(rt, sb, list, second);
+          assert.equal(await tcpExchange(second.name, sb.container.name, addrOf(rb), 7102), 'echo:ping');
+          await detach();
+          const left = readdirSync(join(obj.plugins[0]!.ipam.dataDir, list.name)).filter((f) =>
+            /^\d/.test(f),
+          );
+          assert.deepEqual(left, [], 'no reservations left');
+        },
+        { enterHost: true },
+      );
     });
   }
 });

@@ -5,25 +5,16 @@
  * plugins share on purpose (the bridge and its gateway address, the shared portmap/firewall chains, forwarding).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { type ConfList, Runtime } from '@cnikit/libcni';
-import {
-  createNamedNetns,
-  createSandbox,
-  deleteNamedNetns,
-  diffSnapshots,
-  formatDiff,
-  type SnapshotSection,
-} from '@cnikit/testing';
-import { DIST, ensureBuilt } from './dist.ts';
+import { confListFromObject } from '@cnikit/libcni';
+import { diffSnapshots, formatDiff, SNAPSHOT_SECTIONS, tempDir, withSandbox } from '@cnikit/testing';
+import { ensureBuilt, runtime } from './dist.ts';
 import { ask, assertShaped, server, transfer } from './traffic.ts';
 
 const info = ensureBuilt();
-const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-chains-'));
-after(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir('bb-chains');
+after(() => scratch.remove());
 
 const RATE = 8_000_000;
 const BYTES = 1_000_000;
@@ -33,15 +24,8 @@ const BYTES = 1_000_000;
  */
 const BASE_TABLES =
   /^\*(nat|filter)$|^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) ACCEPT|^COMMIT$|"table":"(nat|filter)"|"table":\{"family":"ip6?","name":"(nat|filter)"/;
-const SECTIONS: SnapshotSection[] = [
-  'links',
-  'addresses',
-  'routes',
-  'iptables',
-  'ip6tables',
-  'nftables',
-  'tc',
-];
+/** Every snapshot section but the sysctls. */
+const SECTIONS = SNAPSHOT_SECTIONS.filter((s) => s !== 'sysctls');
 
 interface Chain {
   name: string;
@@ -64,7 +48,7 @@ const CHAINS: Chain[] = [
     plugins: [
       { type: 'portmap', capabilities: { portMappings: true }, snat: true },
       { type: 'bandwidth', capabilities: { bandwidth: true } },
-      { type: 'tuning', sysctl: { 'net.core.somaxconn': '512' }, dataDir: join(scratch, 'tuning') },
+      { type: 'tuning', sysctl: { 'net.core.somaxconn': '512' }, dataDir: join(scratch.path, 'tuning') },
     ],
     capabilityArgs: { portMappings: mappings, bandwidth },
     shaped: true,
@@ -75,8 +59,12 @@ const CHAINS: Chain[] = [
     name: 'podman',
     plugins: [
       { type: 'portmap', capabilities: { portMappings: true } },
-      { type: 'firewall', dataDir: join(scratch, 'firewall') },
-      { type: 'tuning', sysctl: { 'net.core.somaxconn': '512' }, dataDir: join(scratch, 'tuning-podman') },
+      { type: 'firewall', dataDir: join(scratch.path, 'firewall') },
+      {
+        type: 'tuning',
+        sysctl: { 'net.core.somaxconn': '512' },
+        dataDir: join(scratch.path, 'tuning-podman'),
+      },
     ],
     capabilityArgs: { portMappings: mappings },
     shaped: false,
@@ -100,108 +88,104 @@ for (const chain of CHAINS) {
       );
     }
     test('two containers talk, a published port answers from the host, CHECK passes, DEL leaves the host as before', async () => {
-      const sb = createSandbox();
-      const second = createNamedNetns(`cnikit-${chain.name}`);
-      const servers: Array<{ kill(): void }> = [];
-      try {
-        const rt = new Runtime({
-          path: [DIST],
-          cacheDir: join(scratch, `cache-${chain.name}`),
-          hostNetns: sb.host.name,
-        });
-        const list: ConfList = {
-          cniVersion: '1.0.0',
-          name: `chain-${chain.name}`,
-          plugins: [
-            {
-              type: 'bridge',
-              bridge: 'cnichain0',
-              isGateway: true,
-              ipMasq: true,
-              hairpinMode: true,
-              ipam: {
-                type: 'host-local',
-                ranges: [[{ subnet: '10.76.1.0/24' }]],
-                dataDir: join(scratch, `ipam-${chain.name}`),
-              },
-            },
-            ...chain.plugins,
-          ],
-        };
-        const before = sb.snapshot('host', { sections: SECTIONS });
-        const a = {
-          containerId: `${chain.name}-a`,
-          netns: sb.container.path,
-          ifName: 'eth0',
-          capabilityArgs: chain.capabilityArgs,
-        };
-        const b = { containerId: `${chain.name}-b`, netns: `/run/netns/${second.name}`, ifName: 'eth0' };
-        const ra = rt.addNetworkList(list, a) as {
-          ips: Array<{ address: string }>;
-          interfaces: Array<{ name: string }>;
-        };
-        const rb = rt.addNetworkList(list, b) as { ips: Array<{ address: string }> };
-        rt.checkNetworkList(list, a);
-        rt.checkNetworkList(list, b);
-        const ipA = ra.ips[0]!.address.split('/')[0]!;
-        const ipB = rb.ips[0]!.address.split('/')[0]!;
-        const gw = '10.76.1.1';
+      // plugins run as processes from this thread, moved into the sandbox's host namespace (like on a node)
+      await withSandbox(
+        async (sb) => {
+          const second = sb.newContainer();
+          const servers: Array<{ kill(): void }> = [];
+          try {
+            const rt = runtime(join(scratch.path, `cache-${chain.name}`));
+            const list = confListFromObject({
+              cniVersion: '1.0.0',
+              name: `chain-${chain.name}`,
+              plugins: [
+                {
+                  type: 'bridge',
+                  bridge: 'cnichain0',
+                  isGateway: true,
+                  ipMasq: true,
+                  hairpinMode: true,
+                  ipam: {
+                    type: 'host-local',
+                    ranges: [[{ subnet: '10.76.1.0/24' }]],
+                    dataDir: join(scratch.path, `ipam-${chain.name}`),
+                  },
+                },
+                ...chain.plugins,
+              ],
+            });
+            const before = sb.snapshot('host', { sections: SECTIONS });
+            const a = {
+              containerId: `${chain.name}-a`,
+              netns: sb.container.path,
+              ifName: 'eth0',
+              capabilityArgs: chain.capabilityArgs,
+            };
+            const b = { containerId: `${chain.name}-b`, netns: second.path, ifName: 'eth0' };
+            const ra = await rt.addNetworkList(list, a);
+            const rb = await rt.addNetworkList(list, b);
+            await rt.checkNetworkList(list, a);
+            await rt.checkNetworkList(list, b);
+            const ipA = ra.ips![0]!.address.split('/')[0]!;
+            const ipB = rb.ips![0]!.address.split('/')[0]!;
+            const gw = '10.76.1.1';
 
-        servers.push(await server(sb.container.name, 8080, 'A'));
-        servers.push(await server(second.name, 8080, 'B'));
-        assert.equal(ask(second.name, 'tcp', ipA, 8080), 'A', 'B → A over the bridge');
-        assert.equal(ask(sb.container.name, 'tcp', ipB, 8080), 'B', 'A → B over the bridge');
-        assert.equal(ask(sb.host.name, 'tcp', gw, 18090), 'A', 'published port via the host address');
-        assert.equal(
-          ask(second.name, 'tcp', gw, 18090),
-          'A',
-          'published port from another container (hairpin)',
-        );
-        assert.equal(
-          sb.exec('cat', ['/proc/sys/net/core/somaxconn'], { ns: 'container' }).stdout.trim(),
-          '512',
-          'tuning sysctl in the container',
-        );
-        if (chain.shaped) {
-          assert.ok(
-            ra.interfaces.some((i) => i.name.startsWith('bwp')),
-            'the IFB is in the result',
-          );
-          assertShaped(
-            'egress of A',
-            await transfer(sb.container.name, sb.host.name, gw, 19011, BYTES),
-            BYTES,
-            RATE,
-          );
-          assertShaped(
-            'ingress of A',
-            await transfer(sb.host.name, sb.container.name, ipA, 19012, BYTES),
-            BYTES,
-            RATE,
-          );
-          const free = await transfer(second.name, sb.host.name, gw, 19013, BYTES);
-          assert.ok(free < (BYTES * 8 * 1000) / RATE / 4, `B is not shaped (${free.toFixed(0)} ms)`);
-        }
-        chain.whileUp?.(sb.exec('iptables-save', [], { ns: 'host' }).stdout, ipA, ipB);
-        for (const s of servers.splice(0)) s.kill();
+            servers.push(await server(sb.container.name, 8080, 'A'));
+            servers.push(await server(second.name, 8080, 'B'));
+            assert.equal(ask(second.name, 'tcp', ipA, 8080), 'A', 'B → A over the bridge');
+            assert.equal(ask(sb.container.name, 'tcp', ipB, 8080), 'B', 'A → B over the bridge');
+            assert.equal(ask(sb.host.name, 'tcp', gw, 18090), 'A', 'published port via the host address');
+            assert.equal(
+              ask(second.name, 'tcp', gw, 18090),
+              'A',
+              'published port from another container (hairpin)',
+            );
+            assert.equal(
+              sb.exec('cat', ['/proc/sys/net/core/somaxconn'], { ns: 'container' }).stdout.trim(),
+              '512',
+              'tuning sysctl in the container',
+            );
+            if (chain.shaped) {
+              assert.ok(
+                (ra.interfaces ?? []).some((i) => i.name.startsWith('bwp')),
+                'the IFB is in the result',
+              );
+              assertShaped(
+                'egress of A',
+                await transfer(sb.container.name, sb.host.name, gw, 19011, BYTES),
+                BYTES,
+                RATE,
+              );
+              assertShaped(
+                'ingress of A',
+                await transfer(sb.host.name, sb.container.name, ipA, 19012, BYTES),
+                BYTES,
+                RATE,
+              );
+              const free = await transfer(second.name, sb.host.name, gw, 19013, BYTES);
+              assert.ok(free < (BYTES * 8 * 1000) / RATE / 4, `B is not shaped (${free.toFixed(0)} ms)`);
+            }
+            chain.whileUp?.(sb.exec('iptables-save', [], { ns: 'host' }).stdout, ipA, ipB);
+            for (const s of servers.splice(0)) s.kill();
 
-        rt.delNetworkList(list, b);
-        rt.delNetworkList(list, a);
-        assert.equal(ask(sb.host.name, 'tcp', gw, 18090), '', 'nothing published after DEL');
-        const left = diffSnapshots(before, sb.snapshot('host', { sections: SECTIONS }));
-        const unexpected = left
-          .map((d) => ({
-            ...d,
-            removed: d.removed,
-            added: d.added.filter((l) => !chain.shared.test(l) && !BASE_TABLES.test(l)),
-          }))
-          .filter((d) => d.removed.length || d.added.length);
-        assert.deepEqual(unexpected, [], `left behind in the host:\n${formatDiff(unexpected)}`);
-      } finally {
-        for (const s of servers) s.kill();
-        deleteNamedNetns(second);
-        sb.destroy();
-      }
+            await rt.delNetworkList(list, b);
+            await rt.delNetworkList(list, a);
+            assert.equal(ask(sb.host.name, 'tcp', gw, 18090), '', 'nothing published after DEL');
+            const left = diffSnapshots(before, sb.snapshot('host', { sections: SECTIONS }));
+            const unexpected = left
+              .map((d) => ({
+                ...d,
+                removed: d.removed,
+                added: d.added.filter((l) => !chain.shared.test(l) && !BASE_TABLES.test(l)),
+              }))
+              .filter((d) => d.removed.length || d.added.length);
+            assert.deepEqual(unexpected, [], `left behind in the host:\n${formatDiff(unexpected)}`);
+          } finally {
+            for (const s of servers) s.kill();
+          }
+        },
+        { enterHost: true },
+      );
     });
   });
 }

@@ -12,236 +12,221 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { type ConfList, Runtime } from '@cnikit/libcni';
-import { cniRunner, createSandbox, enterNetns, expectCniError, expectOk, tempDir } from '@cnikit/testing';
-import { DIST, ensureBuilt, ensureLinks } from './dist.ts';
+import { confListFromObject } from '@cnikit/libcni';
+import { cniEnv, cniRunner, expectCniError, expectOk, tempDir, withSandbox } from '@cnikit/testing';
+import { DIST, ensureBuilt, ensureLinks, runtime } from './dist.ts';
 
 const info = ensureBuilt();
 
 describe('delegation cycles through the compiled executable', () => {
   test('bridge delegating its IPAM to bridge: code 7 within seconds, no veth left', async () => {
-    const sb = createSandbox();
-    const inHost = enterNetns(sb.host.path);
-    try {
-      const cni = cniRunner(
-        { binary: join(DIST, 'bridge') },
-        { netns: sb.container.path, path: DIST, containerId: 'cyc', timeoutMs: 20_000 },
-      );
-      const before = sb.snapshot('host').links;
-      const t0 = Date.now();
-      const r = await cni.add({
-        cniVersion: '1.0.0',
-        name: 'cyc',
-        type: 'bridge',
-        bridge: 'cnicyc0',
-        ipam: { type: 'bridge' },
-      });
-      expectCniError(
-        r,
-        7,
-        /delegation cycle: plugin "bridge" is reached again through its own delegation \(bridge → bridge\)/,
-      );
-      assert.ok(Date.now() - t0 < 10_000, `answered in ${Date.now() - t0} ms`);
-      const links = sb.snapshot('host').links.filter((l) => !l.includes('cnicyc0'));
-      assert.deepEqual(links, before, 'no host veth left');
-      const ctr = sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout;
-      assert.doesNotMatch(ctr, /eth0/, 'no container interface left');
-    } finally {
-      inHost.restore();
-      sb.destroy();
-    }
+    await withSandbox(
+      async (sb) => {
+        const cni = cniRunner(
+          { binary: join(DIST, 'bridge') },
+          { netns: sb.container.path, path: DIST, containerId: 'cyc', timeoutMs: 20_000 },
+        );
+        const before = sb.snapshot('host').links;
+        const t0 = Date.now();
+        const r = await cni.add({
+          cniVersion: '1.0.0',
+          name: 'cyc',
+          type: 'bridge',
+          bridge: 'cnicyc0',
+          ipam: { type: 'bridge' },
+        });
+        expectCniError(
+          r,
+          7,
+          /delegation cycle: plugin "bridge" is reached again through its own delegation \(bridge → bridge\)/,
+        );
+        assert.ok(Date.now() - t0 < 10_000, `answered in ${Date.now() - t0} ms`);
+        const links = sb.snapshot('host').links.filter((l) => !l.includes('cnicyc0'));
+        assert.deepEqual(links, before, 'no host veth left');
+        const ctr = sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout;
+        assert.doesNotMatch(ctr, /eth0/, 'no container interface left');
+      },
+      { enterHost: true },
+    );
   });
 });
 
 describe('a failed bridge + host-local ADD changes nothing', () => {
   test('requested address outside the range: no veth, no reservation, last_reserved_ip not advanced', async () => {
-    const sb = createSandbox();
-    const inHost = enterNetns(sb.host.path);
-    const data = tempDir('bb-failed-add');
-    try {
-      const cni = cniRunner(
-        { binary: join(DIST, 'bridge') },
-        { netns: sb.container.path, path: DIST, containerId: 'fa' },
-      );
-      const conf = (ips?: string[]) => ({
-        cniVersion: '1.0.0',
-        name: 'fanet',
-        type: 'bridge',
-        bridge: 'cnifa0',
-        ipam: { type: 'host-local', ranges: [[{ subnet: '10.81.0.0/24' }]], dataDir: data.path },
-        ...(ips ? { args: { cni: { ips } } } : {}),
-      });
-      expectOk(await cni.add(conf()), 'first ADD');
-      expectOk(await cni.del(conf()), 'first DEL');
-      const store = join(data.path, 'fanet');
-      const last = readFileSync(join(store, 'last_reserved_ip.0'), 'utf8');
-      const before = sb.snapshot('host').links.filter((l) => !l.includes('cnifa0'));
-      expectCniError(
-        await cni.add(conf(['10.99.0.5'])),
-        999,
-        /failed to allocate all requested IPs: 10\.99\.0\.5/,
-      );
-      assert.equal(
-        readFileSync(join(store, 'last_reserved_ip.0'), 'utf8'),
-        last,
-        'last_reserved_ip unchanged',
-      );
-      assert.deepEqual(
-        readdirSync(store).filter((n) => n !== 'lock' && !n.startsWith('last_reserved_ip.')),
-        [],
-        'no reservation left',
-      );
-      assert.deepEqual(
-        sb.snapshot('host').links.filter((l) => !l.includes('cnifa0')),
-        before,
-        'no host veth left',
-      );
-      assert.doesNotMatch(
-        sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout,
-        /eth0/,
-        'no container eth0',
-      );
-    } finally {
-      inHost.restore();
-      sb.destroy();
-      data.remove();
-    }
+    await withSandbox(
+      async (sb) => {
+        using data = tempDir('bb-failed-add');
+        const cni = cniRunner(
+          { binary: join(DIST, 'bridge') },
+          { netns: sb.container.path, path: DIST, containerId: 'fa' },
+        );
+        const conf = (ips?: string[]) => ({
+          cniVersion: '1.0.0',
+          name: 'fanet',
+          type: 'bridge',
+          bridge: 'cnifa0',
+          ipam: { type: 'host-local', ranges: [[{ subnet: '10.81.0.0/24' }]], dataDir: data.path },
+          ...(ips ? { args: { cni: { ips } } } : {}),
+        });
+        expectOk(await cni.add(conf()), 'first ADD');
+        expectOk(await cni.del(conf()), 'first DEL');
+        const store = join(data.path, 'fanet');
+        const last = readFileSync(join(store, 'last_reserved_ip.0'), 'utf8');
+        const before = sb.snapshot('host').links.filter((l) => !l.includes('cnifa0'));
+        expectCniError(
+          await cni.add(conf(['10.99.0.5'])),
+          999,
+          /failed to allocate all requested IPs: 10\.99\.0\.5/,
+        );
+        assert.equal(
+          readFileSync(join(store, 'last_reserved_ip.0'), 'utf8'),
+          last,
+          'last_reserved_ip unchanged',
+        );
+        assert.deepEqual(
+          readdirSync(store).filter((n) => n !== 'lock' && !n.startsWith('last_reserved_ip.')),
+          [],
+          'no reservation left',
+        );
+        assert.deepEqual(
+          sb.snapshot('host').links.filter((l) => !l.includes('cnifa0')),
+          before,
+          'no host veth left',
+        );
+        assert.doesNotMatch(
+          sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout,
+          /eth0/,
+          'no container eth0',
+        );
+      },
+      { enterHost: true },
+    );
   });
 });
 
 describe('container ID length (128 bytes at most on ADD, every plugin)', () => {
   test('a 129-byte ID is refused by every plugin before any change; 128 bytes work end to end', async () => {
-    const sb = createSandbox();
-    const inHost = enterNetns(sb.host.path);
-    const data = tempDir('bb-long-id');
-    try {
-      const long = `c${'x'.repeat(128)}`;
-      const ok = `c${'y'.repeat(127)}`;
-      for (const p of ['bridge', 'host-local', 'loopback', 'portmap', 'static', 'tuning']) {
-        const r = await cniRunner({ binary: join(DIST, p) }, { netns: sb.container.path, path: DIST }).add(
-          { cniVersion: '1.0.0', name: 'lid', type: p, ipam: { type: 'static' } },
-          { containerId: long },
-        );
-        expectCniError(r, 4, 'containerID is too long');
-      }
-      // bridge with ipMasq (iptables comment carries the ID) + host-local + portmap (nftables: the comment IS the ID)
-      const rt = new Runtime({ path: [DIST], cacheDir: join(data.path, 'cache') });
-      const list: ConfList = {
-        cniVersion: '1.0.0',
-        name: 'lid',
-        plugins: [
-          {
-            type: 'bridge',
-            bridge: 'cnilid0',
-            isGateway: true,
-            ipMasq: true,
-            ipam: {
-              type: 'host-local',
-              ranges: [[{ subnet: '10.82.0.0/24' }]],
-              dataDir: join(data.path, 'ipam'),
+    await withSandbox(
+      async (sb) => {
+        using data = tempDir('bb-long-id');
+        const long = `c${'x'.repeat(128)}`;
+        const ok = `c${'y'.repeat(127)}`;
+        for (const p of ['bridge', 'host-local', 'loopback', 'portmap', 'static', 'tuning']) {
+          const r = await cniRunner({ binary: join(DIST, p) }, { netns: sb.container.path, path: DIST }).add(
+            { cniVersion: '1.0.0', name: 'lid', type: p, ipam: { type: 'static' } },
+            { containerId: long },
+          );
+          expectCniError(r, 4, 'containerID is too long');
+        }
+        // bridge with ipMasq (iptables comment carries the ID) + host-local + portmap (nftables: the comment IS the ID)
+        const rt = runtime(join(data.path, 'cache'));
+        const list = confListFromObject({
+          cniVersion: '1.0.0',
+          name: 'lid',
+          plugins: [
+            {
+              type: 'bridge',
+              bridge: 'cnilid0',
+              isGateway: true,
+              ipMasq: true,
+              ipam: {
+                type: 'host-local',
+                ranges: [[{ subnet: '10.82.0.0/24' }]],
+                dataDir: join(data.path, 'ipam'),
+              },
             },
-          },
-          { type: 'portmap', backend: 'nftables', capabilities: { portMappings: true } },
-          { type: 'tuning', mtu: 1400, dataDir: join(data.path, 'tuning') },
-        ],
-      };
-      const att = {
-        containerId: ok,
-        netns: sb.container.path,
-        ifName: 'eth0',
-        capabilityArgs: { portMappings: [{ hostPort: 18081, containerPort: 80, protocol: 'tcp' }] },
-      };
-      rt.addNetworkList(list, att);
-      assert.match(
-        sb.exec('nft', ['list', 'table', 'ip', 'cni_hostport'], { ns: 'host' }).stdout,
-        new RegExp(`comment "${ok}"`),
-      );
-      assert.equal(
-        readdirSync(join(data.path, 'ipam', 'lid')).filter((n) => /^10\./.test(n)).length,
-        1,
-        'one reservation',
-      );
-      rt.checkNetworkList(list, att);
-      rt.delNetworkList(list, att);
-      assert.deepEqual(
-        readdirSync(join(data.path, 'ipam', 'lid')).filter((n) => /^10\./.test(n)),
-        [],
-        'reservation released',
-      );
-      assert.doesNotMatch(
-        sb.exec('iptables-save', ['-t', 'nat'], { ns: 'host' }).stdout,
-        new RegExp(ok),
-        'masquerade removed',
-      );
-      assert.doesNotMatch(
-        sb.exec('nft', ['list', 'ruleset'], { ns: 'host' }).stdout,
-        new RegExp(ok),
-        'nft rules removed',
-      );
-      assert.deepEqual(readdirSync(join(data.path, 'tuning')), [], 'tuning backup removed');
-    } finally {
-      inHost.restore();
-      sb.destroy();
-      data.remove();
-    }
+            { type: 'portmap', backend: 'nftables', capabilities: { portMappings: true } },
+            { type: 'tuning', mtu: 1400, dataDir: join(data.path, 'tuning') },
+          ],
+        });
+        const att = {
+          containerId: ok,
+          netns: sb.container.path,
+          ifName: 'eth0',
+          capabilityArgs: { portMappings: [{ hostPort: 18081, containerPort: 80, protocol: 'tcp' }] },
+        };
+        await rt.addNetworkList(list, att);
+        assert.match(
+          sb.exec('nft', ['list', 'table', 'ip', 'cni_hostport'], { ns: 'host' }).stdout,
+          new RegExp(`comment "${ok}"`),
+        );
+        assert.equal(
+          readdirSync(join(data.path, 'ipam', 'lid')).filter((n) => /^10\./.test(n)).length,
+          1,
+          'one reservation',
+        );
+        await rt.checkNetworkList(list, att);
+        await rt.delNetworkList(list, att);
+        assert.deepEqual(
+          readdirSync(join(data.path, 'ipam', 'lid')).filter((n) => /^10\./.test(n)),
+          [],
+          'reservation released',
+        );
+        assert.doesNotMatch(
+          sb.exec('iptables-save', ['-t', 'nat'], { ns: 'host' }).stdout,
+          new RegExp(ok),
+          'masquerade removed',
+        );
+        assert.doesNotMatch(
+          sb.exec('nft', ['list', 'ruleset'], { ns: 'host' }).stdout,
+          new RegExp(ok),
+          'nft rules removed',
+        );
+        assert.deepEqual(readdirSync(join(data.path, 'tuning')), [], 'tuning backup removed');
+      },
+      { enterHost: true },
+    );
   });
 });
 
 describe('an ADD whose result cannot be delivered is rolled back', () => {
   for (const backend of ['bun', 'sea'] as const) {
     for (const how of ['stdout closed (>&-)', 'stdout a pipe without reader (EPIPE)']) {
-      test(`${backend}: ${how} → non-zero exit, no veth, no reservation`, () => {
+      test(`${backend}: ${how} → non-zero exit, no veth, no reservation`, async () => {
         const dir = ensureLinks(backend, info);
-        const sb = createSandbox();
-        const inHost = enterNetns(sb.host.path);
-        const data = tempDir('bb-stdout');
-        try {
-          const conf = JSON.stringify({
-            cniVersion: '1.0.0',
-            name: 'so',
-            type: 'bridge',
-            bridge: 'cniso0',
-            ipam: { type: 'host-local', ranges: [[{ subnet: '10.83.0.0/24' }]], dataDir: data.path },
-          });
-          // the plugin's exit status is written to fd 3 (a file), since its stdout is what is broken
-          const status = join(data.path, 'status');
-          const script = how.includes('closed')
-            ? '"$0" >&-; echo $? > "$1"'
-            : // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash expansion, not a template
-              '"$0" | (exec 0<&-; sleep 1); echo "${PIPESTATUS[0]}" > "$1"';
-          spawnSync('bash', ['-c', script, join(dir, 'bridge'), status], {
-            input: conf,
-            env: {
-              PATH: process.env.PATH,
-              CNI_COMMAND: 'ADD',
-              CNI_CONTAINERID: 'so',
-              CNI_NETNS: sb.container.path,
-              CNI_IFNAME: 'eth0',
-              CNI_PATH: dir,
-            },
-            timeout: 30_000,
-          });
-          assert.equal(readFileSync(status, 'utf8').trim(), '1', 'the plugin exits 1');
-          assert.doesNotMatch(
-            sb.exec('ip', ['-o', 'link', 'show'], { ns: 'host' }).stdout,
-            /veth/,
-            'no host veth',
-          );
-          assert.doesNotMatch(
-            sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout,
-            /eth0/,
-            'no eth0',
-          );
-          assert.deepEqual(
-            readdirSync(join(data.path, 'so')).filter((n) => n.startsWith('10.')),
-            [],
-            'reservation released',
-          );
-        } finally {
-          inHost.restore();
-          sb.destroy();
-          data.remove();
-        }
+        await withSandbox(
+          async (sb) => {
+            using data = tempDir('bb-stdout');
+            const conf = JSON.stringify({
+              cniVersion: '1.0.0',
+              name: 'so',
+              type: 'bridge',
+              bridge: 'cniso0',
+              ipam: { type: 'host-local', ranges: [[{ subnet: '10.83.0.0/24' }]], dataDir: data.path },
+            });
+            // the plugin's exit status is written to fd 3 (a file), since its stdout is what is broken
+            const status = join(data.path, 'status');
+            const script = how.includes('closed')
+              ? '"$0" >&-; echo $? > "$1"'
+              : // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash expansion, not a template
+                '"$0" | (exec 0<&-; sleep 1); echo "${PIPESTATUS[0]}" > "$1"';
+            spawnSync('bash', ['-c', script, join(dir, 'bridge'), status], {
+              input: conf,
+              env: {
+                PATH: process.env.PATH,
+                ...cniEnv('ADD', { containerId: 'so', netns: sb.container.path, path: dir }),
+              },
+              timeout: 30_000,
+            });
+            assert.equal(readFileSync(status, 'utf8').trim(), '1', 'the plugin exits 1');
+            assert.doesNotMatch(
+              sb.exec('ip', ['-o', 'link', 'show'], { ns: 'host' }).stdout,
+              /veth/,
+              'no host veth',
+            );
+            assert.doesNotMatch(
+              sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout,
+              /eth0/,
+              'no eth0',
+            );
+            assert.deepEqual(
+              readdirSync(join(data.path, 'so')).filter((n) => n.startsWith('10.')),
+              [],
+              'reservation released',
+            );
+          },
+          { enterHost: true },
+        );
       });
     }
   }

@@ -6,18 +6,26 @@
  * with the Go reference (/usr/lib/cni/static, spec ≤ 1.0.0).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { type ConfList, type Json, Runtime, type RuntimeConf, RuntimeError } from '@cnikit/libcni';
-import { createSandbox } from '@cnikit/testing';
-import { type Backend, ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
+import { confListFromObject, PluginError, type RuntimeConf } from '@cnikit/libcni';
+import { toCurrent } from '@cnikit/skel';
+import {
+  type CniCommand,
+  type CniOutcome,
+  catchError,
+  cniCall,
+  expectCniError,
+  expectOk,
+  tempDir,
+  withSandbox,
+} from '@cnikit/testing';
+import { type Backend, ensureBuilt, ensureLinks, GO_CNI, goAvailable, runtime } from './dist.ts';
 
 const info = ensureBuilt();
 const other: Backend = info.default === 'bun' ? 'sea' : 'bun';
-const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bb-static-'));
-after(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir('bb-static');
+after(() => scratch.remove());
 const haveStatic = info.plugins.includes('static');
 const goStatic = goAvailable('static');
 
@@ -28,25 +36,61 @@ const legacy = (v: string) => v === '0.1.0' || v === '0.2.0';
 // static never enters the namespace; a path that does not exist proves it
 const NETNS = '/run/netns/cnikit-static-never-opened';
 
+// biome-ignore lint/suspicious/noExplicitAny: JSON under test
+type Json = Record<string, any>;
+
 let seq = 0;
-function runtime(path: string, hostNetns?: string): Runtime {
-  return new Runtime({
-    path: [path],
-    cacheDir: join(scratch, `cache-${seq++}`),
-    ...(hostNetns ? { hostNetns } : {}),
-  });
-}
+/** The runtime (every plugin exec'd from `path`), with a fresh result cache. */
+const runtimeFor = (path: string) => runtime(join(scratch.path, `cache-${seq++}`), path);
 
 function rtConf(extra: Partial<RuntimeConf> = {}): RuntimeConf {
   return { containerId: `ctr-static-${seq++}`, netns: NETNS, ifName: 'eth0', ...extra };
 }
 
-function staticList(cniVersion: string, ipam: Json, extra: Json = {}): ConfList {
+/** A conflist with one static plugin, as a plain object (`list()` parses it like a runtime). */
+function staticList(cniVersion: string, ipam: Json, extra: Json = {}) {
   return {
     cniVersion,
     name: 'static-net',
-    plugins: [{ type: 'static', ...extra, ipam: { type: 'static', ...ipam } }],
+    plugins: [{ type: 'static', ...extra, ipam: { type: 'static', ...ipam } } as Json],
   };
+}
+const list = (obj: ReturnType<typeof staticList>) => confListFromObject(obj);
+
+/** A result as the runtime sees it (JSON, as Go marshals it). */
+const plain = (r: unknown): Json => JSON.parse(JSON.stringify(r));
+
+/**
+ * The configuration a runtime gives the list's only plugin (Go buildOneConfig: name, cniVersion, prevResult and
+ * runtimeConfig for the declared capabilities).
+ */
+function pluginConf(obj: ReturnType<typeof staticList>, rt?: RuntimeConf, prevResult?: Json): Json {
+  const p = obj.plugins[0]!;
+  const conf: Json = { ...p, name: obj.name, cniVersion: obj.cniVersion };
+  if (prevResult) conf.prevResult = prevResult;
+  const rc: Json = {};
+  for (const [cap, on] of Object.entries((p.capabilities ?? {}) as Record<string, boolean>)) {
+    if (on && rt?.capabilityArgs && cap in rt.capabilityArgs) rc[cap] = rt.capabilityArgs[cap];
+  }
+  if (Object.keys(rc).length) conf.runtimeConfig = rc;
+  return conf;
+}
+
+/** One call of the static executable in `dir`, with the environment a runtime gives it for `rt`. */
+function invoke(dir: string, command: CniCommand, conf: unknown, rt: RuntimeConf): Promise<CniOutcome> {
+  return cniCall({ binary: join(dir, 'static') }, command, conf, {
+    containerId: rt.containerId,
+    netns: rt.netns,
+    ifName: rt.ifName,
+    args: (rt.args ?? []).map(([k, v]) => `${k}=${v}`).join(';'),
+    path: dir,
+  });
+}
+
+/** A spec error object on stdout, exit status 1, no stack trace; returns it. */
+function assertCniError(r: CniOutcome, code: number, msg: string) {
+  assert.equal(r.code, 1, `exit status (stdout: ${r.stdout})`);
+  return expectCniError(r, code, msg);
 }
 
 const FULL: Json = {
@@ -114,26 +158,6 @@ function ipsOf(result: Json | undefined): string[][] {
   );
 }
 
-function catchErr(fn: () => unknown): RuntimeError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof RuntimeError) return err;
-    throw err;
-  }
-  assert.fail('expected a plugin error');
-}
-
-/** A spec error object on stdout, exit status 1, no stack trace. */
-function assertCniError(err: RuntimeError, code: number, msg: string): void {
-  assert.equal(err.exitCode, 1, err.message);
-  assert.ok(err.cni, `stdout is not an error object: ${err.stdout}`);
-  for (const k of Object.keys(err.cni)) assert.ok(['cniVersion', 'code', 'msg', 'details'].includes(k), k);
-  assert.equal(err.cni.code, code, `code of ${err.stdout}`);
-  assert.equal(err.cni.msg, msg);
-  assert.ok(!err.stdout.includes('    at '), 'no stack trace');
-}
-
 /** Go 1.1.1 prints an empty "dns": {} for 1.x results; cnikit (like reference HEAD) omits it. */
 function normalise(j: Json | undefined): Json | undefined {
   if (!j || typeof j.cniVersion !== 'string' || j.cniVersion.startsWith('0.')) return j;
@@ -151,31 +175,28 @@ function suite(backend: Backend, versions: string[]) {
     const dir = ensureLinks(backend, info);
 
     for (const v of versions) {
-      test(`ADD (v4 + v6, gateways, routes, dns) / CHECK / DEL / DEL again, cniVersion ${v}`, () => {
-        const rt = runtime(dir);
-        const list = staticList(v, FULL);
+      test(`ADD (v4 + v6, gateways, routes, dns) / CHECK / DEL / DEL again, cniVersion ${v}`, async () => {
+        const rt = runtimeFor(dir);
+        const obj = staticList(v, FULL);
         const conf = rtConf();
-        const result = rt.addNetworkList(list, conf);
+        // exactly as the plugin prints it, and as the runtime reads it
+        assert.deepEqual(expectOk(await invoke(dir, 'ADD', pluginConf(obj, conf), conf)), fullExpected(v));
+        const raw = await rt.addNetworkListRaw(list(obj), conf);
+        const result = plain(raw);
         assert.deepEqual(result, fullExpected(v));
-        assert.deepEqual(rt.getCachedResult(list, conf), result, 'cached like libcni');
-        if (canCheck(v)) rt.checkNetworkList(list, conf);
-        // DEL prints nothing and succeeds; static keeps no state, so DEL again (and DEL with an unknown ID) too
-        const del = rt.execRaw(
-          rt.findPlugin('static'),
-          {
-            CNI_COMMAND: 'DEL',
-            CNI_CONTAINERID: conf.containerId,
-            CNI_NETNS: NETNS,
-            CNI_IFNAME: 'eth0',
-            CNI_PATH: dir,
-          },
-          JSON.stringify(rt.buildConfig(list, list.plugins[0]!, conf, canCheck(v) ? result : undefined)),
+        assert.deepEqual(
+          plain(await rt.getNetworkListCachedResult(list(obj), conf)),
+          plain(toCurrent(raw)),
+          'cached like libcni',
         );
-        assert.equal(del.status, 0, del.stdout);
+        if (canCheck(v)) await rt.checkNetworkList(list(obj), conf);
+        // DEL prints nothing and succeeds; static keeps no state, so DEL again (and DEL with an unknown ID) too
+        const del = await invoke(dir, 'DEL', pluginConf(obj, conf, canCheck(v) ? result : undefined), conf);
+        assert.equal(del.code, 0, del.stdout);
         assert.equal(del.stdout, '');
-        rt.delNetworkList(list, conf);
-        assert.equal(rt.getCachedResult(list, conf), undefined);
-        rt.delNetworkList(list, rtConf({ containerId: 'never-added', netns: '' }));
+        await rt.delNetworkList(list(obj), conf);
+        assert.equal(await rt.getNetworkListCachedResult(list(obj), conf), undefined);
+        await rt.delNetworkList(list(obj), rtConf({ containerId: 'never-added', netns: '' }));
       });
     }
   });
@@ -189,8 +210,8 @@ describe('static: CNI_ARGS, precedence, CHECK, errors (default back-end)', () =>
   const dir = ensureLinks(info.default, info);
 
   for (const v of ['0.2.0', '1.0.0', '1.1.0']) {
-    test(`CNI_ARGS IP and GATEWAY (${v}): appended to ipam.addresses; GATEWAY only where the subnet contains it`, () => {
-      const rt = runtime(dir);
+    test(`CNI_ARGS IP and GATEWAY (${v}): appended to ipam.addresses; GATEWAY only where the subnet contains it`, async () => {
+      const rt = runtimeFor(dir);
       const args: Array<[string, string]> = [
         ['IgnoreUnknown', '1'],
         ['K8S_POD_NAME', 'ignored'],
@@ -199,7 +220,12 @@ describe('static: CNI_ARGS, precedence, CHECK, errors (default back-end)', () =>
       ];
       if (legacy(v)) {
         // one address per family in 0.1.0/0.2.0: CNI_ARGS only
-        const r = rt.addNetworkList(staticList(v, { routes: [{ dst: '0.0.0.0/0' }] }), rtConf({ args }));
+        const r = plain(
+          await rt.addNetworkListRaw(
+            list(staticList(v, { routes: [{ dst: '0.0.0.0/0' }] })),
+            rtConf({ args }),
+          ),
+        );
         assert.deepEqual(r, {
           cniVersion: v,
           ip4: { ip: '10.10.3.1/24', gateway: '10.10.3.254', routes: [{ dst: '0.0.0.0/0' }] },
@@ -208,12 +234,14 @@ describe('static: CNI_ARGS, precedence, CHECK, errors (default back-end)', () =>
         });
         return;
       }
-      const list = staticList(v, {
-        addresses: [{ address: '10.10.0.1/24' }],
-        routes: [{ dst: '0.0.0.0/0' }],
-      });
+      const l = list(
+        staticList(v, {
+          addresses: [{ address: '10.10.0.1/24' }],
+          routes: [{ dst: '0.0.0.0/0' }],
+        }),
+      );
       const conf = rtConf({ args });
-      const r = rt.addNetworkList(list, conf);
+      const r = plain(await rt.addNetworkListRaw(l, conf));
       // the config address keeps no gateway: CNI_ARGS GATEWAY applies to CNI_ARGS addresses only (reference quirk)
       assert.deepEqual(ipsOf(r), [
         ['10.10.0.1/24'],
@@ -221,13 +249,13 @@ describe('static: CNI_ARGS, precedence, CHECK, errors (default back-end)', () =>
         ['fd00:3::1/64', 'fd00:3::fe'],
       ]);
       assert.deepEqual(r.routes, [{ dst: '0.0.0.0/0' }]);
-      rt.checkNetworkList(list, conf);
-      rt.delNetworkList(list, conf);
+      await rt.checkNetworkList(l, conf);
+      await rt.delNetworkList(l, conf);
     });
   }
 
-  test('precedence: runtimeConfig.ips (capability) > args.cni.ips > ipam.addresses + CNI_ARGS IP', () => {
-    const rt = runtime(dir);
+  test('precedence: runtimeConfig.ips (capability) > args.cni.ips > ipam.addresses + CNI_ARGS IP', async () => {
+    const rt = runtimeFor(dir);
     const ipam = { addresses: [{ address: '10.10.0.9/24', gateway: '10.10.0.254' }] };
     const argsIps = { args: { cni: { ips: ['10.10.0.2/24', 'fd00::2/64'] } } };
     const cniArgs: Array<[string, string]> = [
@@ -235,51 +263,49 @@ describe('static: CNI_ARGS, precedence, CHECK, errors (default back-end)', () =>
       ['GATEWAY', '10.10.0.254'],
     ];
     const capabilityArgs = { ips: ['10.10.0.1/24', 'fd00::1/64'] };
-    const withCap = staticList('1.1.0', ipam, { capabilities: { ips: true }, ...argsIps });
-    const r1 = rt.addNetworkList(withCap, rtConf({ args: cniArgs, capabilityArgs }));
+    const withCap = list(staticList('1.1.0', ipam, { capabilities: { ips: true }, ...argsIps }));
+    const r1 = plain(await rt.addNetworkListRaw(withCap, rtConf({ args: cniArgs, capabilityArgs })));
     assert.deepEqual(ipsOf(r1), [['10.10.0.1/24'], ['fd00::1/64']], 'runtimeConfig.ips replaces everything');
     // the same list without the capability: the runtime does not pass runtimeConfig, args.cni.ips wins
-    const noCap = staticList('1.1.0', ipam, argsIps);
-    const r2 = rt.addNetworkList(noCap, rtConf({ args: cniArgs, capabilityArgs }));
+    const noCap = list(staticList('1.1.0', ipam, argsIps));
+    const r2 = plain(await rt.addNetworkListRaw(noCap, rtConf({ args: cniArgs, capabilityArgs })));
     assert.deepEqual(
       ipsOf(r2),
       [['10.10.0.2/24'], ['fd00::2/64']],
       'args.cni.ips replaces config + CNI_ARGS',
     );
-    const r3 = rt.addNetworkList(staticList('1.1.0', ipam), rtConf({ args: cniArgs, capabilityArgs }));
+    const r3 = plain(
+      await rt.addNetworkListRaw(list(staticList('1.1.0', ipam)), rtConf({ args: cniArgs, capabilityArgs })),
+    );
     assert.deepEqual(ipsOf(r3), [
       ['10.10.0.9/24', '10.10.0.254'],
       ['10.10.0.3/24', '10.10.0.254'],
     ]);
     // an empty runtimeConfig.ips does not replace anything
-    const r4 = rt.addNetworkList(withCap, rtConf({ capabilityArgs: { ips: [] } }));
+    const r4 = plain(await rt.addNetworkListRaw(withCap, rtConf({ capabilityArgs: { ips: [] } })));
     assert.deepEqual(ipsOf(r4), [['10.10.0.2/24'], ['fd00::2/64']]);
   });
 
-  test('CHECK: matching prevResult passes, a different gateway fails, a missing prevResult fails', () => {
-    const rt = runtime(dir);
-    const list = staticList('1.0.0', FULL);
+  test('CHECK: matching prevResult passes, a different gateway fails, a missing prevResult fails', async () => {
+    const rt = runtimeFor(dir);
+    const obj = staticList('1.0.0', FULL);
     const conf = rtConf();
-    const result = rt.addNetworkList(list, conf);
-    rt.checkNetworkList(list, conf);
-    const base = rt.buildConfig(list, list.plugins[0]!, conf);
+    const result = plain(await rt.addNetworkListRaw(list(obj), conf));
+    await rt.checkNetworkList(list(obj), conf);
+    const base = pluginConf(obj, conf);
     const wrongGw = {
       ...result,
       ips: [{ address: '10.10.0.1/24', gateway: '10.10.0.1' }, ...(result.ips as Json[]).slice(1)],
     };
     assertCniError(
-      catchErr(() => rt.invoke('static', 'CHECK', { ...base, prevResult: wrongGw }, conf)),
+      await invoke(dir, 'CHECK', { ...base, prevResult: wrongGw }, conf),
       999,
       'static: Failed to match addr 10.10.0.1 on interface eth0',
     );
     // an address the prevResult does not carry is not an error (like the reference)
-    rt.invoke('static', 'CHECK', { ...base, prevResult: { ...result, ips: [] } }, conf);
-    assertCniError(
-      catchErr(() => rt.invoke('static', 'CHECK', base, conf)),
-      999,
-      'Required prevResult missing',
-    );
-    rt.delNetworkList(list, conf);
+    expectOk(await invoke(dir, 'CHECK', { ...base, prevResult: { ...result, ips: [] } }, conf));
+    assertCniError(await invoke(dir, 'CHECK', base, conf), 999, 'Required prevResult missing');
+    await rt.delNetworkList(list(obj), conf);
   });
 });
 
@@ -396,22 +422,13 @@ describe('static bad input (default back-end): error object, code, exact message
   assert.ok(haveStatic, 'static not built' + ' (npm test runs npm run build before the tests)');
   const dir = ensureLinks(info.default, info);
   for (const [name, ver, ipam, extra, args, code, msg] of BAD) {
-    test(name, () => {
-      const rt = runtime(dir);
-      const err = catchErr(() => rt.invoke('static', 'ADD', badConf(ver, ipam, extra), rtConf({ args })));
-      assertCniError(err, code, msg);
+    test(name, async () => {
+      assertCniError(await invoke(dir, 'ADD', badConf(ver, ipam, extra), rtConf({ args })), code, msg);
     });
   }
-  test('stdin that is not JSON', () => {
-    const rt = runtime(dir);
-    const r = rt.execRaw(
-      rt.findPlugin('static'),
-      { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'x', CNI_NETNS: NETNS, CNI_IFNAME: 'eth0', CNI_PATH: dir },
-      'not json',
-    );
-    const err = new RuntimeError('static', 'ADD', r.status, r.stdout, r.stderr);
+  test('stdin that is not JSON', async () => {
     assertCniError(
-      err,
+      await invoke(dir, 'ADD', 'not json', rtConf({ containerId: 'x' })),
       6,
       "error unmarshall network config: invalid character 'o' in literal null (expecting 'u')",
     );
@@ -423,68 +440,73 @@ describe('static as the IPAM of bridge (real kernel, in-process delegation)', ()
     haveStatic && info.plugins.includes('bridge'),
     'bridge/static not built' + ' (npm test runs npm run build before the tests)',
   );
-  test('the container gets the static v4 + v6 addresses, gateway routes and extra routes; DEL removes them', () => {
-    const sb = createSandbox();
-    try {
-      const rt = runtime(ensureLinks(info.default, info), sb.host.name);
-      const list: ConfList = {
-        cniVersion: '1.1.0',
-        name: 'static-br',
-        plugins: [
-          {
-            type: 'bridge',
-            bridge: 'cnist0',
-            isGateway: true,
-            ipam: {
-              type: 'static',
-              addresses: [
-                { address: '10.88.7.5/24', gateway: '10.88.7.1' },
-                { address: 'fd88:7::5/64', gateway: 'fd88:7::1' },
-              ],
-              routes: [{ dst: '0.0.0.0/0' }, { dst: '198.51.100.0/24', gw: '10.88.7.254' }, { dst: '::/0' }],
-              dns: { nameservers: ['10.88.7.53'] },
+  test('the container gets the static v4 + v6 addresses, gateway routes and extra routes; DEL removes them', async () => {
+    // the plugins run as processes from this thread, moved into the sandbox's host namespace
+    await withSandbox(
+      async (sb) => {
+        const rt = runtimeFor(ensureLinks(info.default, info));
+        const l = confListFromObject({
+          cniVersion: '1.1.0',
+          name: 'static-br',
+          plugins: [
+            {
+              type: 'bridge',
+              bridge: 'cnist0',
+              isGateway: true,
+              ipam: {
+                type: 'static',
+                addresses: [
+                  { address: '10.88.7.5/24', gateway: '10.88.7.1' },
+                  { address: 'fd88:7::5/64', gateway: 'fd88:7::1' },
+                ],
+                routes: [
+                  { dst: '0.0.0.0/0' },
+                  { dst: '198.51.100.0/24', gw: '10.88.7.254' },
+                  { dst: '::/0' },
+                ],
+                dns: { nameservers: ['10.88.7.53'] },
+              },
             },
-          },
-        ],
-      };
-      const conf = { containerId: 'ctr-static-br', netns: sb.container.path, ifName: 'eth0' };
-      const r = rt.addNetworkList(list, conf);
-      assert.deepEqual(
-        (r.ips as Array<{ address: string; gateway?: string; interface?: number }>).map((i) => [
-          i.address,
-          i.gateway,
-          i.interface,
-        ]),
-        [
-          ['10.88.7.5/24', '10.88.7.1', 2],
-          ['fd88:7::5/64', 'fd88:7::1', 2],
-        ],
-      );
-      assert.deepEqual(r.dns, { nameservers: ['10.88.7.53'] });
-      const addrs = JSON.parse(
-        sb.exec('ip', ['-json', 'addr', 'show', 'dev', 'eth0'], { ns: 'container' }).stdout,
-      ) as Array<{ addr_info: Array<{ local: string; prefixlen: number; scope: string }> }>;
-      const global = (addrs[0]?.addr_info ?? [])
-        .filter((a) => a.scope === 'global')
-        .map((a) => `${a.local}/${a.prefixlen}`);
-      assert.deepEqual(global.sort(), ['10.88.7.5/24', 'fd88:7::5/64']);
-      const routes4 = sb.exec('ip', ['-4', 'route', 'show'], { ns: 'container' }).stdout;
-      assert.match(routes4, /^default via 10\.88\.7\.1 dev eth0/m);
-      assert.match(routes4, /^198\.51\.100\.0\/24 via 10\.88\.7\.254 dev eth0/m);
-      assert.match(
-        sb.exec('ip', ['-6', 'route', 'show'], { ns: 'container' }).stdout,
-        /^default via fd88:7::1 dev eth0/m,
-      );
-      const hostAddrs = sb.exec('ip', ['-o', 'addr', 'show', 'dev', 'cnist0'], { ns: 'host' }).stdout;
-      assert.match(hostAddrs, /inet 10\.88\.7\.1\/24/);
-      assert.match(hostAddrs, /inet6 fd88:7::1\/64/);
-      rt.checkNetworkList(list, conf);
-      rt.delNetworkList(list, conf);
-      const gone = sb.exec('ip', ['link', 'show', 'dev', 'eth0'], { ns: 'container', check: false });
-      assert.notEqual(gone.status, 0, 'container eth0 removed');
-    } finally {
-      sb.destroy();
-    }
+          ],
+        });
+        const conf = { containerId: 'ctr-static-br', netns: sb.container.path, ifName: 'eth0' };
+        const r = plain(await rt.addNetworkListRaw(l, conf));
+        assert.deepEqual(
+          (r.ips as Array<{ address: string; gateway?: string; interface?: number }>).map((i) => [
+            i.address,
+            i.gateway,
+            i.interface,
+          ]),
+          [
+            ['10.88.7.5/24', '10.88.7.1', 2],
+            ['fd88:7::5/64', 'fd88:7::1', 2],
+          ],
+        );
+        assert.deepEqual(r.dns, { nameservers: ['10.88.7.53'] });
+        const addrs = JSON.parse(
+          sb.exec('ip', ['-json', 'addr', 'show', 'dev', 'eth0'], { ns: 'container' }).stdout,
+        ) as Array<{ addr_info: Array<{ local: string; prefixlen: number; scope: string }> }>;
+        const global = (addrs[0]?.addr_info ?? [])
+          .filter((a) => a.scope === 'global')
+          .map((a) => `${a.local}/${a.prefixlen}`);
+        assert.deepEqual(global.sort(), ['10.88.7.5/24', 'fd88:7::5/64']);
+        const routes4 = sb.exec('ip', ['-4', 'route', 'show'], { ns: 'container' }).stdout;
+        assert.match(routes4, /^default via 10\.88\.7\.1 dev eth0/m);
+        assert.match(routes4, /^198\.51\.100\.0\/24 via 10\.88\.7\.254 dev eth0/m);
+        assert.match(
+          sb.exec('ip', ['-6', 'route', 'show'], { ns: 'container' }).stdout,
+          /^default via fd88:7::1 dev eth0/m,
+        );
+        const hostAddrs = sb.exec('ip', ['-o', 'addr', 'show', 'dev', 'cnist0'], { ns: 'host' }).stdout;
+        assert.match(hostAddrs, /inet 10\.88\.7\.1\/24/);
+        assert.match(hostAddrs, /inet6 fd88:7::1\/64/);
+        await rt.checkNetworkList(l, conf);
+        await rt.delNetworkList(l, conf);
+        const gone = sb.exec('ip', ['link', 'show', 'dev', 'eth0'], { ns: 'container', check: false });
+        assert.notEqual(gone.status, 0, 'container eth0 removed');
+      },
+      { enterHost: true },
+    );
   });
 });
 
@@ -497,24 +519,28 @@ describe('static side by side with the Go reference', () => {
   const dir = ensureLinks(info.default, info);
 
   for (const v of GO_VERSIONS) {
-    test(`same ADD result and CHECK/DEL outcome (${v})`, () => {
-      const list = staticList(v, FULL);
+    test(`same ADD result and CHECK/DEL outcome (${v})`, async () => {
+      const obj = staticList(v, FULL);
       const conf = rtConf();
-      const ours = runtime(dir);
-      const go = runtime(GO_CNI);
-      const a = ours.addNetworkList(list, conf);
-      const b = go.addNetworkList(list, conf);
+      // as printed by each plugin
+      const printed = async (d: string) => expectOk(await invoke(d, 'ADD', pluginConf(obj, conf), conf));
+      assert.deepEqual(normalise(await printed(dir)), normalise(await printed(GO_CNI)));
+      // and through the runtime: ADD, CHECK against the cache, DEL
+      const ours = runtimeFor(dir);
+      const go = runtimeFor(GO_CNI);
+      const a = plain(await ours.addNetworkListRaw(list(obj), conf));
+      const b = plain(await go.addNetworkListRaw(list(obj), conf));
       assert.deepEqual(normalise(a), normalise(b));
       if (canCheck(v)) {
-        ours.checkNetworkList(list, conf);
-        go.checkNetworkList(list, conf);
+        await ours.checkNetworkList(list(obj), conf);
+        await go.checkNetworkList(list(obj), conf);
       }
-      ours.delNetworkList(list, conf);
-      go.delNetworkList(list, conf);
+      await ours.delNetworkList(list(obj), conf);
+      await go.delNetworkList(list(obj), conf);
     });
   }
 
-  test('same results for CNI_ARGS, args.cni.ips and runtimeConfig.ips (1.0.0)', () => {
+  test('same results for CNI_ARGS, args.cni.ips and runtimeConfig.ips (1.0.0)', async () => {
     const ipam = { addresses: [{ address: '10.10.0.9/24' }], routes: [{ dst: '0.0.0.0/0' }] };
     const cniArgs: Array<[string, string]> = [
       ['IP', '10.10.3.1/24, 11.11.0.1/24,fd00::3/64'],
@@ -525,47 +551,54 @@ describe('static side by side with the Go reference', () => {
       staticList('1.0.0', ipam, { args: { cni: { ips: ['10.10.0.2/24', '::ffff:10.1.2.3/120'] } } }),
       staticList('1.0.0', ipam, { capabilities: { ips: true }, args: { cni: { ips: ['10.10.0.2/24'] } } }),
     ];
-    for (const list of lists) {
+    for (const obj of lists) {
       const conf = rtConf({ args: cniArgs, capabilityArgs: { ips: ['10.10.0.1/24', '2001:DB8::5/64'] } });
-      const a = runtime(dir).addNetworkList(list, conf);
-      const b = runtime(GO_CNI).addNetworkList(list, conf);
-      assert.deepEqual(normalise(a), normalise(b), JSON.stringify(list.plugins[0]));
+      const printed = async (d: string) => expectOk(await invoke(d, 'ADD', pluginConf(obj, conf), conf));
+      assert.deepEqual(
+        normalise(await printed(dir)),
+        normalise(await printed(GO_CNI)),
+        JSON.stringify(obj.plugins[0]),
+      );
+      const a = plain(await runtimeFor(dir).addNetworkListRaw(list(obj), conf));
+      const b = plain(await runtimeFor(GO_CNI).addNetworkListRaw(list(obj), conf));
+      assert.deepEqual(normalise(a), normalise(b), JSON.stringify(obj.plugins[0]));
     }
   });
 
-  test('same CHECK failure message for a different gateway', () => {
-    const list = staticList('1.0.0', FULL);
+  test('same CHECK failure message for a different gateway', async () => {
+    const obj = staticList('1.0.0', FULL);
     const conf = rtConf();
-    const rt = runtime(dir);
-    const result = rt.addNetworkList(list, conf);
+    const result = plain(await runtimeFor(dir).addNetworkListRaw(list(obj), conf));
     const cf = {
-      ...rt.buildConfig(list, list.plugins[0]!, conf),
+      ...pluginConf(obj, conf),
       prevResult: { ...result, ips: [{ address: '10.10.0.1/24', gateway: '10.10.0.2' }] },
     };
-    const a = catchErr(() => rt.invoke('static', 'CHECK', cf, conf));
-    const b = catchErr(() => runtime(GO_CNI).invoke('static', 'CHECK', cf, conf));
-    assert.equal(a.cni?.msg, b.cni?.msg);
-    assert.equal(a.cni?.code, b.cni?.code);
+    const a = expectCniError(await invoke(dir, 'CHECK', cf, conf));
+    const b = expectCniError(await invoke(GO_CNI, 'CHECK', cf, conf));
+    assert.equal(a.msg, b.msg);
+    assert.equal(a.code, b.code);
   });
 
   for (const [name, ver, ipam, extra, args, code, msg, goMsg] of BAD) {
-    test(`same error: ${name}`, () => {
+    test(`same error: ${name}`, async () => {
       const conf = badConf(ver, ipam, extra);
-      const a = catchErr(() => runtime(dir).invoke('static', 'ADD', conf, rtConf({ args })));
-      const b = catchErr(() => runtime(GO_CNI).invoke('static', 'ADD', conf, rtConf({ args })));
-      assert.equal(b.exitCode, 1);
-      assert.equal(a.cni?.msg, msg);
-      assert.equal(b.cni?.msg, goMsg ?? msg, 'Go message');
+      const a = expectCniError(await invoke(dir, 'ADD', conf, rtConf({ args })));
+      const rb = await invoke(GO_CNI, 'ADD', conf, rtConf({ args }));
+      assert.equal(rb.code, 1);
+      const b = rb.json as { code: number; msg: string };
+      assert.equal(a.msg, msg);
+      assert.equal(b.msg, goMsg ?? msg, 'Go message');
       // configuration errors: cnikit answers 7 (invalid network config) where the reference answers 999
-      assert.equal(b.cni?.code, code === 7 ? 999 : code, 'Go code');
+      assert.equal(b.code, code === 7 ? 999 : code, 'Go code');
     });
   }
 
-  test('1.1.0: cnikit answers, the reference (≤ 1.0.0) rejects the version', () => {
-    const list = staticList('1.1.0', FULL);
-    assert.deepEqual(runtime(dir).addNetworkList(list, rtConf()), fullExpected('1.1.0'));
-    const b = catchErr(() => runtime(GO_CNI).addNetworkList(list, rtConf()));
-    assert.equal(b.cni?.code, 1);
-    assert.equal(b.cni?.msg, 'incompatible CNI versions');
+  test('1.1.0: cnikit answers, the reference (≤ 1.0.0) rejects the version', async () => {
+    const l = list(staticList('1.1.0', FULL));
+    assert.deepEqual(plain(await runtimeFor(dir).addNetworkListRaw(l, rtConf())), fullExpected('1.1.0'));
+    const b = await catchError<PluginError>(() => runtimeFor(GO_CNI).addNetworkList(l, rtConf()));
+    assert.ok(b instanceof PluginError, String(b));
+    assert.equal(b.code, 1);
+    assert.equal(b.msg, 'incompatible CNI versions');
   });
 });

@@ -4,8 +4,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { createSandbox, diffSnapshots, formatDiff, type Sandbox } from '@cnikit/testing';
+import { before, describe, test } from 'node:test';
+import { diffSnapshots, formatDiff, sandboxForFile } from '@cnikit/testing';
 import { detectBackend, resolveBackend } from './backend.ts';
 import { execStats, runTool, ToolNotFoundError } from './exec.ts';
 import { gcIPMasq, IPMASQ_NFT_CHAIN, IPMASQ_NFT_TABLE, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
@@ -24,16 +24,14 @@ import { nftBatch, nftList, nftListRules, supportsNFTables } from './nftables.ts
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
 import { tcBatch, tcFilters, tcQdiscs } from './tc.ts';
 
-let sb: Sandbox;
+const env = sandboxForFile();
 let ns: { netns: string };
 before(() => {
-  sb = createSandbox();
-  ns = { netns: sb.host.path };
+  ns = { netns: env.sb.host.path };
 });
-after(() => sb?.destroy());
 
 const save = (family: 4 | 6 = 4, table = 'nat') =>
-  sb.exec(family === 4 ? 'iptables-save' : 'ip6tables-save', ['-t', table]).stdout;
+  env.sb.exec(family === 4 ? 'iptables-save' : 'ip6tables-save', ['-t', table]).stdout;
 const rulesOf = (text: string, chain: string) => text.split('\n').filter((l) => l.startsWith(`-A ${chain} `));
 
 describe('iptables batch', () => {
@@ -319,7 +317,7 @@ describe('ipmasq, iptables backend', () => {
   });
 
   test('setup produces the reference rules; teardown restores the exact previous state', () => {
-    const beforeSnap = sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
+    const beforeSnap = env.sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
     setupIPMasq({
       backend: 'iptables',
       ips: ['10.1.2.2/24', 'fd00::2/64'],
@@ -364,7 +362,7 @@ describe('ipmasq, iptables backend', () => {
     });
     const d = diffSnapshots(
       beforeSnap,
-      sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] }),
+      env.sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] }),
     );
     assert.deepEqual(d, [], formatDiff(d));
     // Teardown again: nothing left, no error.
@@ -372,7 +370,7 @@ describe('ipmasq, iptables backend', () => {
   });
 
   test('teardown with no IPs still removes the chain and its POSTROUTING jumps', () => {
-    const beforeSnap = sb.snapshot('host', { sections: ['iptables', 'ip6tables'] });
+    const beforeSnap = env.sb.snapshot('host', { sections: ['iptables', 'ip6tables'] });
     setupIPMasq({
       backend: 'iptables',
       ips: ['10.1.2.3/24', 'fd00::3/64'],
@@ -385,7 +383,7 @@ describe('ipmasq, iptables backend', () => {
     teardownIPMasq({ ips: [], network: 'mynet', ifName: 'eth0', containerID: 'noips', ...ns });
     assert.doesNotMatch(save(4), new RegExp(formatChainName('mynet', 'noips')));
     assert.doesNotMatch(save(6), new RegExp(formatChainName('mynet', 'noips')));
-    const d = diffSnapshots(beforeSnap, sb.snapshot('host', { sections: ['iptables', 'ip6tables'] }));
+    const d = diffSnapshots(beforeSnap, env.sb.snapshot('host', { sections: ['iptables', 'ip6tables'] }));
     assert.deepEqual(d, [], formatDiff(d));
   });
 
@@ -451,10 +449,14 @@ describe('ipmasq, iptables backend', () => {
 describe('concurrent plugin processes', () => {
   const runChild = (args: string[]) =>
     new Promise<void>((resolve, reject) => {
-      const c = spawn(process.execPath, ['--import', 'tsx', '-e', CHILD, ...args], {
-        cwd: import.meta.dirname,
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      const c = spawn(
+        process.execPath,
+        ['--conditions=cnikit-source', '--import', 'tsx', '-e', CHILD, ...args],
+        {
+          cwd: import.meta.dirname,
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
       let err = '';
       c.stderr.on('data', (d) => {
         err += d;
@@ -476,12 +478,12 @@ describe('concurrent plugin processes', () => {
     verb,
     String(worker),
     backend,
-    sb.host.path,
+    env.sb.host.path,
   ];
 
   for (const backend of ['iptables', 'nftables']) {
     test(`4 processes × 5 containers set up and torn down in parallel (${backend})`, async () => {
-      const before = sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
+      const before = env.sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
       await Promise.all([0, 1, 2, 3].map((w) => runChild(script('setup', w, backend))));
       if (backend === 'iptables') {
         const s4 = save(4);
@@ -498,7 +500,7 @@ describe('concurrent plugin processes', () => {
         assert.equal(rules.filter((r) => r.comment?.includes('net: race,')).length, 40);
       }
       await Promise.all([0, 1, 2, 3].map((w) => runChild(script('teardown', w, backend))));
-      const after = sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
+      const after = env.sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
       const d = diffSnapshots(before, after).filter(
         (x) => backend === 'iptables' || x.section === 'nftables',
       );
@@ -514,7 +516,7 @@ describe('concurrent plugin processes', () => {
 
 describe('ipmasq, nftables backend', () => {
   const T = 'inet cni_plugins_masquerade';
-  const listText = () => sb.exec('nft', ['list', 'table', 'inet', 'cni_plugins_masquerade']).stdout;
+  const listText = () => env.sb.exec('nft', ['list', 'table', 'inet', 'cni_plugins_masquerade']).stdout;
   const masqRules = () =>
     nftList(['chain', 'inet', 'cni_plugins_masquerade', 'masq_checks'], ns).rules.map((r) => r.comment);
 
@@ -527,7 +529,7 @@ describe('ipmasq, nftables backend', () => {
       containerID: 'one',
       ...ns,
     });
-    const beforeSnap = sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
+    const beforeSnap = env.sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] });
     setupIPMasq({
       backend: 'nftables',
       ips: ['192.168.1.2/24', '2001:db8::2/64'],
@@ -564,7 +566,7 @@ describe('ipmasq, nftables backend', () => {
     });
     const d = diffSnapshots(
       beforeSnap,
-      sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] }),
+      env.sb.snapshot('host', { sections: ['iptables', 'ip6tables', 'nftables'] }),
     );
     assert.deepEqual(d, [], formatDiff(d));
     assert.deepEqual(masqRules(), ['6fd94d501e58f0aa-287fc69eff0574a2, net: unit-test, if: eth0, id: one']);
@@ -672,7 +674,7 @@ describe('nft batch', () => {
     assert.ok(l.rules.every((r) => Number.isInteger(r.handle) && r.handle > 0));
     assert.ok(l.objects.some((o) => 'set' in o) && l.objects.some((o) => 'map' in o));
     assert.match(
-      sb.exec('nft', ['list', 'set', 'ip', 'cnikit_t', 'allowed']).stdout,
+      env.sb.exec('nft', ['list', 'set', 'ip', 'cnikit_t', 'allowed']).stdout,
       /elements = \{ 10\.0\.0\.0\/24, 192\.168\.7\.7 \}/,
     );
     // Delete one rule by handle.
@@ -784,7 +786,7 @@ describe('backend selection and tool errors', () => {
 });
 
 describe('spoof check (nftables bridge family)', () => {
-  const table = () => sb.exec('nft', ['list', 'table', 'bridge', 'nat'], { check: false }).stdout;
+  const table = () => env.sb.exec('nft', ['list', 'table', 'bridge', 'nat'], { check: false }).stdout;
   test('rules present after setup, gone after teardown', () => {
     const refID = 'c0ffee-eth0';
     setupSpoofCheck({ iface: 'veth1234', mac: '0A:58:0a:f4:00:02', refID, ...ns });
@@ -844,11 +846,11 @@ describe('spoof check (nftables bridge family)', () => {
 
 describe('tc batch', () => {
   test('tbf + ingress + u32 mirred redirect to an ifb, in one tc -batch', () => {
-    sb.exec('ip', ['link', 'add', 'tcv0', 'type', 'veth', 'peer', 'name', 'tcv1']);
-    sb.exec('ip', ['link', 'add', 'bwptest', 'type', 'ifb']);
-    for (const d of ['tcv0', 'tcv1', 'bwptest']) sb.exec('ip', ['link', 'set', d, 'up']);
+    env.sb.exec('ip', ['link', 'add', 'tcv0', 'type', 'veth', 'peer', 'name', 'tcv1']);
+    env.sb.exec('ip', ['link', 'add', 'bwptest', 'type', 'ifb']);
+    for (const d of ['tcv0', 'tcv1', 'bwptest']) env.sb.exec('ip', ['link', 'set', d, 'up']);
     const start = execStats.count;
-    tcBatch(sb.host.path)
+    tcBatch(env.sb.host.path)
       .addTbf({ dev: 'tcv0', rateBytes: 125000, burstBytes: 10000, limitBytes: 20000 })
       .addIngress('tcv0')
       .addRedirectFilter({ dev: 'tcv0', to: 'bwptest' })
@@ -879,7 +881,7 @@ describe('tc batch', () => {
     assert.equal(action.direction, 'egress');
     assert.equal(action.to_dev, 'bwptest');
 
-    tcBatch(sb.host.path)
+    tcBatch(env.sb.host.path)
       .replaceTbf({ dev: 'tcv0', rateBytes: 1000, burstBytes: 2000, latencyUs: 25000 })
       .delQdisc('tcv0', 'ingress')
       .commit();
@@ -891,9 +893,9 @@ describe('tc batch', () => {
   });
 
   test('clsact + matchall redirect (skipped when cls_matchall is missing)', (t) => {
-    tcBatch(sb.host.path).addClsact('tcv1').commit();
+    tcBatch(env.sb.host.path).addClsact('tcv1').commit();
     try {
-      tcBatch(sb.host.path)
+      tcBatch(env.sb.host.path)
         .addRedirectFilter({ dev: 'tcv1', parent: 'ingress', kind: 'matchall', to: 'bwptest' })
         .commit();
     } catch (e) {
@@ -908,7 +910,7 @@ describe('tc batch', () => {
   });
 
   test('errors: failing line reported, bad tokens rejected', () => {
-    assert.throws(() => tcBatch(sb.host.path).addIngress('nosuchdev').commit(), /tc -batch - failed/);
+    assert.throws(() => tcBatch(env.sb.host.path).addIngress('nosuchdev').commit(), /tc -batch - failed/);
     assert.throws(() => tcBatch().addIngress('bad dev'), /invalid tc device/);
     assert.throws(
       () => tcBatch().addTbf({ dev: 'x', rateBytes: 1, burstBytes: 1 }),

@@ -2,16 +2,12 @@
 // in random (valid) argument orders are applied with one restore, then applying the same batch
 // again must find every rule already present (nothing to do), and deleting them must succeed.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { createSandbox, type Sandbox } from '@cnikit/testing';
+import { test } from 'node:test';
+import { sandboxForFile } from '@cnikit/testing';
 import fc from 'fast-check';
 import { IptablesBatch, listRules } from './iptables.ts';
 
-let sb: Sandbox;
-before(() => {
-  sb = createSandbox();
-});
-after(() => sb?.destroy());
+const env = sandboxForFile();
 
 const octet = fc.integer({ min: 0, max: 255 });
 const v4 = fc.tuple(octet, octet, octet, octet).map((o) => o.join('.'));
@@ -97,7 +93,7 @@ for (const family of [4, 6] as const) {
     fc.assert(
       fc.property(fc.array(ruleArb(family), { minLength: 1, maxLength: 15 }), (rules) => {
         const chain = `CNI-PROP-${family}-${run++}`;
-        const ns = { netns: sb.host.path };
+        const ns = { netns: env.sb.host.path };
         const batch = () => {
           const b = new IptablesBatch(family, ns).ensureChain('filter', chain);
           for (const r of rules) b.appendUnique('filter', chain, r);

@@ -2,11 +2,10 @@
 // the kernel state we produce must be the same, so a node can switch implementations with
 // containers running. Skipped (with the reason) when the reference binaries are not installed.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { createSandbox, type Sandbox } from '@cnikit/testing';
+import { describe, test } from 'node:test';
+import { cniEnv, sandboxForFile } from '@cnikit/testing';
 import { setupIPMasq, teardownIPMasq } from './ipmasq.ts';
 import { formatChainName } from './names.ts';
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
@@ -19,16 +18,7 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk
     haveGo,
     `no reference plugins in ${GO}` + ' (Debian package containernetworking-plugins; .ci/run installs it)',
   );
-  let sb: Sandbox;
-  let dataDir: string;
-  before(() => {
-    sb = createSandbox();
-    dataDir = mkdtempSync(join(tmpdir(), 'cnikit-fw-ref-'));
-  });
-  after(() => {
-    sb?.destroy();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const env = sandboxForFile();
 
   const conf = (extra: Record<string, unknown> = {}) =>
     JSON.stringify({
@@ -38,22 +28,16 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk
       bridge: 'cniref0',
       isGateway: true,
       ipMasq: true,
-      ipam: { type: 'host-local', subnet: '10.33.0.0/24', dataDir },
+      ipam: { type: 'host-local', subnet: '10.33.0.0/24', dataDir: env.dir },
       ...extra,
     });
   const goBridge = (command: 'ADD' | 'DEL', containerID: string, extra: Record<string, unknown> = {}) =>
-    sb.exec(join(GO, 'bridge'), [], {
+    env.sb.exec(join(GO, 'bridge'), [], {
       input: conf(extra),
-      env: {
-        CNI_COMMAND: command,
-        CNI_CONTAINERID: containerID,
-        CNI_NETNS: sb.container.path,
-        CNI_IFNAME: 'eth0',
-        CNI_PATH: GO,
-      },
+      env: cniEnv(command, { containerId: containerID, netns: env.sb.container.path, path: GO }),
     }).stdout;
   const natRules = () =>
-    sb
+    env.sb
       .exec('iptables-save', ['-t', 'nat'])
       .stdout.split('\n')
       .filter((l) => l.startsWith('-A ') || /^:CNI-/.test(l));
@@ -74,7 +58,7 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk
       network: 'refnet',
       ifName: 'eth0',
       containerID: 'gocontainer',
-      netns: sb.host.path,
+      netns: env.sb.host.path,
     });
     assert.ok(!natRules().some((l) => l.includes(chain)));
 
@@ -85,7 +69,7 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk
       network: 'refnet',
       ifName: 'eth0',
       containerID: 'gocontainer',
-      netns: sb.host.path,
+      netns: env.sb.host.path,
     });
     assert.deepEqual(natRules(), goRules);
 
@@ -100,13 +84,13 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk
     };
     const hostIf = result.interfaces.find((i) => i.name.startsWith('veth') && !i.sandbox)!;
     const cont = result.interfaces.find((i) => i.sandbox)!;
-    const goTable = sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout;
+    const goTable = env.sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout;
     assert.match(goTable, /macspoofchk-spoofer-eth0/);
-    teardownSpoofCheck('spoofer-eth0', { netns: sb.host.path });
-    assert.doesNotMatch(sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, /spoofer/);
-    setupSpoofCheck({ iface: hostIf.name, mac: cont.mac, refID: 'spoofer-eth0', netns: sb.host.path });
-    assert.equal(sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, goTable);
+    teardownSpoofCheck('spoofer-eth0', { netns: env.sb.host.path });
+    assert.doesNotMatch(env.sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, /spoofer/);
+    setupSpoofCheck({ iface: hostIf.name, mac: cont.mac, refID: 'spoofer-eth0', netns: env.sb.host.path });
+    assert.equal(env.sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, goTable);
     goBridge('DEL', 'spoofer', { macspoofchk: true, ipMasq: false });
-    assert.doesNotMatch(sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, /spoofer/);
+    assert.doesNotMatch(env.sb.exec('nft', ['list', 'table', 'bridge', 'nat']).stdout, /spoofer/);
   });
 });

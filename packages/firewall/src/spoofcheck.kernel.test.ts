@@ -1,17 +1,15 @@
 // gcSpoofCheck (moved from the bridge plugin) against real nftables in a private namespace.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { createSandbox, type Sandbox } from '@cnikit/testing';
+import { before, describe, test } from 'node:test';
+import { sandboxForFile } from '@cnikit/testing';
 import { nftList } from './nftables.ts';
 import { gcSpoofCheck, iifnameOf, setupSpoofCheck } from './spoofcheck.ts';
 
-let sb: Sandbox;
+const env = sandboxForFile();
 let ns: { netns: string };
 before(() => {
-  sb = createSandbox();
-  ns = { netns: sb.host.path };
+  ns = { netns: env.sb.host.path };
 });
-after(() => sb?.destroy());
 
 const refIDsOf = () =>
   nftList(['chain', 'bridge', 'nat', 'PREROUTING'], ns)
@@ -26,7 +24,7 @@ const chainsOf = () =>
 
 describe('gcSpoofCheck', () => {
   test('removes only checks that are neither valid nor on an existing interface', () => {
-    sb.exec('ip', ['link', 'add', 'vgcA', 'type', 'veth', 'peer', 'name', 'vgcAp']);
+    env.sb.exec('ip', ['link', 'add', 'vgcA', 'type', 'veth', 'peer', 'name', 'vgcAp']);
     // live: interface exists (kept though not valid); valid: interface gone but valid; stale: both gone
     setupSpoofCheck({ iface: 'vgcA', mac: '0a:58:0a:00:00:02', refID: 'live-eth0', ...ns });
     setupSpoofCheck({ iface: 'vgcGone1', mac: '0a:58:0a:00:00:03', refID: 'valid-eth0', ...ns });
@@ -42,8 +40,8 @@ describe('gcSpoofCheck', () => {
     assert.ok(!chains.includes('cni-br-iface-stale-eth0-mac'));
 
     // without opts: the calling thread's namespace (as the bridge plugin calls it)
-    sb.exec('ip', ['link', 'del', 'vgcA']);
-    sb.runInHost(() => gcSpoofCheck(new Set(['valid-eth0'])));
+    env.sb.exec('ip', ['link', 'del', 'vgcA']);
+    env.sb.runInHost(() => gcSpoofCheck(new Set(['valid-eth0'])));
     assert.deepEqual(refIDsOf(), ['valid-eth0']);
     gcSpoofCheck(new Set(), ns);
     assert.deepEqual(refIDsOf(), []);

@@ -8,6 +8,7 @@
  * every rule commented `macspoofchk-<refID>`. The bridge plugin uses refID `<containerID>-<ifName>`.
  */
 import { formatMac, getLink, parseMac, withNetns } from '@cnikit/netlink';
+import { SysError } from '@cnikit/sys';
 import type { ToolOptions } from './exec.ts';
 import { NftBatch, nftList } from './nftables.ts';
 
@@ -126,7 +127,7 @@ export function gcSpoofCheck(validRefIDs: ReadonlySet<string>, opts: ToolOptions
     try {
       teardownSpoofCheck(refID, opts);
     } catch (err) {
-      errors.push(reasonOf(err));
+      errors.push(SysError.reasonOf(err));
     }
   }
   if (errors.length) throw new Error(errors.join('\n'));
@@ -139,11 +140,4 @@ export function iifnameOf(expr: readonly unknown[]): string | undefined {
     if (m?.left?.meta?.key === 'iifname' && typeof m.right === 'string') return m.right;
   }
   return undefined;
-}
-
-/** The Go-style reason of a system error ('file exists'), else its message. */
-function reasonOf(err: unknown): string {
-  const r = (err as { reason?: unknown } | null)?.reason;
-  if (typeof r === 'string' && r) return r;
-  return err instanceof Error ? err.message : String(err);
 }

@@ -3,8 +3,9 @@
  * sysctls). Synchronous; they act in the calling thread's network namespace (wrap in withNetns).
  */
 import { type Family, formatCIDR, parseCIDR, parseIP } from '@cnikit/ip';
+import { SysError } from '@cnikit/sys';
 import { addAddr, waitDadSettled } from './addr.ts';
-import { fail, reasonOf } from './helper-errors.ts';
+import { fail } from './helper-errors.ts';
 import { getLink, setLinkUp } from './link.ts';
 import { addRoute } from './route.ts';
 import { sysctlGet, sysctlSet } from './sysctl.ts';
@@ -65,7 +66,7 @@ export function configureIface(ifName: string, res: IfaceConfig): void {
           sysctlSet(key, '0');
         } catch (err) {
           throw fail(
-            `failed to enable IPv6 for interface ${JSON.stringify(iface)} (${key}=${value}): ${reasonOf(err)}`,
+            `failed to enable IPv6 for interface ${JSON.stringify(iface)} (${key}=${value}): ${SysError.reasonOf(err)}`,
             err,
           );
         }
@@ -74,7 +75,7 @@ export function configureIface(ifName: string, res: IfaceConfig): void {
         sysctlSet(`net/ipv6/conf/${ifName}/keep_addr_on_down`, '1');
       } catch (err) {
         throw fail(
-          `failed to enable keep_addr_on_down for interface ${JSON.stringify(ifName)}: ${reasonOf(err)}`,
+          `failed to enable keep_addr_on_down for interface ${JSON.stringify(ifName)}: ${SysError.reasonOf(err)}`,
           err,
         );
       }
@@ -83,7 +84,10 @@ export function configureIface(ifName: string, res: IfaceConfig): void {
     try {
       addAddr(ifName, formatCIDR(addr));
     } catch (err) {
-      throw fail(`failed to add IP addr ${ipc.address} to ${JSON.stringify(ifName)}: ${reasonOf(err)}`, err);
+      throw fail(
+        `failed to add IP addr ${ipc.address} to ${JSON.stringify(ifName)}: ${SysError.reasonOf(err)}`,
+        err,
+      );
     }
     const gw = ipc.gateway ? parseIP(ipc.gateway) : undefined;
     if (gw?.family === 4) v4gw ??= ipc.gateway;
@@ -92,13 +96,13 @@ export function configureIface(ifName: string, res: IfaceConfig): void {
   try {
     setLinkUp(ifName);
   } catch (err) {
-    throw fail(`failed to set ${JSON.stringify(ifName)} UP: ${reasonOf(err)}`, err);
+    throw fail(`failed to set ${JSON.stringify(ifName)} UP: ${SysError.reasonOf(err)}`, err);
   }
   if (v6gw) {
     try {
       waitDadSettled(ifName, 5000);
     } catch (err) {
-      throw fail(`failed to settle addresses for ${JSON.stringify(ifName)}: ${reasonOf(err)}`, err);
+      throw fail(`failed to settle addresses for ${JSON.stringify(ifName)}: ${SysError.reasonOf(err)}`, err);
     }
   }
   for (const r of res.routes ?? []) {
@@ -112,7 +116,7 @@ export function configureIface(ifName: string, res: IfaceConfig): void {
       );
     } catch (err) {
       throw fail(
-        `failed to add route '${r.dst} via ${gw ?? '<nil>'} dev ${ifName} metric ${r.priority ?? 0} (Scope: ${r.scope ?? 0}, Table: ${r.table ?? 0})': ${reasonOf(err)}`,
+        `failed to add route '${r.dst} via ${gw ?? '<nil>'} dev ${ifName} metric ${r.priority ?? 0} (Scope: ${r.scope ?? 0}, Table: ${r.table ?? 0})': ${SysError.reasonOf(err)}`,
         err,
       );
     }

@@ -1,7 +1,8 @@
 /** Go's pkg/ip veth helpers: SetupVeth's creation with a random peer name, DelLinkByNameAddr. */
 import { type CIDR, formatCIDR, isGlobalUnicast, parseCIDR } from '@cnikit/ip';
+import { SysError } from '@cnikit/sys';
 import { listAddrs } from './addr.ts';
-import { fail, reasonOf } from './helper-errors.ts';
+import { fail } from './helper-errors.ts';
 import { createVethPair, deleteLink, getLink, type Link } from './link.ts';
 import { randomVethName } from './names.ts';
 import { withNetns } from './netns.ts';
@@ -50,7 +51,7 @@ export function createVethWithRandomPeer(
           err,
         );
       }
-      throw fail(`failed to make veth pair: ${reasonOf(err)}`, err);
+      throw fail(`failed to make veth pair: ${SysError.reasonOf(err)}`, err);
     }
   }
   throw fail('failed to find a unique veth name');
@@ -67,7 +68,8 @@ export function delLinkByNameAddr(name: string): string[] {
   try {
     deleteLink(name);
   } catch (err) {
-    if (!isNotFoundError(err)) throw fail(`failed to delete ${JSON.stringify(name)}: ${reasonOf(err)}`, err);
+    if (!isNotFoundError(err))
+      throw fail(`failed to delete ${JSON.stringify(name)}: ${SysError.reasonOf(err)}`, err);
   }
   return addrs;
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { SysError } from '@cnikit/sys';
 import { invokeInProcess } from './dispatch.ts';
 import {
   CniError,
@@ -84,6 +85,21 @@ describe('CniError', () => {
   });
 });
 
+test('errorReason: the rule of @cnikit/sys SysError.reasonOf for everything but a CniError', () => {
+  const cases: unknown[] = [
+    new SysError(17, 'netlink', 'custom message'),
+    Object.assign(new Error('EEXIST: x'), { reason: 'file exists' }),
+    Object.assign(new Error('plain'), { reason: '' }),
+    Object.assign(new Error('plain'), { reason: 5 }),
+    new Error('plain'),
+    'str',
+    null,
+    undefined,
+  ];
+  for (const c of cases) assert.equal(errorReason(c), SysError.reasonOf(c), String(c));
+  assert.equal(errorReason(new SysError(17, 'netlink', 'custom message')), 'file exists');
+});
+
 test('errorReason / internalError / wrap: Go-style wrapping with the cause kept', async () => {
   const sys = Object.assign(new Error('EEXIST: x'), { reason: 'file exists' });
   assert.equal(errorReason(sys), 'file exists');
@@ -146,6 +162,29 @@ test('ErrorList keeps going, prefixes, and reports every failure with the first 
     (err) => err === only,
   );
   new ErrorList().throwIfAny();
+});
+
+test("ErrorList formats: the plugin's own code, separator and prefix, also for one failure", () => {
+  const list = new ErrorList();
+  list.add(new CniError(11, 'a', 'details a'));
+  assert.deepEqual(list.combined({ code: 5, separator: ';' })?.toJSON(), { code: 5, msg: 'a' });
+  list.add(new Error('b'));
+  assert.deepEqual(list.combined({ code: 5, separator: '; ', prefix: 'GC: ' })?.toJSON(), {
+    code: 5,
+    msg: 'GC: a; b',
+  });
+  // without a code: the first error's code and details
+  assert.deepEqual(list.combined({ separator: ' | ' })?.toJSON(), {
+    code: 11,
+    msg: 'a | b',
+    details: 'details a',
+  });
+  assert.ok(list.combined({ separator: ';' })?.cause instanceof AggregateError);
+  assert.equal(new ErrorList().combined({ code: 5 }), undefined);
+  assert.throws(
+    () => list.throwIfAny({ code: 5, separator: ';' }),
+    (err: CniError) => err.code === 5 && err.msg === 'a;b',
+  );
 });
 
 test('Rollback undoes in reverse order, keeps going after a failure and logs it', async () => {

@@ -76,6 +76,11 @@ export class CniError extends Error {
 /**
  * The Go-style text of anything thrown: a CniError's `msg`, a system error's `reason` (`file exists`, as Go
  * prints a syscall errno), else the message.
+ *
+ * Layering: the rule for non-CniErrors is @cnikit/sys's `SysError.reasonOf` (the definition, beside the `reason`
+ * it reads; netlink and firewall, which do not depend on skel, call it). skel itself does not depend on @cnikit/sys
+ * — the protocol core must install and bundle without the native addon — so it reads the same `reason` contract
+ * here; `errors.test.ts` checks that both give the same text.
  */
 export function errorReason(err: unknown): string {
   if (CniError.is(err)) return err.msg;
@@ -121,6 +126,13 @@ export async function wrapAsync<T>(message: string, fn: () => Promise<T>): Promi
  * prefixed with `what` when given); `throwIfAny()` throws nothing, the single error unchanged, or one
  * CniError with the first error's code and every message on its own line.
  */
+/** How `ErrorList.combined` / `throwIfAny` shape the one error (see there). */
+export interface ErrorListFormat {
+  code?: number;
+  separator?: string;
+  prefix?: string;
+}
+
 export class ErrorList {
   readonly errors: CniError[] = [];
 
@@ -152,15 +164,25 @@ export class ErrorList {
     return this.errors.length;
   }
 
-  /** One error for all the failures, or undefined. */
-  combined(): CniError | undefined {
-    if (this.errors.length <= 1) return this.errors[0];
-    const first = this.errors[0]!;
-    return new CniError(first.code, this.errors.map((e) => e.msg).join('\n'), first.details);
+  /**
+   * One error for all the failures, or undefined. Without options: the single error unchanged, or the first
+   * error's code and details with every message on its own line. Options give the plugin's own shape (e.g. the
+   * reference's `strings.Join(errs, ";")`): `code` replaces the errors' codes and details, `separator` joins the
+   * messages, `prefix` starts the text; with any of them the result is a new error even for one failure.
+   */
+  combined(opts: ErrorListFormat = {}): CniError | undefined {
+    const first = this.errors[0];
+    if (!first) return undefined;
+    const plain = opts.code === undefined && opts.separator === undefined && opts.prefix === undefined;
+    if (plain && this.errors.length === 1) return first;
+    const msg = `${opts.prefix ?? ''}${this.errors.map((e) => e.msg).join(opts.separator ?? '\n')}`;
+    return new CniError(opts.code ?? first.code, msg, opts.code === undefined ? first.details : '', {
+      cause: this.errors.length === 1 ? first : new AggregateError(this.errors),
+    });
   }
 
-  throwIfAny(): void {
-    const e = this.combined();
+  throwIfAny(opts: ErrorListFormat = {}): void {
+    const e = this.combined(opts);
     if (e) throw e;
   }
 }

@@ -87,6 +87,22 @@ export class SysError extends Error {
     return Function.prototype[Symbol.hasInstance].call(this, value);
   }
 
+  /**
+   * The Go-style reason of any error, for `failed to X: <reason>` texts: a system error's errno text ('file
+   * exists'; any error carrying a non-empty string `reason`, so errors of a second bundled copy count too), else
+   * the message (else the value as text).
+   *
+   * The one definition of "reason of a system error": it lives here, beside the `reason` it reads, because this is
+   * the lowest package of the error chain — @cnikit/netlink and @cnikit/firewall (which do not depend on skel) use it
+   * directly, and skel's `errorReason` (CniError → msg) applies the same `reason` rule for everything else. A static
+   * method so that the package index needs no new export.
+   */
+  static reasonOf(err: unknown): string {
+    const r = (err as { reason?: unknown } | null)?.reason;
+    if (typeof r === 'string' && r) return r;
+    return err instanceof Error ? err.message : String(err);
+  }
+
   /** Converts an error thrown by the addon (plain Error with errno/code/syscall) into a SysError. */
   static fromNative(err: unknown): unknown {
     if (err instanceof Error && typeof (err as { errno?: unknown }).errno === 'number' && !isSysError(err)) {

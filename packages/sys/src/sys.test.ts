@@ -27,7 +27,12 @@ describe('sys addon basics', () => {
     const n = loadNative();
     assert.equal(typeof n.setns, 'function');
     assert.equal(gettid(), process.pid);
-    assert.equal(nativeCandidates()[0], ADDON);
+    // the npm package's prebuilt addon first (the repository has it only while npm pack runs), then a source build
+    const prebuilt = new URL(
+      `../prebuilds/${process.platform}-${process.arch}/cnikit_sys.node`,
+      import.meta.url,
+    ).pathname;
+    assert.deepEqual(nativeCandidates().slice(0, 2), [prebuilt, ADDON]);
   });
 
   test('errors carry errno, code, syscall and the Go errno text', () => {
@@ -131,11 +136,15 @@ describe('loader overrides (child processes)', () => {
   const script = (body: string) =>
     `import { gettid, nativeCandidates, loadNative } from ${JSON.stringify(join(ROOT, 'packages/sys/src/index.ts'))};\n${body}`;
   const run = (body: string, env: Record<string, string>) =>
-    spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(body)], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      encoding: 'utf8',
-    });
+    spawnSync(
+      process.execPath,
+      ['--conditions=cnikit-source', '--import', 'tsx', '--input-type=module', '-e', script(body)],
+      {
+        cwd: ROOT,
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+      },
+    );
 
   test('CNIKIT_NATIVE_PATH is used (and only it)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cnikit-sys-'));

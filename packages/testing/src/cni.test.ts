@@ -1,17 +1,12 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { CniError, type Plugin } from '@cnikit/skel';
-import { catchError, cniEnv, cniRunner, expectCniError, expectOk } from './cni.ts';
+import { catchError, cniCall, cniEnv, cniRunner, expectCniError, expectOk } from './cni.ts';
+import { echo } from './testdata/echo-plugin.ts';
 
-const echo: Plugin = {
-  name: 'echo',
-  about: 'echo test plugin',
-  add(req) {
-    if (req.args === 'FAIL=1') throw new CniError(7, 'asked to fail', 'details here');
-    return { cniVersion: '1.1.0', interfaces: [{ name: req.ifName, sandbox: req.netns }] };
-  },
-  del() {},
-};
+const ECHO_SOURCE = { source: join(import.meta.dirname, 'testdata', 'echo-plugin.ts'), exportName: 'echo' };
 
 test('cniEnv: container fields only for ADD/DEL/CHECK; overrides and removals applied last', () => {
   assert.deepEqual(cniEnv('GC', { containerId: 'x' }), { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' });
@@ -34,4 +29,45 @@ test('cniRunner in-process: result JSON, defaults merged with per-call options, 
   assert.equal(e.details, 'details here');
   await assert.rejects(async () => expectCniError(await cni.add(conf)), /expected a CNI error/);
   assert.match((await catchError(() => Promise.reject(new Error('boom')))).message, /boom/);
+});
+
+test('source target: the plugin as a process from source, same outcome as in-process; calls overlap', async () => {
+  const conf = { cniVersion: '1.1.0', name: 'n', type: 'echo' };
+  const o = { netns: '/run/netns/x', ifName: 'net1' };
+  const [inProc, proc] = [await cniCall(echo, 'ADD', conf, o), await cniCall(ECHO_SOURCE, 'ADD', conf, o)];
+  assert.deepEqual(proc.json, inProc.json);
+  assert.equal(proc.code, 0);
+  assert.equal(proc.signal, null);
+  expectCniError(await cniCall(ECHO_SOURCE, 'ADD', conf, { ...o, args: 'FAIL=1' }), 7, 'asked to fail');
+  // a barrier makes three processes wait for each other
+  const dir = mkdtempSync(join(tmpdir(), 'cnikit-barrier-'));
+  try {
+    const rs = await Promise.all(
+      [0, 1, 2].map((i) =>
+        cniCall(ECHO_SOURCE, 'ADD', conf, { ...o, ifName: `b${i}`, barrier: { dir, count: 3 } }),
+      ),
+    );
+    assert.deepEqual(
+      rs.map((r) => expectOk(r).interfaces[0].name),
+      ['b0', 'b1', 'b2'],
+    );
+    assert.equal(readdirSync(dir).length, 3);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  await assert.rejects(
+    cniCall({ binary: '/bin/true' }, 'ADD', conf, { barrier: { dir: '/tmp', count: 1 } }),
+    /barrier needs a source target/,
+  );
+});
+
+test('process targets: killed after timeoutMs with SIGKILL, reported in signal', async () => {
+  const r = await cniCall(
+    ECHO_SOURCE,
+    'ADD',
+    { cniVersion: '1.1.0', name: 'n', type: 'echo' },
+    { netns: '/run/netns/x', args: 'HANG=1', timeoutMs: 3000 },
+  );
+  assert.equal(r.signal, 'SIGKILL');
+  assert.equal(r.code, 137);
 });

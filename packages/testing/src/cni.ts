@@ -7,13 +7,17 @@
  * const r = await cni.add(conf);                     // { code, stdout, stderr, json }
  * expectCniError(await cni.add(bad), 7, /missing/);  // asserts one spec error object
  * const bin = cniRunner({ binary: 'dist-bin/tuning' }, { netns: … });   // same calls through the executable
+ * const src = cniRunner({ source: 'plugins/bridge/src/index.ts' });      // a process running the plugin from source
  * ```
+ *
+ * Process targets (`binary`, `source`) run asynchronously, so calls can overlap (`Promise.all`); each child inherits
+ * the network namespace of the calling (main) thread, e.g. a sandbox's host entered with `enterNetns`.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { invokeInProcess, type Plugin } from '@cnikit/skel';
 import { setns } from '@cnikit/sys';
 
@@ -34,13 +38,21 @@ export interface CniCallOptions {
   env?: Record<string, string | undefined>;
   /** Binary targets only: run the executable inside this named namespace (`ip netns exec`). */
   inNetns?: string;
-  /** Binary targets only: milliseconds before the process is killed (default 60 s). */
+  /** Process targets only: milliseconds before the process is killed with SIGKILL (default 60 s). */
   timeoutMs?: number;
+  /**
+   * Process targets only: a start barrier shared by `count` processes, so that concurrent calls really overlap:
+   * every process waits, before reading its request, until all `count` have started (files in the directory
+   * `dir`, which must exist). Needs a `source` target (the executable has no barrier).
+   */
+  barrier?: { dir: string; count: number };
 }
 
 export interface CniOutcome {
-  /** Exit code (0 = success). */
+  /** Exit code (0 = success; 128 + n when killed by signal n, which is then in `signal`). */
   code: number;
+  /** Process targets: the signal that ended the process, else null. */
+  signal?: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
   /** stdout parsed as JSON, or undefined when empty. */
@@ -64,7 +76,7 @@ export function cniEnv(command: CniCommand, o: CniCallOptions = {}): Record<stri
   return env;
 }
 
-function outcome(code: number, stdout: string, stderr: string): CniOutcome {
+function outcome(code: number, stdout: string, stderr: string, signal?: NodeJS.Signals | null): CniOutcome {
   let json: unknown;
   if (stdout.trim()) {
     try {
@@ -73,11 +85,67 @@ function outcome(code: number, stdout: string, stderr: string): CniOutcome {
       json = undefined;
     }
   }
-  return { code, stdout, stderr, json };
+  return signal === undefined ? { code, stdout, stderr, json } : { code, stdout, stderr, json, signal };
 }
 
-/** A plugin object (run in-process through skel's dispatcher) or a compiled executable (argv0 = its path). */
-export type CniTarget = Plugin | { binary: string };
+/**
+ * What a call runs: a plugin object (in-process through skel's dispatcher), a compiled executable (argv0 = its
+ * path; also the Go reference plugins; `args` for a wrapper such as `unshare … <plugin>`), or a process running a plugin from source: `source` is a module path
+ * (absolute, or relative to the working directory) whose export `exportName` (default `plugin`) is the Plugin —
+ * node + tsx with the cnikit-source condition, through this package's plugin-main.ts.
+ */
+export type CniTarget =
+  | Plugin
+  | { binary: string; args?: readonly string[] }
+  | { source: string; exportName?: string };
+
+const PLUGIN_MAIN = join(import.meta.dirname, 'plugin-main.ts');
+const SIGNALS: Partial<Record<NodeJS.Signals, number>> = { SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGABRT: 6 };
+
+function processCommand(
+  target: { binary: string; args?: readonly string[] } | { source: string; exportName?: string },
+  o: CniCallOptions,
+): { cmd: string; args: string[]; env: Record<string, string> } {
+  const env: Record<string, string> = {};
+  let cmd: string;
+  let args: string[];
+  if ('binary' in target) {
+    if (o.barrier) throw new TypeError('cniCall: a start barrier needs a source target');
+    [cmd, args] = [target.binary, [...(target.args ?? [])]];
+  } else {
+    const mod = isAbsolute(target.source) ? target.source : resolve(target.source);
+    [cmd, args] = [process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', PLUGIN_MAIN]];
+    env.CNIKIT_TEST_PLUGIN_MODULE = mod;
+    env.CNIKIT_TEST_PLUGIN_EXPORT = target.exportName ?? 'plugin';
+    if (o.barrier) env.CNIKIT_TEST_BARRIER = `${o.barrier.count}:${o.barrier.dir}`;
+  }
+  if (o.inNetns) [cmd, args] = ['ip', ['netns', 'exec', o.inNetns, cmd, ...args]];
+  return { cmd, args, env };
+}
+
+function runProcess(
+  cmd: string,
+  args: string[],
+  env: Record<string, string>,
+  stdin: string,
+  timeoutMs: number,
+): Promise<CniOutcome> {
+  return new Promise((done, fail) => {
+    const child = spawn(cmd, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', fail);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      done(outcome(code ?? 128 + (signal ? (SIGNALS[signal] ?? 0) : 0), stdout, stderr, signal));
+    });
+    child.stdin.on('error', () => {}); // a plugin that exits without reading stdin
+    child.stdin.end(stdin);
+  });
+}
 
 export interface CniRunner {
   call(command: CniCommand, conf: unknown, o?: CniCallOptions): Promise<CniOutcome>;
@@ -98,22 +166,13 @@ export async function cniCall(
 ): Promise<CniOutcome> {
   const stdin = typeof conf === 'string' ? conf : conf === undefined ? '' : JSON.stringify(conf);
   const env = cniEnv(command, o);
-  if (!('binary' in target)) {
+  if (!('binary' in target) && !('source' in target)) {
     const r = await invokeInProcess(target, env, stdin);
     return outcome(r.code, r.stdout, r.stderr);
   }
-  const [cmd, args] = o.inNetns
-    ? ['ip', ['netns', 'exec', o.inNetns, target.binary]]
-    : [target.binary, [] as string[]];
-  const r = spawnSync(cmd, args, {
-    input: stdin,
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
-    timeout: o.timeoutMs ?? 60_000,
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  if (r.error) throw r.error;
-  return outcome(r.status ?? (r.signal ? 128 : 1), r.stdout, r.stderr);
+  const p = processCommand(target, o);
+  const fullEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...p.env, ...env };
+  return runProcess(p.cmd, p.args, fullEnv, stdin, o.timeoutMs ?? 60_000);
 }
 
 /** A runner bound to one target with default call options (each call may override them). */

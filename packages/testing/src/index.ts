@@ -2,10 +2,58 @@
  * @cnikit/testing — helpers for testing CNI plugins against the real kernel, inside private
  * network namespaces: `createSandbox()` / `withSandbox(fn)` (a "host" and a "container" netns),
  * `snapshot()` / `snapshotNetns()` and `diffSnapshots()` to compare kernel state before/after.
+ * `startPrivateSystemBus()` / `startFirewalld()`: a real firewalld on a private bus inside a sandbox namespace.
  * Requires root. Never touches the machine's root network namespace.
  */
-
-export * from './cni.ts';
-export * from './firewalld.ts';
-export * from './sandbox.ts';
-export * from './snapshot.ts';
+// Every export here is public API.
+export {
+  type CniCallOptions,
+  type CniCommand,
+  type CniOutcome,
+  type CniRunner,
+  type CniTarget,
+  catchError,
+  cniCall,
+  cniEnv,
+  cniRunner,
+  enterNetns,
+  eventually,
+  expectCniError,
+  expectOk,
+  sleep,
+  tempDir,
+} from './cni.ts';
+export {
+  busNameHasOwner,
+  dbusSendRaw,
+  type FirewalldOptions,
+  type PrivateBus,
+  type PrivateFirewalld,
+  startFirewalld,
+  startPrivateSystemBus,
+} from './firewalld.ts';
+export {
+  createNamedNetns,
+  createSandbox,
+  deleteNamedNetns,
+  destroyAllSandboxes,
+  type ExecOptions,
+  type ExecResult,
+  type NamedNetns,
+  type Sandbox,
+  type SandboxRole,
+  sandboxForFile,
+  withSandbox,
+} from './sandbox.ts';
+export {
+  DEFAULT_SYSCTLS,
+  diffSnapshots,
+  formatDiff,
+  SNAPSHOT_SECTIONS,
+  type Snapshot,
+  type SnapshotDiff,
+  type SnapshotOptions,
+  type SnapshotSection,
+  snapshotNetns,
+  stableJson,
+} from './snapshot.ts';

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readlinkSync } from 'node:fs';
+import { existsSync, readlinkSync, statSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { currentNetnsPath, sameNetns } from '@cnikit/netlink';
-import { createSandbox, deleteNamedNetns, withSandbox } from './sandbox.ts';
+import { createSandbox, deleteNamedNetns, sandboxForFile, withSandbox } from './sandbox.ts';
 import { diffSnapshots, formatDiff, type Snapshot, snapshotNetns } from './snapshot.ts';
 
 const rootNs = readlinkSync('/proc/self/ns/net');
@@ -58,7 +58,7 @@ describe('sandbox lifecycle', () => {
           ? 'process.exit(3)'
           : "setTimeout(() => {}, 10000); process.kill(process.pid, 'SIGTERM')";
       const code = `import('@cnikit/testing').then((m) => { const sb = m.createSandbox(); console.log(sb.host.path + ' ' + sb.container.path); ${end}; })`;
-      const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', code], {
+      const r = spawnSync(process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', '-e', code], {
         encoding: 'utf8',
         cwd: import.meta.dirname,
       });
@@ -87,6 +87,61 @@ describe('sandbox lifecycle', () => {
       assert.throws(() => sb.exec('ip', ['link', 'del', 'nope']), /exited 1/);
       assert.equal(sb.exec('ip', ['link', 'del', 'nope'], { check: false }).status, 1);
     });
+  });
+});
+
+describe('more containers, entering the host, per-file sandboxes', () => {
+  test('newContainer adds a namespace with lo up to `containers`; destroy removes it too', () => {
+    const sb = createSandbox();
+    let extra: { name: string; path: string } | undefined;
+    try {
+      extra = sb.newContainer();
+      assert.deepEqual(
+        sb.containers.map((c) => c.name),
+        [sb.container.name, extra.name],
+      );
+      assert.ok(existsSync(extra.path));
+      assert.match(sb.exec('ip', ['-o', 'link', 'show', 'lo'], { ns: extra }).stdout, /UP/);
+    } finally {
+      sb.destroy();
+    }
+    assert.ok(extra && !existsSync(extra.path), 'extra container removed with the sandbox');
+    assert.throws(() => sb.newContainer(), /already destroyed/);
+  });
+
+  test('withSandbox enterHost: the main thread is in the host namespace during fn, and back after', async () => {
+    const nsIno = () => statSync('/proc/thread-self/ns/net').ino;
+    const outside = nsIno();
+    let inside = -1;
+    await withSandbox(
+      (sb) => {
+        inside = nsIno();
+        assert.equal(inside, statSync(sb.host.path).ino, 'in the host namespace');
+      },
+      { enterHost: true },
+    );
+    assert.notEqual(inside, outside, 'the host is another namespace');
+    assert.equal(nsIno(), outside, 'back where it started');
+    await assert.rejects(
+      withSandbox(
+        () => {
+          throw new Error('boom');
+        },
+        { enterHost: true },
+      ),
+      /boom/,
+    );
+    assert.equal(nsIno(), outside, 'back after a failure too');
+  });
+});
+
+describe('sandboxForFile', () => {
+  const env = sandboxForFile({ enterHost: true, containers: 3 });
+  test('hooks give a sandbox with n containers and a private directory; the thread is in its host', () => {
+    assert.equal(env.sb.containers.length, 3);
+    assert.equal(new Set(env.sb.containers.map((c) => c.name)).size, 3);
+    assert.ok(existsSync(env.dir));
+    assert.ok(sameNetns('/proc/thread-self/ns/net', env.sb.host.path));
   });
 });
 

@@ -22,7 +22,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, before } from 'node:test';
 import { withNetns } from '@cnikit/netlink';
-import { enterNetns } from './cni.ts';
+import { enterNetns, tempDir } from './cni.ts';
 import { type Snapshot, type SnapshotOptions, snapshotNetns } from './snapshot.ts';
 
 export interface NamedNetns {
@@ -56,6 +56,10 @@ export interface ExecResult {
 export interface Sandbox {
   readonly host: NamedNetns;
   readonly container: NamedNetns;
+  /** Every container namespace of the sandbox: `container` first, then those `newContainer()` added. */
+  readonly containers: readonly NamedNetns[];
+  /** One more container namespace (`lo` up), removed with the sandbox. */
+  newContainer(): NamedNetns;
   /** Run `fn` synchronously with the calling thread inside the host namespace (withNetns). */
   runInHost<T>(fn: () => T): T;
   /** Run `fn` synchronously with the calling thread inside the container namespace. */
@@ -144,11 +148,19 @@ export function createSandbox(): Sandbox {
     throw e;
   }
   let destroyed = false;
+  const containers: NamedNetns[] = [container];
   const pick = (ns: SandboxRole | NamedNetns | undefined): NamedNetns =>
     ns === undefined || ns === 'host' ? host : ns === 'container' ? container : ns;
   const sb: Sandbox = {
     host,
     container,
+    containers,
+    newContainer() {
+      if (destroyed) throw new Error('sandbox already destroyed');
+      const ns = createNamedNetns('cnikit-container');
+      containers.push(ns);
+      return ns;
+    },
     get destroyed() {
       return destroyed;
     },
@@ -180,7 +192,7 @@ export function createSandbox(): Sandbox {
     destroy() {
       if (destroyed) return;
       const errors: string[] = [];
-      for (const ns of [container, host]) {
+      for (const ns of [...containers, host]) {
         try {
           deleteNamedNetns(ns);
         } catch (e) {
@@ -196,11 +208,22 @@ export function createSandbox(): Sandbox {
   return sb;
 }
 
-/** Run `fn` with a fresh sandbox and destroy it afterwards, whether `fn` succeeds or fails. */
-export async function withSandbox<T>(fn: (sb: Sandbox) => T | Promise<T>): Promise<T> {
+/**
+ * Run `fn` with a fresh sandbox and destroy it afterwards, whether `fn` succeeds or fails. `enterHost` moves the
+ * calling (main) thread into the sandbox's host namespace for the duration of `fn` (see `sandboxForFile`).
+ */
+export async function withSandbox<T>(
+  fn: (sb: Sandbox) => T | Promise<T>,
+  opts: { enterHost?: boolean } = {},
+): Promise<T> {
   const sb = createSandbox();
   try {
-    return await fn(sb);
+    const inHost = opts.enterHost ? enterNetns(sb.host.path) : undefined;
+    try {
+      return await fn(sb);
+    } finally {
+      inHost?.restore();
+    }
   } finally {
     sb.destroy();
   }
@@ -211,26 +234,46 @@ export async function withSandbox<T>(fn: (sb: Sandbox) => T | Promise<T>): Promi
  * main thread into its host namespace (in-process plugin calls and every program they spawn then run there, like
  * a plugin on a node); `after` moves the thread back and destroys the sandbox, also when tests failed.
  *
+ * `containers: n` creates n container namespaces up front (`sb.containers`); `dir` is a private temporary
+ * directory (e.g. an IPAM dataDir) removed in `after`.
+ *
  * ```ts
- * const env = sandboxForFile({ enterHost: true });
- * test('…', async () => { env.sb.exec('ip', ['link']); });
+ * const env = sandboxForFile({ enterHost: true, containers: 2 });
+ * test('…', async () => { env.sb.exec('ip', ['link']); cni.add(conf, { netns: env.sb.containers[1]!.path }); });
  * ```
  */
-export function sandboxForFile(opts: { enterHost?: boolean } = {}): { readonly sb: Sandbox } {
+export function sandboxForFile(opts: { enterHost?: boolean; containers?: number } = {}): {
+  readonly sb: Sandbox;
+  readonly dir: string;
+} {
   let sb: Sandbox | undefined;
   let inHost: { restore(): void } | undefined;
+  let dir: ReturnType<typeof tempDir> | undefined;
   before(() => {
     sb = createSandbox();
+    for (let i = 1; i < (opts.containers ?? 1); i++) sb.newContainer();
+    dir = tempDir('sandbox');
     if (opts.enterHost) inHost = enterNetns(sb.host.path);
   });
   after(() => {
-    inHost?.restore();
-    sb?.destroy();
+    try {
+      inHost?.restore();
+    } finally {
+      dir?.remove();
+      sb?.destroy();
+    }
   });
+  const alive = <T>(v: T | undefined): T => {
+    if (v === undefined)
+      throw new Error("sandboxForFile: the sandbox exists only while the file's tests run");
+    return v;
+  };
   return {
     get sb(): Sandbox {
-      if (!sb) throw new Error("sandboxForFile: the sandbox exists only while the file's tests run");
-      return sb;
+      return alive(sb);
+    },
+    get dir(): string {
+      return alive(dir).path;
     },
   };
 }

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
-import { enterHost, type HostEnv, hostLocal, run } from './testenv.ts';
+import { type CniCommand, cniCall, sandboxForFile } from '@cnikit/testing';
+import { hostLocal, run } from './testenv.ts';
 
 // The compiled multicall binary, as a runtime runs it: exec with env + stdin, from the host namespace,
 // IPAM resolved through CNI_PATH to the same executable (host-local is a hard link: delegated in-process).
@@ -12,31 +12,16 @@ const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
 const BIN = join(DIST, 'bridge');
 const have = existsSync(BIN) && existsSync(join(DIST, 'host-local'));
 
-let env: HostEnv;
-before(() => {
-  if (have) env = enterHost('bin', 8);
-});
-after(() => env?.destroy());
+const env = sandboxForFile({ enterHost: true, containers: 8 });
 
-function exec(cmd: string, conf: object, netns: string, id: string) {
-  const r = spawnSync(BIN, [], {
-    env: {
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: id,
-      CNI_NETNS: netns,
-      CNI_IFNAME: 'eth0',
-      CNI_PATH: DIST,
-      PATH: process.env.PATH,
-    },
-    input: JSON.stringify(conf),
-    encoding: 'utf8',
-  });
-  return { code: r.status ?? -1, out: r.stdout, err: r.stderr };
+async function exec(cmd: CniCommand, conf: object, netns: string, id: string) {
+  const r = await cniCall({ binary: BIN }, cmd, conf, { netns, containerId: id, path: DIST });
+  return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
 describe('compiled binary (dist-bin/bridge)', () => {
   assert.ok(have, 'dist-bin not built (npm run build)' + ' (npm test runs npm run build before the tests)');
-  test('1.1.0 ADD/CHECK/DEL with nftables masquerade and spoof check', () => {
+  test('1.1.0 ADD/CHECK/DEL with nftables masquerade and spoof check', async () => {
     const conf = {
       cniVersion: '1.1.0',
       name: 'binnet',
@@ -46,24 +31,24 @@ describe('compiled binary (dist-bin/bridge)', () => {
       ipMasq: true,
       ipMasqBackend: 'nftables',
       macspoofchk: true,
-      ipam: hostLocal(env.dataDir, '10.85.0.0/24'),
+      ipam: hostLocal(env.dir, '10.85.0.0/24'),
     };
-    const c = env.path(env.containers[0]!);
-    const add = exec('ADD', conf, c, 'bin1');
+    const c = env.sb.containers[0]!.path;
+    const add = await exec('ADD', conf, c, 'bin1');
     assert.equal(add.code, 0, add.out + add.err);
     const res = JSON.parse(add.out);
     assert.equal(res.ips[0].address, '10.85.0.2/24');
     assert.match(run('nft', ['list', 'table', 'inet', 'cni_plugins_masquerade']), /ip saddr 10\.85\.0\.2/);
-    const chk = exec('CHECK', { ...conf, prevResult: res }, c, 'bin1');
+    const chk = await exec('CHECK', { ...conf, prevResult: res }, c, 'bin1');
     assert.equal(chk.code, 0, chk.out);
-    const del = exec('DEL', conf, c, 'bin1');
+    const del = await exec('DEL', conf, c, 'bin1');
     assert.equal(del.code, 0, del.out);
     assert.doesNotMatch(run('nft', ['list', 'ruleset']), /10\.85\.0\.2|cni-br-iface-bin1/);
     assert.deepEqual(
-      readdirSync(join(env.dataDir, 'binnet')).filter((f) => /^\d/.test(f)),
+      readdirSync(join(env.dir, 'binnet')).filter((f) => /^\d/.test(f)),
       [],
     );
-    const err = exec('ADD', { ...conf, vlan: 9999 }, c, 'bin2');
+    const err = await exec('ADD', { ...conf, vlan: 9999 }, c, 'bin2');
     assert.equal(err.code, 1);
     assert.deepEqual(JSON.parse(err.out), {
       code: 7,
@@ -78,28 +63,18 @@ describe('compiled binary (dist-bin/bridge)', () => {
       type: 'bridge',
       bridge: 'brpar',
       isGateway: true,
-      ipam: hostLocal(env.dataDir, '10.86.0.0/24'),
+      ipam: hostLocal(env.dir, '10.86.0.0/24'),
     };
-    const runAll = (cmd: string) =>
+    const runAll = (cmd: CniCommand) =>
       Promise.all(
-        env.containers.slice(1).map(
-          (ns, i) =>
-            new Promise<{ code: number; out: string }>((resolve) => {
-              const p = spawn(BIN, [], {
-                env: {
-                  CNI_COMMAND: cmd,
-                  CNI_CONTAINERID: `par${i}`,
-                  CNI_NETNS: env.path(ns),
-                  CNI_IFNAME: 'eth0',
-                  CNI_PATH: DIST,
-                },
-              });
-              let out = '';
-              p.stdout.on('data', (d) => (out += d));
-              p.on('exit', (code) => resolve({ code: code ?? -1, out }));
-              p.stdin.end(JSON.stringify(conf));
-            }),
-        ),
+        env.sb.containers.slice(1).map(async (ns, i) => {
+          const r = await cniCall({ binary: BIN }, cmd, conf, {
+            netns: ns.path,
+            containerId: `par${i}`,
+            path: DIST,
+          });
+          return { code: r.code, out: r.stdout };
+        }),
       );
     const adds = await runAll('ADD');
     for (const a of adds) assert.equal(a.code, 0, a.out);
@@ -111,7 +86,7 @@ describe('compiled binary (dist-bin/bridge)', () => {
     const dels = await runAll('DEL');
     for (const d of dels) assert.equal(d.code, 0, d.out);
     assert.deepEqual(
-      readdirSync(join(env.dataDir, 'binpar')).filter((f) => /^\d/.test(f)),
+      readdirSync(join(env.dir, 'binpar')).filter((f) => /^\d/.test(f)),
       [],
     );
     assert.equal(nl.listLinks().filter((l) => l.masterIndex === nl.getLink('brpar')?.index).length, 0);

@@ -1,18 +1,15 @@
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
+import { cniCall, deleteNamedNetns, eventually, sandboxForFile } from '@cnikit/testing';
 import { plugin } from './index.ts';
-import { cni, enterHost, eventually, type HostEnv, hostLocal, run, tryRun } from './testenv.ts';
+import { hostLocal, run, tryRun } from './testenv.ts';
 
 const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
 const haveDist = existsSync(join(DIST, 'host-local'));
 
-let env: HostEnv;
-before(() => {
-  if (haveDist) env = enterHost('gc', 3);
-});
-after(() => env?.destroy());
+const env = sandboxForFile({ enterHost: true, containers: 3 });
 
 describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () => {
   assert.ok(
@@ -27,18 +24,18 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
     isGateway: true,
     ipMasq: true,
     ipMasqBackend: backend,
-    ipam: hostLocal(env.dataDir, backend === 'iptables' ? '10.80.0.0/24' : '10.81.0.0/24'),
+    ipam: hostLocal(env.dir, backend === 'iptables' ? '10.80.0.0/24' : '10.81.0.0/24'),
     ...extra,
   });
   const opts = { path: DIST };
 
   test('STATUS delegates to IPAM; L2 STATUS succeeds; missing IPAM fails', async () => {
-    assert.equal((await cni(plugin, 'STATUS', conf('iptables'), opts)).code, 0);
+    assert.equal((await cniCall(plugin, 'STATUS', conf('iptables'), opts)).code, 0);
     assert.equal(
-      (await cni(plugin, 'STATUS', { cniVersion: '1.1.0', name: 'l2', type: 'bridge' }, opts)).code,
+      (await cniCall(plugin, 'STATUS', { cniVersion: '1.1.0', name: 'l2', type: 'bridge' }, opts)).code,
       0,
     );
-    const r = await cni(plugin, 'STATUS', { ...conf('iptables'), ipam: { type: 'nope' } }, opts);
+    const r = await cniCall(plugin, 'STATUS', { ...conf('iptables'), ipam: { type: 'nope' } }, opts);
     assert.notEqual(r.code, 0);
     assert.match(JSON.parse(r.stdout).msg, /failed to find plugin "nope"/);
   });
@@ -49,9 +46,9 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
       const ids = ['gc-keep', 'gc-drop'];
       const ips: string[] = [];
       for (const [k, id] of ids.entries()) {
-        const r = await cni(plugin, 'ADD', cf, {
+        const r = await cniCall(plugin, 'ADD', cf, {
           ...opts,
-          netns: env.path(env.containers[k]!),
+          netns: env.sb.containers[k]!.path,
           containerId: id,
         });
         assert.equal(r.code, 0, r.stdout);
@@ -62,7 +59,7 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
           ? run('iptables', ['-t', 'nat', '-S'])
           : run('nft', ['list', 'table', 'inet', 'cni_plugins_masquerade']);
       assert.match(rules(), new RegExp(ips[1]!.replaceAll('.', '\\.')));
-      const g = await cni(
+      const g = await cniCall(
         plugin,
         'GC',
         { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'gc-keep', ifname: 'eth0' }] },
@@ -71,12 +68,12 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
       assert.equal(g.code, 0, g.stdout + g.stderr);
       assert.doesNotMatch(rules(), new RegExp(`${ips[1]!.replaceAll('.', '\\.')}\\b`));
       assert.match(rules(), new RegExp(ips[0]!.replaceAll('.', '\\.')));
-      const files = readdirSync(join(env.dataDir, cf.name)).filter((f) => /^\d/.test(f));
+      const files = readdirSync(join(env.dir, cf.name)).filter((f) => /^\d/.test(f));
       assert.deepEqual(files, [ips[0]]);
       for (const [k, id] of ids.entries()) {
-        const d = await cni(plugin, 'DEL', cf, {
+        const d = await cniCall(plugin, 'DEL', cf, {
           ...opts,
-          netns: env.path(env.containers[k]!),
+          netns: env.sb.containers[k]!.path,
           containerId: id,
         });
         assert.equal(d.code, 0, d.stdout);
@@ -92,24 +89,24 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
       bridge: 'brgcsp',
       ipMasq: false,
       macspoofchk: true,
-      ipam: hostLocal(env.dataDir, '10.83.0.0/24'),
+      ipam: hostLocal(env.dir, '10.83.0.0/24'),
     };
-    const a = env.newContainer();
-    const b = env.newContainer();
+    const a = env.sb.newContainer();
+    const b = env.sb.newContainer();
     assert.equal(
-      (await cni(plugin, 'ADD', cf, { ...opts, netns: env.path(a), containerId: 'sp-keep' })).code,
+      (await cniCall(plugin, 'ADD', cf, { ...opts, netns: a.path, containerId: 'sp-keep' })).code,
       0,
     );
-    const gone = await cni(plugin, 'ADD', cf, { ...opts, netns: env.path(b), containerId: 'sp-gone' });
+    const gone = await cniCall(plugin, 'ADD', cf, { ...opts, netns: b.path, containerId: 'sp-gone' });
     assert.equal(gone.code, 0, gone.stdout);
     const goneVeth: string = JSON.parse(gone.stdout).interfaces[1].name;
-    run('ip', ['netns', 'del', b]); // the runtime lost it: no DEL
+    deleteNamedNetns(b); // the runtime lost it: no DEL
     // the kernel destroys the namespace (and with it the host-side veth) asynchronously
     await eventually(
       () => tryRun('ip', ['link', 'show', 'dev', goneVeth]).status !== 0,
       `${goneVeth} still exists`,
     );
-    const g = await cni(
+    const g = await cniCall(
       plugin,
       'GC',
       { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'sp-keep', ifname: 'eth0' }] },
@@ -120,24 +117,24 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
     assert.match(table, /cni-br-iface-sp-keep-eth0/);
     assert.doesNotMatch(table, /sp-gone/);
     assert.equal(
-      (await cni(plugin, 'DEL', cf, { ...opts, netns: env.path(a), containerId: 'sp-keep' })).code,
+      (await cniCall(plugin, 'DEL', cf, { ...opts, netns: a.path, containerId: 'sp-keep' })).code,
       0,
     );
     assert.doesNotMatch(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-/);
   });
 
   test('1.1.0 dual-stack ADD/CHECK/DEL with cnikit host-local', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = {
       cniVersion: '1.1.0',
       name: 'v11',
       type: 'bridge',
       bridge: 'brv11',
       isDefaultGateway: true,
-      ipam: hostLocal(env.dataDir, [['10.84.0.0/24'], ['fd84::/64']]),
+      ipam: hostLocal(env.dir, [['10.84.0.0/24'], ['fd84::/64']]),
     };
-    const r = await cni(plugin, 'ADD', cf, { ...opts, netns: c, containerId: 'v11' });
+    const r = await cniCall(plugin, 'ADD', cf, { ...opts, netns: c, containerId: 'v11' });
     assert.equal(r.code, 0, r.stdout);
     const res = JSON.parse(r.stdout);
     assert.equal(res.cniVersion, '1.1.0');
@@ -145,16 +142,16 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
       res.ips.map((i: { address: string }) => i.address),
       ['10.84.0.2/24', 'fd84::2/64'],
     );
-    const chk = await cni(
+    const chk = await cniCall(
       plugin,
       'CHECK',
       { ...cf, prevResult: res },
       { ...opts, netns: c, containerId: 'v11' },
     );
     assert.equal(chk.code, 0, chk.stdout);
-    assert.equal((await cni(plugin, 'DEL', cf, { ...opts, netns: c, containerId: 'v11' })).code, 0);
+    assert.equal((await cniCall(plugin, 'DEL', cf, { ...opts, netns: c, containerId: 'v11' })).code, 0);
     assert.deepEqual(
-      readdirSync(join(env.dataDir, 'v11')).filter((f) => /^\d|:/.test(f)),
+      readdirSync(join(env.dir, 'v11')).filter((f) => /^\d|:/.test(f)),
       [],
     );
   });
@@ -166,20 +163,20 @@ describe('STATUS / GC (spec 1.1.0, with cnikit host-local from dist-bin)', () =>
       name: 'dnsnet',
       bridge: 'brdns',
       ipMasq: false,
-      ipam: hostLocal(env.dataDir, '10.82.0.0/24'),
+      ipam: hostLocal(env.dir, '10.82.0.0/24'),
     };
-    const c = env.path(env.containers[2]!);
-    const r = await cni(plugin, 'ADD', cf, { ...opts, netns: c, containerId: 'dns' });
+    const c = env.sb.containers[2]!.path;
+    const r = await cniCall(plugin, 'ADD', cf, { ...opts, netns: c, containerId: 'dns' });
     assert.equal(r.code, 0, r.stdout);
     // the reference prints "dns": {} for 1.0.0; printing is the SDK's job (it omits an empty dns object)
     assert.ok([undefined, '{}'].includes(JSON.stringify(JSON.parse(r.stdout).dns)));
     const withDns = { ...cf, dns: { nameservers: ['192.0.2.53'], search: ['example.org'] } };
-    const chk = await cni(plugin, 'CHECK', cf, { ...opts, netns: c, containerId: 'dns' });
+    const chk = await cniCall(plugin, 'CHECK', cf, { ...opts, netns: c, containerId: 'dns' });
     assert.notEqual(chk.code, 0);
     assert.match(JSON.parse(chk.stdout).msg, /prevResult/);
-    assert.equal((await cni(plugin, 'DEL', cf, { ...opts, netns: c, containerId: 'dns' })).code, 0);
-    const r2 = await cni(plugin, 'ADD', withDns, { ...opts, netns: c, containerId: 'dns' });
+    assert.equal((await cniCall(plugin, 'DEL', cf, { ...opts, netns: c, containerId: 'dns' })).code, 0);
+    const r2 = await cniCall(plugin, 'ADD', withDns, { ...opts, netns: c, containerId: 'dns' });
     assert.deepEqual(JSON.parse(r2.stdout).dns, { nameservers: ['192.0.2.53'], search: ['example.org'] });
-    assert.equal((await cni(plugin, 'DEL', withDns, { ...opts, netns: c, containerId: 'dns' })).code, 0);
+    assert.equal((await cniCall(plugin, 'DEL', withDns, { ...opts, netns: c, containerId: 'dns' })).code, 0);
   });
 });

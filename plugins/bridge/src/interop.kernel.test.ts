@@ -1,50 +1,31 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
-import { plugin } from './index.ts';
 import {
-  cni,
-  enterHost,
+  type CniCommand,
+  type CniTarget,
+  cniCall,
+  deleteNamedNetns,
   eventually,
-  type HostEnv,
-  hostLocal,
-  run,
-  snapshot,
-  withoutBridge,
-} from './testenv.ts';
+  sandboxForFile,
+} from '@cnikit/testing';
+import { plugin } from './index.ts';
+import { hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
 
 const GO = '/usr/lib/cni/bridge';
 const haveGo = existsSync(GO) && existsSync('/usr/lib/cni/host-local');
 
-let env: HostEnv;
-before(() => {
-  if (haveGo) env = enterHost('io', 4);
-});
-after(() => env?.destroy());
+const env = sandboxForFile({ enterHost: true, containers: 4 });
 
-function goCall(cmd: string, conf: object, netns: string, id: string): { code: number; out: string } {
-  const r = spawnSync(GO, [], {
-    env: {
-      CNI_COMMAND: cmd,
-      CNI_CONTAINERID: id,
-      CNI_NETNS: netns,
-      CNI_IFNAME: 'eth0',
-      CNI_PATH: '/usr/lib/cni',
-      PATH: process.env.PATH,
-    },
-    input: JSON.stringify(conf),
-    encoding: 'utf8',
-  });
-  return { code: r.status ?? -1, out: r.stdout + r.stderr };
-}
-
-async function ours(cmd: string, conf: object, netns: string, id: string) {
-  const r = await cni(plugin, cmd, conf, { netns, containerId: id });
+async function call(target: CniTarget, cmd: CniCommand, conf: object, netns: string, id: string) {
+  const r = await cniCall(target, cmd, conf, { netns, containerId: id });
   return { code: r.code, out: r.stdout + r.stderr };
 }
+const goCall = (cmd: CniCommand, conf: object, netns: string, id: string) =>
+  call({ binary: GO }, cmd, conf, netns, id);
+const ours = (cmd: CniCommand, conf: object, netns: string, id: string) => call(plugin, cmd, conf, netns, id);
 
 // iptables-nft leaves empty built-in nat chains; compare links/addresses/routes and the CNI rules explicitly
 const core = (s: string) =>
@@ -64,22 +45,22 @@ describe('interoperability with the Go reference bridge (Debian 1.1.1)', () => {
     isDefaultGateway: true,
     ipMasq: true,
     hairpinMode: true,
-    ipam: hostLocal(env.dataDir, '10.40.0.0/24'),
+    ipam: hostLocal(env.dir, '10.40.0.0/24'),
   });
-  const reservations = () => readdirSync(join(env.dataDir, 'ionet')).filter((f) => /^\d/.test(f));
+  const reservations = () => readdirSync(join(env.dir, 'ionet')).filter((f) => /^\d/.test(f));
 
   for (const [adder, deleter] of [
     ['Go', 'ours'],
     ['ours', 'Go'],
   ] as const) {
     test(`ADD by ${adder}, DEL by ${deleter}: no leftovers`, async () => {
-      const cn = env.newContainer();
-      const c = env.path(cn);
+      const cn = env.sb.newContainer();
+      const c = cn.path;
       const before = snapshot();
-      const beforeC = snapshot(cn);
+      const beforeC = snapshot(cn.name);
       const add =
         adder === 'Go'
-          ? goCall('ADD', conf(), c, `io-${adder}`)
+          ? await goCall('ADD', conf(), c, `io-${adder}`)
           : await ours('ADD', conf(), c, `io-${adder}`);
       assert.equal(add.code, 0, add.out);
       const res = JSON.parse(add.out);
@@ -88,47 +69,45 @@ describe('interoperability with the Go reference bridge (Debian 1.1.1)', () => {
       assert.equal(reservations().length, 1);
       const del =
         deleter === 'Go'
-          ? goCall('DEL', conf(), c, `io-${adder}`)
+          ? await goCall('DEL', conf(), c, `io-${adder}`)
           : await ours('DEL', conf(), c, `io-${adder}`);
       assert.equal(del.code, 0, del.out);
       assert.equal(core(snapshot()), core(before));
-      assert.equal(snapshot(cn), beforeC);
+      assert.equal(snapshot(cn.name), beforeC);
       assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
       assert.deepEqual(reservations(), []);
     });
   }
 
   test('both on the same bridge and store at once; cross DEL; CHECK of a Go attachment by ours', async () => {
-    const [a, b] = [env.newContainer(), env.newContainer()];
-    const ga = goCall('ADD', conf(), env.path(a), 'io-a');
-    const ob = await ours('ADD', conf(), env.path(b), 'io-b');
+    const [a, b] = [env.sb.newContainer(), env.sb.newContainer()];
+    const ga = await goCall('ADD', conf(), a.path, 'io-a');
+    const ob = await ours('ADD', conf(), b.path, 'io-b');
     assert.equal(ga.code, 0, ga.out);
     assert.equal(ob.code, 0, ob.out);
     const ipA = JSON.parse(ga.out).ips[0].address;
     const ipB = JSON.parse(ob.out).ips[0].address;
     assert.notEqual(ipA, ipB);
     assert.equal(JSON.parse(ga.out).interfaces[0].mac, nl.getLink('brio')?.mac);
-    const chk = await cni(
+    const chk = await cniCall(
       plugin,
       'CHECK',
       { ...conf(), prevResult: JSON.parse(ga.out) },
-      { netns: env.path(a), containerId: 'io-a' },
+      { netns: a.path, containerId: 'io-a' },
     );
     assert.equal(chk.code, 0, chk.stdout);
-    const goChk = spawnSync(GO, [], {
-      env: {
-        CNI_COMMAND: 'CHECK',
-        CNI_CONTAINERID: 'io-b',
-        CNI_NETNS: env.path(b),
-        CNI_IFNAME: 'eth0',
-        CNI_PATH: '/usr/lib/cni',
+    const goChk = await cniCall(
+      { binary: GO },
+      'CHECK',
+      { ...conf(), prevResult: JSON.parse(ob.out) },
+      {
+        netns: b.path,
+        containerId: 'io-b',
       },
-      input: JSON.stringify({ ...conf(), prevResult: JSON.parse(ob.out) }),
-      encoding: 'utf8',
-    });
-    assert.equal(goChk.status, 0, goChk.stdout);
-    assert.equal((await ours('DEL', conf(), env.path(a), 'io-a')).code, 0);
-    assert.equal(goCall('DEL', conf(), env.path(b), 'io-b').code, 0);
+    );
+    assert.equal(goChk.code, 0, goChk.stdout);
+    assert.equal((await ours('DEL', conf(), a.path, 'io-a')).code, 0);
+    assert.equal((await goCall('DEL', conf(), b.path, 'io-b')).code, 0);
     assert.deepEqual(reservations(), []);
     assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
   });
@@ -139,45 +118,34 @@ describe('interoperability with the Go reference bridge (Debian 1.1.1)', () => {
       existsSync(join(dist, 'host-local')),
       'dist-bin/host-local not built (npm test runs npm run build before the tests)',
     );
-    const cn = env.newContainer();
-    const c = env.path(cn);
-    const cf = { ...conf(), name: 'iohl', bridge: 'brio2', ipam: hostLocal(env.dataDir, '10.41.0.0/24') };
-    const go = (cmd: string) =>
-      spawnSync(GO, [], {
-        env: {
-          CNI_COMMAND: cmd,
-          CNI_CONTAINERID: 'io-hl',
-          CNI_NETNS: c,
-          CNI_IFNAME: 'eth0',
-          CNI_PATH: dist,
-          PATH: process.env.PATH,
-        },
-        input: JSON.stringify(cf),
-        encoding: 'utf8',
-      });
-    const add = go('ADD');
-    assert.equal(add.status, 0, add.stdout + add.stderr);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
+    const cf = { ...conf(), name: 'iohl', bridge: 'brio2', ipam: hostLocal(env.dir, '10.41.0.0/24') };
+    const go = (cmd: CniCommand) =>
+      cniCall({ binary: GO }, cmd, cf, { netns: c, containerId: 'io-hl', path: dist });
+    const add = await go('ADD');
+    assert.equal(add.code, 0, add.stdout + add.stderr);
     assert.equal(JSON.parse(add.stdout).ips[0].address, '10.41.0.2/24');
     assert.deepEqual(
-      readdirSync(join(env.dataDir, 'iohl')).filter((f) => /^\d/.test(f)),
+      readdirSync(join(env.dir, 'iohl')).filter((f) => /^\d/.test(f)),
       ['10.41.0.2'],
     );
     // our bridge (delegating to the same cnikit host-local binary) removes it
-    const del = await cni(plugin, 'DEL', cf, { netns: c, containerId: 'io-hl', path: dist });
+    const del = await cniCall(plugin, 'DEL', cf, { netns: c, containerId: 'io-hl', path: dist });
     assert.equal(del.code, 0, del.stdout);
     assert.deepEqual(
-      readdirSync(join(env.dataDir, 'iohl')).filter((f) => /^\d/.test(f)),
+      readdirSync(join(env.dir, 'iohl')).filter((f) => /^\d/.test(f)),
       [],
     );
     assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
   });
 
   test('DEL after the namespace is gone removes the masquerade rules (the reference leaks them)', async () => {
-    const cn = env.newContainer();
-    const add = await ours('ADD', conf(), env.path(cn), 'io-gone');
+    const cn = env.sb.newContainer();
+    const add = await ours('ADD', conf(), cn.path, 'io-gone');
     assert.equal(add.code, 0, add.out);
-    run('ip', ['netns', 'del', cn]);
-    const del = await ours('DEL', conf(), env.path(cn), 'io-gone');
+    deleteNamedNetns(cn);
+    const del = await ours('DEL', conf(), cn.path, 'io-gone');
     assert.equal(del.code, 0, del.out);
     assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
     assert.deepEqual(reservations(), []);

@@ -1,20 +1,17 @@
 import assert from 'node:assert/strict';
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
+import { type CniCallOptions, type CniCommand, cniCall, sandboxForFile, sleep } from '@cnikit/testing';
 import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps } from './add.ts';
 import { loadNetConf } from './config.ts';
 import { plugin } from './index.ts';
 import * as kernel from './kernel.ts';
-import { cni, enterHost, type HostEnv, hostLocal, run, sleep, snapshot, withoutBridge } from './testenv.ts';
+import { hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
 
-let env: HostEnv;
-before(() => {
-  env = enterHost('l3', 2);
-});
-after(() => env?.destroy());
+const env = sandboxForFile({ enterHost: true, containers: 2 });
 
 let n = 0;
 function conf(version: string, subnet: string | string[][], extra: object = {}) {
@@ -24,21 +21,21 @@ function conf(version: string, subnet: string | string[][], extra: object = {}) 
     name,
     type: 'bridge',
     bridge: `brl3x${n}`,
-    ipam: hostLocal(env.dataDir, subnet),
+    ipam: hostLocal(env.dir, subnet),
     ...extra,
   };
 }
 
 function reservations(name: string): string[] {
   try {
-    return readdirSync(join(env.dataDir, name)).filter((f) => !f.startsWith('last_reserved') && f !== 'lock');
+    return readdirSync(join(env.dir, name)).filter((f) => !f.startsWith('last_reserved') && f !== 'lock');
   } catch {
     return [];
   }
 }
 
-async function ok(cmd: string, cf: object, o: Parameters<typeof cni>[3]) {
-  const r = await cni(plugin, cmd, cf, o);
+async function ok(cmd: CniCommand, cf: object, o: CniCallOptions) {
+  const r = await cniCall(plugin, cmd, cf, o);
   assert.equal(r.code, 0, `${cmd}: ${r.stdout}${r.stderr}`);
   return r.stdout ? JSON.parse(r.stdout) : undefined;
 }
@@ -46,11 +43,11 @@ async function ok(cmd: string, cf: object, o: Parameters<typeof cni>[3]) {
 describe('bridge L3 with host-local', () => {
   for (const version of ['0.3.0', '0.3.1', '0.4.0', '1.0.0']) {
     test(`IPv4 default gateway ADD/CHECK/DEL (${version})`, async () => {
-      const cn = env.newContainer();
-      const c = env.path(cn);
+      const cn = env.sb.newContainer();
+      const c = cn.path;
       const cf = conf(version, '10.10.0.0/24', { isDefaultGateway: true });
       const before = snapshot();
-      const beforeC = snapshot(cn);
+      const beforeC = snapshot(cn.name);
       const res = await ok('ADD', cf, { netns: c });
       assert.equal(res.cniVersion, version);
       assert.equal(res.interfaces.length, 3);
@@ -78,21 +75,21 @@ describe('bridge L3 with host-local', () => {
         await ok('CHECK', { ...cf, prevResult: res }, { netns: c });
         const bad = structuredClone(res);
         bad.ips[0].address = '10.10.0.99/24';
-        const r = await cni(plugin, 'CHECK', { ...cf, prevResult: bad }, { netns: c });
+        const r = await cniCall(plugin, 'CHECK', { ...cf, prevResult: bad }, { netns: c });
         assert.notEqual(r.code, 0);
       }
       await ok('DEL', cf, { netns: c });
       assert.deepEqual(reservations(cf.name), []);
       assert.equal(withoutBridge(snapshot(), cf.bridge), withoutBridge(before, cf.bridge));
-      assert.equal(snapshot(cn), beforeC);
+      assert.equal(snapshot(cn.name), beforeC);
       await ok('DEL', cf, { netns: c });
     });
   }
 
   for (const version of ['0.1.0', '0.2.0']) {
     test(`IPv4 ADD/DEL (${version})`, async () => {
-      const cn = env.newContainer();
-      const c = env.path(cn);
+      const cn = env.sb.newContainer();
+      const c = cn.path;
       const cf = conf(version, '10.11.0.0/24', { isGateway: true });
       const res = await ok('ADD', cf, { netns: c });
       assert.deepEqual(res.ip4, { ip: '10.11.0.2/24', gateway: '10.11.0.1' });
@@ -103,8 +100,8 @@ describe('bridge L3 with host-local', () => {
 
   for (const version of ['0.3.0', '0.3.1', '0.4.0', '1.0.0']) {
     test(`IPv6 and dual-stack with default routes (${version})`, async () => {
-      const cn = env.newContainer();
-      const c = env.path(cn);
+      const cn = env.sb.newContainer();
+      const c = cn.path;
       const cf = conf(version, [['10.12.0.0/24'], ['fd12::/64'], ['fd13::/64']], { isDefaultGateway: true });
       const before = snapshot();
       const res = await ok('ADD', cf, { netns: c });
@@ -137,8 +134,8 @@ describe('bridge L3 with host-local', () => {
   }
 
   test('enabledad: enhanced_dad and accept_dad on, addresses settled (not tentative) when ADD returns', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', 'fd19::/64', { isGateway: true, enabledad: true });
     await ok('ADD', cf, { netns: c });
     nl.withNetns(c, () => {
@@ -151,8 +148,8 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('IPAM routes: ECMP (same dst, two gateways), gateway-less routes use the address gateway', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', [['10.21.0.0/24'], ['fd21::/64']], { isGateway: true });
     cf.ipam = {
       ...cf.ipam,
@@ -191,8 +188,8 @@ describe('bridge L3 with host-local', () => {
       t.skip(`kernel has no bridge VLAN filtering: ${(err as Error).message}`);
       return;
     }
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.22.0.0/24', { bridge: 'brv', vlan: 100, isDefaultGateway: true });
     const res = await ok('ADD', cf, { netns: c });
     assert.equal(res.interfaces.length, 4);
@@ -203,9 +200,9 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('IPAM DNS (host-local resolvConf) passes through; 3 subnets with 0.2.0 fail in IPAM and leave nothing', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
-    const resolv = join(env.dataDir, 'resolv.conf');
+    const cn = env.sb.newContainer();
+    const c = cn.path;
+    const resolv = join(env.dir, 'resolv.conf');
     writeFileSync(resolv, 'nameserver 192.0.2.53\nsearch example.test\n');
     const cf = conf('1.0.0', '10.23.0.0/24', { isGateway: true });
     cf.ipam = { ...cf.ipam, resolvConf: resolv } as typeof cf.ipam;
@@ -213,7 +210,7 @@ describe('bridge L3 with host-local', () => {
     assert.deepEqual(res.dns, { nameservers: ['192.0.2.53'], search: ['example.test'] });
     await ok('DEL', cf, { netns: c });
     const cf3 = conf('0.2.0', [['10.24.0.0/24'], ['fd24::/64'], ['fd25::/64']], { isGateway: true });
-    const r = await cni(plugin, 'ADD', cf3, { netns: c });
+    const r = await cniCall(plugin, 'ADD', cf3, { netns: c });
     assert.notEqual(r.code, 0, r.stdout);
     assert.match(JSON.parse(r.stdout).msg, /0\.2\.0 does not support more than 1 address per family/);
     assert.deepEqual(reservations(cf3.name), []);
@@ -254,8 +251,8 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('bridge keeps a stable MAC across ADD/DEL', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.13.0.0/24', { bridge: 'brmac', isGateway: true });
     const res = await ok('ADD', cf, { netns: c });
     const mac = nl.getLink('brmac')?.mac;
@@ -268,12 +265,12 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('ensure bridge address: IPv4 conflict needs forceAddress; IPv6 overlap likewise; non-overlapping v6 coexist', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     nl.createBridge({ name: 'braddr' });
     nl.addAddr('braddr', '10.14.0.1/16');
     const cf = conf('1.0.0', '10.14.1.0/24', { bridge: 'braddr', isGateway: true });
-    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    const r = await cniCall(plugin, 'ADD', cf, { netns: c });
     assert.notEqual(r.code, 0);
     assert.equal(
       JSON.parse(r.stdout).msg,
@@ -300,7 +297,7 @@ describe('bridge L3 with host-local', () => {
 
     nl.addAddr('braddr', 'fd14::1/48');
     const cf6 = conf('1.0.0', 'fd14:0:0:1::/64', { bridge: 'braddr', isGateway: true });
-    const r6 = await cni(plugin, 'ADD', cf6, { netns: c });
+    const r6 = await cniCall(plugin, 'ADD', cf6, { netns: c });
     assert.match(JSON.parse(r6.stdout).msg, /already has an IP address different from fd14:0:0:1::1\/64/);
     const cf6b = conf('1.0.0', 'fd15::/64', { bridge: 'braddr', isGateway: true });
     await ok('ADD', cf6b, { netns: c });
@@ -310,20 +307,20 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('IP released, veth and firewall rules removed on a post-IPAM error', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.15.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
     // a real failure after IPAM: an IPAM route whose gateway is off-link cannot be added in the container
     cf.ipam = { ...cf.ipam, routes: [{ dst: '10.99.0.0/16', gw: '192.0.2.1' }] } as typeof cf.ipam;
-    const before = snapshot(cn);
-    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    const before = snapshot(cn.name);
+    const r = await cniCall(plugin, 'ADD', cf, { netns: c });
     assert.notEqual(r.code, 0);
     assert.match(
       JSON.parse(r.stdout).msg,
       /^failed to add route '10\.99\.0\.0\/16 via 192\.0\.2\.1 dev eth0 /,
     );
     assert.deepEqual(reservations(cf.name), []);
-    assert.equal(snapshot(cn), before);
+    assert.equal(snapshot(cn.name), before);
     assert.doesNotMatch(run('iptables', ['-t', 'nat', '-S']), /10\.15\.0\./);
     assert.doesNotMatch(run('nft', ['list', 'ruleset']), /cni-br-iface-ctr1-eth0/);
     assert.ok(
@@ -333,12 +330,12 @@ describe('bridge L3 with host-local', () => {
 
   for (const backend of ['iptables', 'nftables']) {
     test(`masquerade rules (${backend}) are rolled back when ADD fails after setting them up`, async () => {
-      const cn = env.newContainer();
-      const c = env.path(cn);
+      const cn = env.sb.newContainer();
+      const c = cn.path;
       const cf = conf('1.0.0', '10.17.0.0/24', { isGateway: true, ipMasq: true, ipMasqBackend: backend });
       // An IPAM executable that, like a misbehaving neighbour, sets the new host port down before answering:
       // everything up to and including the masquerade succeeds, then the port never comes up.
-      const dir = join(env.dataDir, `masqrb-${backend}`);
+      const dir = join(env.dir, `masqrb-${backend}`);
       mkdirSync(dir);
       const log = join(dir, 'calls');
       writeFileSync(
@@ -354,14 +351,14 @@ describe('bridge L3 with host-local', () => {
         { mode: 0o755 },
       );
       cf.ipam = { type: 'fake-ipam' } as typeof cf.ipam;
-      const before = snapshot(cn);
-      const r = await cni(plugin, 'ADD', cf, { netns: c, path: dir });
+      const before = snapshot(cn.name);
+      const r = await cniCall(plugin, 'ADD', cf, { netns: c, path: dir });
       assert.notEqual(r.code, 0);
       assert.equal(JSON.parse(r.stdout).msg, 'bridge port in error state: down');
       assert.deepEqual(readFileSync(log, 'utf8').split('\n').filter(Boolean), ['ADD', 'DEL']);
       assert.doesNotMatch(run('iptables-save', ['-t', 'nat']), /10\.17\.0\.5/);
       assert.doesNotMatch(run('nft', ['list', 'ruleset']), /10\.17\.0\.5/);
-      assert.equal(snapshot(cn), before);
+      assert.equal(snapshot(cn.name), before);
       assert.ok(
         !nl.listLinks().some((l) => l.kind === 'veth' && l.masterIndex === nl.getLink(cf.bridge)?.index),
       );
@@ -370,8 +367,8 @@ describe('bridge L3 with host-local', () => {
 
   for (const backend of ['iptables', 'nftables', undefined]) {
     test(`ipMasq with backend ${backend ?? 'default'}: rules present, then gone after DEL (also when the interface is gone)`, async () => {
-      const cn = env.newContainer();
-      const c = env.path(cn);
+      const cn = env.sb.newContainer();
+      const c = cn.path;
       const cf = conf('1.0.0', '10.16.0.0/24', {
         isGateway: true,
         ipMasq: true,
@@ -405,8 +402,8 @@ describe('bridge L3 with host-local', () => {
   }
 
   test('DEL with an empty CNI_NETNS still removes masquerade and spoof-check rules and releases the IP', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.25.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
     await ok('ADD', cf, { netns: c, containerId: 'nons' });
     assert.match(run('iptables', ['-t', 'nat', '-S']), /CNI-/);
@@ -418,12 +415,12 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('DEL keeps going when IPAM DEL fails: interface and rules removed, the IPAM error reported', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.26.0.0/24', { isGateway: true, ipMasq: true });
     await ok('ADD', cf, { netns: c, containerId: 'ipamfail' });
     const broken = { ...cf, ipam: { ...cf.ipam, type: 'no-such-ipam' } };
-    const r = await cni(plugin, 'DEL', broken, { netns: c, containerId: 'ipamfail' });
+    const r = await cniCall(plugin, 'DEL', broken, { netns: c, containerId: 'ipamfail' });
     assert.notEqual(r.code, 0);
     assert.match(JSON.parse(r.stdout).msg, /failed to find plugin "no-such-ipam"/);
     assert.equal(
@@ -437,18 +434,18 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('DEL without a prior ADD succeeds (L3, masquerade, spoof check) and changes nothing', async () => {
-    const cn = env.newContainer();
+    const cn = env.sb.newContainer();
     const cf = conf('1.0.0', '10.27.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
     // state DEL must leave alone: an address on the container's lo (set up by the test, before the snapshots)
-    nl.withNetns(env.path(cn), () => nl.addAddr('lo', '192.0.2.27/32'));
+    nl.withNetns(cn.path, () => nl.addAddr('lo', '192.0.2.27/32'));
     // earlier tests' bridges change carrier/DAD state asynchronously: compare the host without bridge lines, plus
     // the full list of link names (a created or deleted link of any kind shows there)
     const linkNames = () => nl.listLinks().map((l) => `${l.name}/${l.kind ?? ''}`);
     const namesBefore = linkNames();
     const hostBefore = withoutBridge(snapshot());
-    const ctrBefore = snapshot(cn);
+    const ctrBefore = snapshot(cn.name);
     assert.match(ctrBefore, /192\.0\.2\.27\/32/);
-    await ok('DEL', cf, { netns: env.path(cn), containerId: 'never' });
+    await ok('DEL', cf, { netns: cn.path, containerId: 'never' });
     await ok('DEL', cf, { netns: '', containerId: 'never' });
     assert.deepEqual(linkNames(), namesBefore, 'no host link created or deleted');
     assert.equal(
@@ -456,14 +453,14 @@ describe('bridge L3 with host-local', () => {
       hostBefore,
       'host namespace unchanged (addresses, routes, iptables, nft)',
     );
-    assert.equal(snapshot(cn), ctrBefore, 'container namespace unchanged');
+    assert.equal(snapshot(cn.name), ctrBefore, 'container namespace unchanged');
     assert.equal(nl.getLink(cf.bridge), undefined, 'no bridge created by DEL');
     assert.deepEqual(reservations(cf.name), []);
   });
 
   test('DEL on the empty file left by an unmounted netns releases the IP and removes the rules', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.28.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
     const core = (x: string) => JSON.stringify({ ...JSON.parse(withoutBridge(x)), nft: undefined });
     const before = snapshot();
@@ -481,9 +478,9 @@ describe('bridge L3 with host-local', () => {
     assert.equal(nl.getLink(hostVeth), undefined, 'host veth went away with the namespace');
 
     // a non-empty file is not a leftover mount point: DEL reports the error (code 999) but keeps going
-    const notNs = join(env.dataDir, 'not-a-netns');
+    const notNs = join(env.dir, 'not-a-netns');
     writeFileSync(notNs, 'x');
-    const bad = await cni(plugin, 'DEL', cf, { netns: notNs, containerId: 'unmounted' });
+    const bad = await cniCall(plugin, 'DEL', cf, { netns: notNs, containerId: 'unmounted' });
     assert.equal(bad.code, 1);
     assert.equal(JSON.parse(bad.stdout).code, 999);
     assert.match(JSON.parse(bad.stdout).msg, new RegExp(`^unknown FS magic on "${notNs}": [0-9a-f]+$`));
@@ -499,14 +496,14 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('DEL with CNI_NETNS on a non-network namespace reports the error and still releases the IP and removes the rules', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.29.0.0/24', { isGateway: true, ipMasq: true, macspoofchk: true });
     await ok('ADD', cf, { netns: c, containerId: 'mntns' });
     assert.deepEqual(reservations(cf.name), ['10.29.0.2']);
     assert.match(run('iptables', ['-t', 'nat', '-S']), /-A POSTROUTING -s 10\.29\.0\.2\/32 .*-j CNI-/);
     assert.match(run('nft', ['list', 'table', 'bridge', 'nat']), /cni-br-iface-mntns-eth0/);
-    const r = await cni(plugin, 'DEL', cf, { netns: '/proc/self/ns/mnt', containerId: 'mntns' });
+    const r = await cniCall(plugin, 'DEL', cf, { netns: '/proc/self/ns/mnt', containerId: 'mntns' });
     assert.equal(r.code, 1, r.stdout);
     const err = JSON.parse(r.stdout);
     assert.equal(err.code, 999);
@@ -524,8 +521,8 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('macspoofchk: nft rules present after ADD, gone after DEL', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.17.0.0/24', { macspoofchk: true });
     const res = await ok('ADD', cf, { netns: c, containerId: 'dummy' });
     const table = run('nft', ['list', 'table', 'bridge', 'nat']);
@@ -537,10 +534,10 @@ describe('bridge L3 with host-local', () => {
   });
 
   test('IPAM + disableContainerInterface is rejected before anything is created', async () => {
-    const cn = env.newContainer();
-    const c = env.path(cn);
+    const cn = env.sb.newContainer();
+    const c = cn.path;
     const cf = conf('1.0.0', '10.18.0.0/24', { bridge: 'brnever', disableContainerInterface: true });
-    const r = await cni(plugin, 'ADD', cf, { netns: c });
+    const r = await cniCall(plugin, 'ADD', cf, { netns: c });
     assert.equal(JSON.parse(r.stdout).msg, 'cannot use IPAM when DisableContainerInterface flag is set');
     assert.equal(nl.getLink('brnever'), undefined);
   });

@@ -1,11 +1,17 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
+import {
+  type CniCommand,
+  cniCall,
+  createNamedNetns,
+  deleteNamedNetns,
+  type NamedNetns,
+  sandboxForFile,
+  tempDir,
+} from '@cnikit/testing';
 import { plugin } from './index.ts';
-import { cni, enterHost, type HostEnv, run, snapshot, tryRun, uid } from './testenv.ts';
+import { run, snapshot } from './testenv.ts';
 
 // Differential test: the same configuration through the Go reference (Debian 1.1.1) and through ours, each in
 // its own private host namespace with identically named container namespaces; results and the kernel state of
@@ -13,22 +19,36 @@ import { cni, enterHost, type HostEnv, run, snapshot, tryRun, uid } from './test
 const GO = '/usr/lib/cni/bridge';
 const haveGo = existsSync(GO) && existsSync('/usr/lib/cni/host-local');
 
-let env: HostEnv;
-let goHost = '';
-let goData = '';
+sandboxForFile({ enterHost: true }); // ours runs in-process in this private host namespace
+let goHost: NamedNetns | undefined;
+let goData: ReturnType<typeof tempDir> | undefined;
+let ourData: ReturnType<typeof tempDir> | undefined;
 before(() => {
   if (!haveGo) return;
-  env = enterHost('pa', 0);
-  goHost = `cnikit-brpa-${uid}-goh`;
-  run('ip', ['netns', 'add', goHost]);
-  run('ip', ['-n', goHost, 'link', 'set', 'lo', 'up']);
-  goData = mkdtempSync(join(tmpdir(), 'cnikit-brpa-go-'));
+  goHost = createNamedNetns('cnikit-brpa-goh');
+  goData = tempDir('brpa-go');
+  ourData = tempDir('brpa-ts');
 });
 after(() => {
-  if (goHost) tryRun('ip', ['netns', 'del', goHost]);
-  if (goData) rmSync(goData, { recursive: true, force: true });
-  env?.destroy();
+  if (goHost) deleteNamedNetns(goHost);
+  goData?.remove();
+  ourData?.remove();
 });
+
+/** A container namespace for each side (names normalised to NS in the comparisons). */
+function pair(): { go: NamedNetns; ts: NamedNetns } {
+  const go = createNamedNetns('cnikit-brpa');
+  try {
+    return { go, ts: createNamedNetns('cnikit-brpa') };
+  } catch (e) {
+    deleteNamedNetns(go);
+    throw e;
+  }
+}
+function dropPair(p: { go: NamedNetns; ts: NamedNetns }): void {
+  deleteNamedNetns(p.go);
+  deleteNamedNetns(p.ts);
+}
 
 function normalise(text: string): string {
   return text
@@ -63,31 +83,36 @@ function normResult(out: string): unknown {
   return JSON.parse(normalise(JSON.stringify(r)));
 }
 
-let k = 0;
-async function both(cmd: 'ADD' | 'DEL', conf: object, cname: string) {
-  const goEnv = {
-    CNI_COMMAND: cmd,
-    CNI_CONTAINERID: 'par',
-    CNI_NETNS: `/run/netns/${cname}-go`,
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: '/usr/lib/cni',
-    PATH: process.env.PATH ?? '',
-  };
-  const go = spawnSync('ip', ['netns', 'exec', goHost, GO], {
-    env: goEnv,
-    input: JSON.stringify({ ...conf, ipam: retarget((conf as { ipam?: object }).ipam, goData) }),
-    encoding: 'utf8',
-  });
-  const ours = await cni(
-    plugin,
+/** The Go reference, run in its own host namespace. */
+function goCall(cmd: CniCommand, conf: object, ns: NamedNetns) {
+  return cniCall(
+    { binary: GO },
     cmd,
-    { ...conf, ipam: retarget((conf as { ipam?: object }).ipam, env.dataDir) },
+    { ...conf, ipam: retarget((conf as { ipam?: object }).ipam, goData!.path) },
     {
-      netns: `/run/netns/${cname}-ts`,
+      inNetns: goHost!.name,
+      netns: ns.path,
       containerId: 'par',
     },
   );
-  return { go: { code: go.status ?? -1, out: go.stdout }, ours: { code: ours.code, out: ours.stdout } };
+}
+
+/** Ours, in-process in this file's host namespace. */
+function ourCall(cmd: CniCommand, conf: object, ns: NamedNetns) {
+  return cniCall(
+    plugin,
+    cmd,
+    { ...conf, ipam: retarget((conf as { ipam?: object }).ipam, ourData!.path) },
+    {
+      netns: ns.path,
+      containerId: 'par',
+    },
+  );
+}
+
+async function both(cmd: 'ADD' | 'DEL', conf: object, p: { go: NamedNetns; ts: NamedNetns }) {
+  const [go, ours] = [await goCall(cmd, conf, p.go), await ourCall(cmd, conf, p.ts)];
+  return { go: { code: go.code, out: go.stdout }, ours: { code: ours.code, out: ours.stdout } };
 }
 
 function retarget(ipam: object | undefined, dataDir: string): object | undefined {
@@ -174,33 +199,28 @@ describe('parity with the Go reference (same config, normalised results and kern
   );
   for (const [label, extra] of configs) {
     test(label, async () => {
-      const cname = `cnikit-brpa-${uid}-${k++}`;
-      run('ip', ['netns', 'add', `${cname}-go`]);
-      run('ip', ['netns', 'add', `${cname}-ts`]);
+      const ns = pair();
       try {
         const conf = { cniVersion: '1.0.0', name: 'parnet', type: 'bridge', ...extra };
-        const add = await both('ADD', conf, cname);
+        const add = await both('ADD', conf, ns);
         assert.equal(add.go.code, 0, add.go.out);
         assert.equal(add.ours.code, 0, add.ours.out);
         assert.deepEqual(normResult(add.ours.out), normResult(add.go.out));
-        assert.equal(state(), state(goHost), 'host namespace after ADD');
-        assert.equal(state(`${cname}-ts`), state(`${cname}-go`), 'container after ADD');
-        const del = await both('DEL', conf, cname);
+        assert.equal(state(), state(goHost!.name), 'host namespace after ADD');
+        assert.equal(state(ns.ts.name), state(ns.go.name), 'container after ADD');
+        const del = await both('DEL', conf, ns);
         assert.equal(del.go.code, 0, del.go.out);
         assert.equal(del.ours.code, 0, del.ours.out);
-        assert.equal(state(), state(goHost), 'host namespace after DEL');
-        assert.equal(state(`${cname}-ts`), state(`${cname}-go`), 'container after DEL');
+        assert.equal(state(), state(goHost!.name), 'host namespace after DEL');
+        assert.equal(state(ns.ts.name), state(ns.go.name), 'container after DEL');
       } finally {
-        tryRun('ip', ['netns', 'del', `${cname}-go`]);
-        tryRun('ip', ['netns', 'del', `${cname}-ts`]);
+        dropPair(ns);
       }
     });
   }
 
   test('CHECK error messages match after breaking the attachment', async () => {
-    const cname = `cnikit-brpa-${uid}-${k++}`;
-    run('ip', ['netns', 'add', `${cname}-go`]);
-    run('ip', ['netns', 'add', `${cname}-ts`]);
+    const ns = pair();
     try {
       const conf = {
         cniVersion: '1.0.0',
@@ -215,58 +235,40 @@ describe('parity with the Go reference (same config, normalised results and kern
           routes: [{ dst: '192.168.100.0/24', gw: '10.100.0.1' }],
         },
       };
-      const add = await both('ADD', conf, cname);
+      const add = await both('ADD', conf, ns);
       assert.equal(add.go.code, 0, add.go.out);
       assert.equal(add.ours.code, 0, add.ours.out);
       const check = async (label: string) => {
         const goConf = { ...conf, prevResult: JSON.parse(add.go.out) };
         const tsConf = { ...conf, prevResult: JSON.parse(add.ours.out) };
-        const go = spawnSync('ip', ['netns', 'exec', goHost, GO], {
-          env: {
-            CNI_COMMAND: 'CHECK',
-            CNI_CONTAINERID: 'par',
-            CNI_NETNS: `/run/netns/${cname}-go`,
-            CNI_IFNAME: 'eth0',
-            CNI_PATH: '/usr/lib/cni',
-            PATH: process.env.PATH ?? '',
-          },
-          input: JSON.stringify({ ...goConf, ipam: retarget(conf.ipam, goData) }),
-          encoding: 'utf8',
-        });
-        const ours = await cni(
-          plugin,
-          'CHECK',
-          { ...tsConf, ipam: retarget(conf.ipam, env.dataDir) },
-          { netns: `/run/netns/${cname}-ts`, containerId: 'par' },
-        );
+        const go = await goCall('CHECK', goConf, ns.go);
+        const ours = await ourCall('CHECK', tsConf, ns.ts);
         const msg = (out: string) => (out ? normalise(JSON.parse(out).msg ?? '') : '');
         return {
           label,
-          go: { code: go.status, msg: msg(go.stdout) },
+          go: { code: go.code, msg: msg(go.stdout) },
           ours: { code: ours.code, msg: msg(ours.stdout) },
         };
       };
       const results = [await check('intact')];
-      for (const ns of [`${cname}-go`, `${cname}-ts`])
-        run('ip', ['-n', ns, 'route', 'del', '192.168.100.0/24']);
+      for (const c of [ns.go.name, ns.ts.name]) run('ip', ['-n', c, 'route', 'del', '192.168.100.0/24']);
       results.push(await check('route removed'));
-      for (const ns of [`${cname}-go`, `${cname}-ts`]) run('ip', ['-n', ns, 'addr', 'flush', 'dev', 'eth0']);
+      for (const c of [ns.go.name, ns.ts.name]) run('ip', ['-n', c, 'addr', 'flush', 'dev', 'eth0']);
       results.push(await check('address removed'));
-      for (const ns of [`${cname}-go`, `${cname}-ts`])
-        run('ip', ['-n', ns, 'link', 'set', 'eth0', 'address', '0a:58:00:00:00:99']);
+      for (const c of [ns.go.name, ns.ts.name])
+        run('ip', ['-n', c, 'link', 'set', 'eth0', 'address', '0a:58:00:00:00:99']);
       results.push(await check('MAC changed'));
       for (const r of results) {
         assert.equal(r.ours.code, r.go.code, `${r.label}: ${JSON.stringify(r)}`);
         assert.equal(r.ours.msg, r.go.msg, `${r.label}: ${JSON.stringify(r)}`);
       }
     } finally {
-      tryRun('ip', ['netns', 'del', `${cname}-go`]);
-      tryRun('ip', ['netns', 'del', `${cname}-ts`]);
+      dropPair(ns);
     }
   });
 
   test('ADD error messages match (codes: ours 7 for configuration errors, the reference 999)', async () => {
-    for (const h of [undefined, goHost]) {
+    for (const h of [undefined, goHost!.name]) {
       const pre = h ? ['ip', '-n', h] : ['ip'];
       run(pre[0]!, [...pre.slice(1), 'link', 'add', 'notbr', 'type', 'veth', 'peer', 'name', 'notbrp']);
       run(pre[0]!, [...pre.slice(1), 'link', 'add', 'brconf', 'type', 'bridge']);
@@ -282,19 +284,16 @@ describe('parity with the Go reference (same config, normalised results and kern
       ],
     ];
     for (const [label, extra] of cases) {
-      const cname = `cnikit-brpa-${uid}-${k++}`;
-      run('ip', ['netns', 'add', `${cname}-go`]);
-      run('ip', ['netns', 'add', `${cname}-ts`]);
+      const ns = pair();
       try {
-        const r = await both('ADD', { cniVersion: '1.0.0', name: 'parerr', type: 'bridge', ...extra }, cname);
+        const r = await both('ADD', { cniVersion: '1.0.0', name: 'parerr', type: 'bridge', ...extra }, ns);
         assert.notEqual(r.go.code, 0, label);
         assert.notEqual(r.ours.code, 0, label);
         // 1.1.1 ends this one message with a period; HEAD (which we follow) does not
         const goMsg = JSON.parse(r.go.out).msg.replace(/at the same time\.$/, 'at the same time');
         assert.equal(JSON.parse(r.ours.out).msg, goMsg, label);
       } finally {
-        tryRun('ip', ['netns', 'del', `${cname}-go`]);
-        tryRun('ip', ['netns', 'del', `${cname}-ts`]);
+        dropPair(ns);
       }
     }
   });

@@ -1,17 +1,14 @@
 /**
- * Test helpers for the bridge's kernel tests (not a test file): private "host" and "container"
- * namespaces, moving the test process's main thread into the host namespace, running the plugin
- * in-process, and snapshots of the kernel state for before/after comparisons.
+ * Bridge-specific helpers of the bridge's kernel tests (not a test file); the fixture itself (sandbox, in-process
+ * and binary calls, eventually/sleep) is @cnikit/testing.
+ *
+ * `snapshot` stays here on purpose: it records what a bridge attachment changes as compact text lines (a link as
+ * "name kind master=… operstate", addresses without lifetimes, routes of every table, the nat table and the nft
+ * ruleset without handles), and `withoutBridge` drops the lines of the bridges (kept by the reference on DEL) and
+ * the timing-dependent "tentative"/"linkdown" words inside them — a line-level filter that @cnikit/testing's JSON
+ * snapshot (one JSON object per link/address) cannot express without weakening its own comparisons.
  */
-import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { type InProcessResult, invokeInProcess, type Plugin } from '@cnikit/skel';
-import { setns } from '@cnikit/sys';
-
-export const uid = `${process.pid.toString(36)}${Math.floor(Math.random() * 36 ** 3).toString(36)}`;
 
 export function run(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -20,100 +17,6 @@ export function run(cmd: string, args: string[], input?: string): string {
 export function tryRun(cmd: string, args: string[]): { status: number; stdout: string; stderr: string } {
   const r = spawnSync(cmd, args, { encoding: 'utf8' });
   return { status: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
-}
-
-export interface HostEnv {
-  host: string;
-  hostPath: string;
-  containers: string[];
-  dataDir: string;
-  /** name → /run/netns path */
-  path(name: string): string;
-  newContainer(): string;
-  /** move the main thread back and delete everything */
-  destroy(): void;
-}
-
-/**
- * Create a private host namespace (and `n` container namespaces) and move this process's main thread
- * into the host namespace for the rest of the test file (the plugin runs there, like a runtime
- * would run it on a node). Sub-processes spawned from the main thread inherit it.
- */
-export function enterHost(tag: string, n = 2): HostEnv {
-  const host = `cnikit-br${tag}-${uid}-h`;
-  const containers: string[] = [];
-  let counter = 0;
-  const newContainer = () => {
-    const name = `cnikit-br${tag}-${uid}-c${counter++}`;
-    run('ip', ['netns', 'add', name]);
-    containers.push(name);
-    return name;
-  };
-  const orig = openSync('/proc/self/ns/net', 'r');
-  try {
-    run('ip', ['netns', 'add', host]);
-    run('ip', ['-n', host, 'link', 'set', 'lo', 'up']);
-    for (let i = 0; i < n; i++) newContainer();
-    const hostFd = openSync(`/run/netns/${host}`, 'r');
-    try {
-      setns(hostFd);
-    } finally {
-      closeSync(hostFd);
-    }
-  } catch (err) {
-    // do not leave namespaces behind when the sandbox cannot be entered (e.g. native addon missing)
-    closeSync(orig);
-    for (const c of [...containers, host]) tryRun('ip', ['netns', 'del', c]);
-    throw err;
-  }
-  const dataDir = mkdtempSync(join(tmpdir(), `cnikit-br${tag}-`));
-  return {
-    host,
-    hostPath: `/run/netns/${host}`,
-    containers,
-    dataDir,
-    path: (name) => `/run/netns/${name}`,
-    newContainer,
-    destroy() {
-      try {
-        setns(orig);
-      } finally {
-        closeSync(orig);
-        for (const c of [...containers, host]) tryRun('ip', ['netns', 'del', c]);
-        rmSync(dataDir, { recursive: true, force: true });
-      }
-    },
-  };
-}
-
-export interface CallOpts {
-  netns?: string;
-  ifName?: string;
-  containerId?: string;
-  args?: string;
-  path?: string;
-}
-
-export async function cni(
-  plugin: Plugin,
-  command: string,
-  conf: object,
-  o: CallOpts = {},
-): Promise<InProcessResult> {
-  const env: Record<string, string> = {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: o.containerId ?? 'ctr1',
-    CNI_NETNS: o.netns ?? '',
-    CNI_IFNAME: o.ifName ?? 'eth0',
-    CNI_PATH: o.path ?? '/usr/lib/cni',
-  };
-  if (o.args) env.CNI_ARGS = o.args;
-  if (command === 'GC' || command === 'STATUS') {
-    delete env.CNI_CONTAINERID;
-    delete env.CNI_IFNAME;
-    delete env.CNI_NETNS;
-  }
-  return invokeInProcess(plugin, env, JSON.stringify(conf));
 }
 
 /** Everything observable in a namespace that a bridge attachment could change. */
@@ -169,15 +72,4 @@ export function hostLocal(dataDir: string, subnet: string | string[][], extra: o
   const ranges =
     typeof subnet === 'string' ? [[{ subnet }]] : subnet.map((r) => r.map((s) => ({ subnet: s })));
   return { type: 'host-local', ranges, dataDir, ...extra };
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Polls `cond` every 50 ms for up to `ms`; fails with `what` if it never holds (for asynchronous kernel work). */
-export async function eventually(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  for (const end = Date.now() + ms; !cond(); await sleep(50)) {
-    if (Date.now() > end) assert.fail(`${what} (waited ${ms / 1000} s)`);
-  }
 }

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
+import { cniCall, type NamedNetns, sandboxForFile } from '@cnikit/testing';
 import { plugin } from './index.ts';
-import { cni, enterHost, type HostEnv, hostLocal, run } from './testenv.ts';
+import { hostLocal, run } from './testenv.ts';
 
 // A one-shot TCP echo server: prints "listening", then for the first connection "peer <addr>" and echoes.
 const SERVER = `
@@ -59,22 +60,20 @@ function echo(ns: string, host: string, port: number, msg: string): string {
   return run(cmd, args);
 }
 
-let env: HostEnv;
-let outside = '';
+const env = sandboxForFile({ enterHost: true, containers: 2 });
+let outside: NamedNetns;
 before(() => {
-  env = enterHost('tr', 2);
   // an "outside" network reached through the host: it has no route back to the container subnet
-  outside = env.newContainer();
-  nl.createVethPair({ name: 'vout', peerName: 'eth0', peerNetnsPath: env.path(outside) });
+  outside = env.sb.newContainer();
+  nl.createVethPair({ name: 'vout', peerName: 'eth0', peerNetnsPath: outside.path });
   nl.addAddr('vout', '198.51.100.1/24');
   nl.setLinkUp('vout');
-  nl.withNetns(env.path(outside), () => {
+  nl.withNetns(outside.path, () => {
     nl.addAddr('eth0', '198.51.100.2/24');
     nl.setLinkUp('eth0');
     nl.setLinkUp('lo');
   });
 });
-after(() => env?.destroy());
 
 describe('bridge real traffic', () => {
   test('two containers reach each other and the gateway; masquerade towards the outside', async () => {
@@ -85,37 +84,37 @@ describe('bridge real traffic', () => {
       bridge: 'brtr',
       isDefaultGateway: true,
       ipMasq: true,
-      ipam: hostLocal(env.dataDir, '10.20.0.0/24'),
+      ipam: hostLocal(env.dir, '10.20.0.0/24'),
     };
-    const [c0, c1] = env.containers as [string, string];
-    const r0 = await cni(plugin, 'ADD', cf, { netns: env.path(c0), containerId: 'tr0' });
-    const r1 = await cni(plugin, 'ADD', cf, { netns: env.path(c1), containerId: 'tr1' });
+    const [c0, c1] = env.sb.containers as [NamedNetns, NamedNetns];
+    const r0 = await cniCall(plugin, 'ADD', cf, { netns: c0.path, containerId: 'tr0' });
+    const r1 = await cniCall(plugin, 'ADD', cf, { netns: c1.path, containerId: 'tr1' });
     assert.equal(r0.code, 0, r0.stdout);
     assert.equal(r1.code, 0, r1.stdout);
     const ip0 = JSON.parse(r0.stdout).ips[0].address.split('/')[0];
     const ip1 = JSON.parse(r1.stdout).ips[0].address.split('/')[0];
-    for (const c of [c0, c1]) run('ip', ['-n', c, 'link', 'set', 'lo', 'up']);
+    for (const c of [c0, c1]) run('ip', ['-n', c.name, 'link', 'set', 'lo', 'up']);
 
     // container → container
-    const s1 = await startServer(c1, ip1, 7001);
-    assert.equal(echo(c0, ip1, 7001, 'hello c1'), 'hello c1');
+    const s1 = await startServer(c1.name, ip1, 7001);
+    assert.equal(echo(c0.name, ip1, 7001, 'hello c1'), 'hello c1');
     assert.equal(await s1.peer, ip0);
 
     // container → gateway (the bridge address in the host namespace)
     const sg = await startServer(undefined, '10.20.0.1', 7002);
-    assert.equal(echo(c1, '10.20.0.1', 7002, 'hello gw'), 'hello gw');
+    assert.equal(echo(c1.name, '10.20.0.1', 7002, 'hello gw'), 'hello gw');
     assert.equal(await sg.peer, ip1);
 
     // container → outside through masquerade: the outside sees the host's address
-    const so = await startServer(outside, '198.51.100.2', 7003);
-    assert.equal(echo(c0, '198.51.100.2', 7003, 'hello world'), 'hello world');
+    const so = await startServer(outside.name, '198.51.100.2', 7003);
+    assert.equal(echo(c0.name, '198.51.100.2', 7003, 'hello world'), 'hello world');
     assert.equal(await so.peer, '198.51.100.1');
 
     for (const [c, id] of [
       [c0, 'tr0'],
       [c1, 'tr1'],
     ] as const) {
-      const d = await cni(plugin, 'DEL', cf, { netns: env.path(c), containerId: id });
+      const d = await cniCall(plugin, 'DEL', cf, { netns: c.path, containerId: id });
       assert.equal(d.code, 0, d.stdout);
     }
     // after DEL, the outside is unreachable (no interface) and the masquerade rules are gone

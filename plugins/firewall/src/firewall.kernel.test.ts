@@ -12,46 +12,39 @@ import {
   cniCall,
   cniRunner,
   createNamedNetns,
-  createSandbox,
   deleteNamedNetns,
-  enterNetns,
   expectCniError,
   expectOk,
   type NamedNetns,
-  type Sandbox,
+  sandboxForFile,
   tempDir,
 } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
 const GO = '/usr/lib/cni/firewall';
-let sb: Sandbox;
+const env = sandboxForFile({ enterHost: true });
 let other: NamedNetns;
-let inHost: { restore(): void } | undefined;
 const data = tempDir('firewall');
 before(() => {
-  sb = createSandbox();
   other = createNamedNetns('cnikit-fwgo');
-  inHost = enterNetns(sb.host.path);
 });
 after(() => {
-  inHost?.restore();
-  sb?.destroy();
   if (other) deleteNamedNetns(other);
   data.remove();
 });
 
-function exec(cmd: string, args: string[], ns: string = sb.host.name): string {
-  return sb.exec(cmd, args, { ns: { name: ns, path: `/run/netns/${ns}` } }).stdout;
+function exec(cmd: string, args: string[], ns: string = env.sb.host.name): string {
+  return env.sb.exec(cmd, args, { ns: { name: ns, path: `/run/netns/${ns}` } }).stdout;
 }
 /** The filter table as iptables-save prints it, without comment lines and counters. */
-function filter(family: 4 | 6, ns: string = sb.host.name): string {
+function filter(family: 4 | 6, ns: string = env.sb.host.name): string {
   return exec(family === 4 ? 'iptables-save' : 'ip6tables-save', ['-t', 'filter'], ns)
     .split('\n')
     .filter((l) => l !== '' && !l.startsWith('#'))
     .map((l) => l.replace(/ \[\d+:\d+\]$/, ''))
     .join('\n');
 }
-function reset(ns: string = sb.host.name): void {
+function reset(ns: string = env.sb.host.name): void {
   for (const t of ['iptables', 'ip6tables']) {
     exec(t, ['-t', 'filter', '-F'], ns);
     exec(t, ['-t', 'filter', '-X'], ns);

@@ -11,49 +11,45 @@ import { DBusConnection, Firewalld, firewalldRunning } from '@cnikit/firewall';
 import {
   busNameHasOwner,
   cniRunner,
-  createSandbox,
-  enterNetns,
   expectCniError,
   expectOk,
   type PrivateBus,
   type PrivateFirewalld,
-  type Sandbox,
+  sandboxForFile,
   startFirewalld,
   startPrivateSystemBus,
   tempDir,
 } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
-let sb: Sandbox;
+// the sandbox (this file's main thread in its host namespace) exists before the hooks below run; its `after` runs
+// first (hooks run in the order they were added): `ip netns del` only unmounts, firewalld keeps the namespace until
+// it is stopped below
+const env = sandboxForFile({ enterHost: true });
 let bus: PrivateBus;
 let fw: PrivateFirewalld | undefined;
-let inHost: { restore(): void } | undefined;
 let client: Firewalld;
 const data = tempDir('firewalld');
 
 before(async () => {
-  sb = createSandbox();
   bus = await startPrivateSystemBus();
-  fw = await startFirewalld({ netns: sb.host, bus });
-  inHost = enterNetns(sb.host.path);
+  fw = await startFirewalld({ netns: env.sb.host, bus });
   client = await Firewalld.connect({ address: bus.address });
 });
 after(async () => {
-  inHost?.restore();
   try {
     client?.close();
     await fw?.stop();
     await bus?.stop();
   } finally {
-    sb?.destroy();
     data.remove();
   }
 });
 
 const dbus = () => ({ address: bus.address });
 const sources = async (zone = 'trusted') => (await client.getSources(zone)).sort();
-const ruleset = () => sb.exec('nft', ['list', 'ruleset'], { ns: 'host' }).stdout;
-const filter4 = () => sb.exec('iptables-save', ['-t', 'filter'], { ns: 'host' }).stdout;
+const ruleset = () => env.sb.exec('nft', ['list', 'ruleset'], { ns: 'host' }).stdout;
+const filter4 = () => env.sb.exec('iptables-save', ['-t', 'filter'], { ns: 'host' }).stdout;
 
 const prevResult = (ips = ['10.1.2.2/24', 'fd00::2/64'], bridge = 'cni0') => ({
   cniVersion: '1.0.0',

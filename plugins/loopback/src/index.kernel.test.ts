@@ -1,47 +1,34 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { invokeInProcess } from '@cnikit/skel';
+import { before, describe, test } from 'node:test';
+import { type CniCommand, cniRunner, sandboxForFile } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
-const ns = `cnikit-lo-${process.pid}-${randomBytes(3).toString('hex')}`;
-const nsPath = `/run/netns/${ns}`;
+// the sandbox's container namespace plays the container (its lo starts down, as in a new namespace)
+const fixture = sandboxForFile();
+before(() => fixture.sb.exec('ip', ['link', 'set', 'lo', 'down'], { ns: 'container' }));
+const nsName = () => fixture.sb.container.name;
+const nsPath = () => fixture.sb.container.path;
 
 function ip(...args: string[]): string {
-  const r = spawnSync('ip', args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
+  return fixture.sb.exec('ip', args, { ns: 'container' }).stdout;
 }
 function loFlags(): string[] {
-  return (
-    (JSON.parse(ip('-n', ns, '-json', 'link', 'show', 'lo')) as Array<{ flags: string[] }>)[0]?.flags ?? []
-  );
+  return (JSON.parse(ip('-json', 'link', 'show', 'lo')) as Array<{ flags: string[] }>)[0]?.flags ?? [];
 }
-function env(command: string, netns = nsPath): Record<string, string> {
-  return {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: 'ctr1',
-    CNI_NETNS: netns,
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: '/nonexistent',
-    CNI_ARGS: 'none',
-  };
-}
+const lo = cniRunner(plugin, { path: '/nonexistent', args: 'none' });
+/** One in-process call into the container namespace (or `netns`). */
+const call = (command: CniCommand, stdin: string, netns = nsPath()) => lo.call(command, stdin, { netns });
 const conf = (v: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ cniVersion: v, name: 'lo-test', type: 'loopback', ...extra });
 
 describe('loopback in a real namespace', () => {
-  before(() => ip('netns', 'add', ns));
-  after(() => spawnSync('ip', ['netns', 'del', ns]));
-
   for (const v of ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']) {
     test(`ADD/CHECK/DEL/DEL (cniVersion ${v})`, async () => {
       assert.ok(!loFlags().includes('UP'));
-      const add = await invokeInProcess(plugin, env('ADD'), conf(v));
+      const add = await call('ADD', conf(v));
       assert.equal(add.code, 0, add.stdout + add.stderr);
       assert.ok(loFlags().includes('UP'));
       const res = JSON.parse(add.stdout);
@@ -50,7 +37,7 @@ describe('loopback in a real namespace', () => {
         assert.equal(res.ip4.ip, '127.0.0.1/8');
         assert.equal(res.ip6.ip, '::1/128');
       } else {
-        assert.deepEqual(res.interfaces, [{ name: 'lo', mac: '00:00:00:00:00:00', sandbox: nsPath }]);
+        assert.deepEqual(res.interfaces, [{ name: 'lo', mac: '00:00:00:00:00:00', sandbox: nsPath() }]);
         const addrs = res.ips.map((i: { address: string; interface: number; version?: string }) => [
           i.address,
           i.interface,
@@ -64,16 +51,16 @@ describe('loopback in a real namespace', () => {
       }
       const canCheck = v === '0.4.0' || v.startsWith('1.');
       if (canCheck) {
-        const chk = await invokeInProcess(plugin, env('CHECK'), conf(v, { prevResult: res }));
+        const chk = await call('CHECK', conf(v, { prevResult: res }));
         assert.equal(chk.code, 0, chk.stdout);
       }
-      const del = await invokeInProcess(plugin, env('DEL'), conf(v));
+      const del = await call('DEL', conf(v));
       assert.equal(del.code, 0, del.stdout);
       assert.ok(!loFlags().includes('UP'));
-      const del2 = await invokeInProcess(plugin, env('DEL'), conf(v));
+      const del2 = await call('DEL', conf(v));
       assert.equal(del2.code, 0, del2.stdout);
       if (canCheck) {
-        const chk = await invokeInProcess(plugin, env('CHECK'), conf(v, { prevResult: res }));
+        const chk = await call('CHECK', conf(v, { prevResult: res }));
         assert.equal(chk.code, 1);
         assert.equal(JSON.parse(chk.stdout).msg, 'loopback interface is down');
       }
@@ -83,11 +70,11 @@ describe('loopback in a real namespace', () => {
   test('ADD with prevResult returns it unchanged', async () => {
     const prev = {
       cniVersion: '1.0.0',
-      interfaces: [{ name: 'eth0', sandbox: nsPath }],
+      interfaces: [{ name: 'eth0', sandbox: nsPath() }],
       ips: [{ address: '10.1.0.5/24', interface: 0 }],
       dns: {},
     };
-    const add = await invokeInProcess(plugin, env('ADD'), conf('1.0.0', { prevResult: prev }));
+    const add = await call('ADD', conf('1.0.0', { prevResult: prev }));
     assert.equal(add.code, 0, add.stdout);
     const { dns: _dns, ...prevNoDns } = prev;
     const { dns: _d2, ...gotNoDns } = JSON.parse(add.stdout);
@@ -96,30 +83,29 @@ describe('loopback in a real namespace', () => {
   });
 
   test('ADD with a non-loopback address on lo fails naming it', async () => {
-    ip('-n', ns, 'addr', 'add', '10.9.8.7/32', 'dev', 'lo');
+    ip('addr', 'add', '10.9.8.7/32', 'dev', 'lo');
     try {
-      const add = await invokeInProcess(plugin, env('ADD'), conf('1.0.0'));
+      const add = await call('ADD', conf('1.0.0'));
       assert.equal(add.code, 1);
       assert.deepEqual(JSON.parse(add.stdout), {
         code: 999,
         msg: 'loopback interface found with non-loopback address "10.9.8.7"',
       });
     } finally {
-      ip('-n', ns, 'addr', 'del', '10.9.8.7/32', 'dev', 'lo');
+      ip('addr', 'del', '10.9.8.7/32', 'dev', 'lo');
     }
   });
 
   test('DEL succeeds with empty CNI_NETNS and with a namespace that is gone', async () => {
-    const e = env('DEL', '');
-    const a = await invokeInProcess(plugin, e, conf('1.0.0'));
+    const a = await call('DEL', conf('1.0.0'), '');
     assert.equal(a.code, 0, a.stdout);
-    const b = await invokeInProcess(plugin, env('DEL', `/run/netns/${ns}-gone`), conf('1.0.0'));
+    const b = await call('DEL', conf('1.0.0'), `/run/netns/${nsName()}-gone`);
     assert.equal(b.code, 0, b.stdout);
     // the empty mount-point file left behind when a namespace was unmounted but its file not removed
     const leftover = join(tmpdir(), `cnikit-lo-leftover-${process.pid}`);
     writeFileSync(leftover, '');
     try {
-      const c = await invokeInProcess(plugin, env('DEL', leftover), conf('1.0.0'));
+      const c = await call('DEL', conf('1.0.0'), leftover);
       assert.equal(c.code, 0, c.stdout);
     } finally {
       rmSync(leftover, { force: true });
@@ -131,7 +117,7 @@ describe('loopback in a real namespace', () => {
     writeFileSync(file, 'x');
     try {
       for (const p of [file, tmpdir(), '/proc/self/ns/mnt']) {
-        const r = await invokeInProcess(plugin, env('DEL', p), conf('1.0.0'));
+        const r = await call('DEL', conf('1.0.0'), p);
         assert.equal(r.code, 1, `${p}: ${r.stdout}`);
         assert.match(JSON.parse(r.stdout).msg, /FS magic|not a network namespace/, p);
       }
@@ -141,13 +127,13 @@ describe('loopback in a real namespace', () => {
   });
 
   test('ADD into a missing namespace is an error', async () => {
-    const r = await invokeInProcess(plugin, env('ADD', `/run/netns/${ns}-gone`), conf('1.0.0'));
+    const r = await call('ADD', conf('1.0.0'), `/run/netns/${nsName()}-gone`);
     assert.equal(r.code, 1);
     assert.match(JSON.parse(r.stdout).msg, /no such file/i);
   });
 
   test('ADD into a file that is not a namespace is an error', async () => {
-    const r = await invokeInProcess(plugin, env('ADD', '/etc/hostname'), conf('1.0.0'));
+    const r = await call('ADD', conf('1.0.0'), '/etc/hostname');
     assert.equal(r.code, 1);
     assert.match(JSON.parse(r.stdout).msg, /FS magic|not a network namespace/);
   });

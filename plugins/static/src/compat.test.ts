@@ -1,9 +1,8 @@
 /** static vs the Go reference binary (Debian 1.1.1, spec ≤ 1.0.0): same inputs → same results and messages. */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { invokeInProcess } from '@cnikit/skel';
+import { cniCall } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
 const GO = '/usr/lib/cni/static';
@@ -83,20 +82,13 @@ describe('static vs Go reference', () => {
         type: 'static',
         ipam: { type: 'static', ...ipam },
       });
-      const env: Record<string, string> = {
-        CNI_COMMAND: 'ADD',
-        CNI_CONTAINERID: 'a',
-        CNI_NETNS: '/x',
-        CNI_IFNAME: 'eth0',
-        CNI_PATH: '/x',
-      };
-      if (args) env.CNI_ARGS = args;
-      const go = spawnSync(GO, [], { env, input: conf, encoding: 'utf8' });
-      const ours = await invokeInProcess(plugin, env, conf);
-      assert.equal(ours.code === 0, go.status === 0, `Go: ${go.stdout}\nours: ${ours.stdout}`);
+      const o = { containerId: 'a', netns: '/x', path: '/x', ...(args ? { args } : {}) };
+      const go = await cniCall({ binary: GO }, 'ADD', conf, o);
+      const ours = await cniCall(plugin, 'ADD', conf, o);
+      assert.equal(ours.code === 0, go.code === 0, `Go: ${go.stdout}\nours: ${ours.stdout}`);
       const jGo = normalise(JSON.parse(go.stdout));
       const jOurs = normalise(JSON.parse(ours.stdout));
-      if (go.status === 0) assert.deepEqual(jOurs, jGo);
+      if (go.code === 0) assert.deepEqual(jOurs, jGo);
       else assert.equal(jOurs.msg, jGo.msg);
     });
   }
@@ -126,17 +118,11 @@ describe('static CHECK vs Go reference', () => {
         ipam: { type: 'static', addresses: [{ address: '10.10.0.1/24', gateway: '10.10.0.254' }] },
         ...extra,
       });
-      const env = {
-        CNI_COMMAND: 'CHECK',
-        CNI_CONTAINERID: 'a',
-        CNI_NETNS: '/x',
-        CNI_IFNAME: 'eth0',
-        CNI_PATH: '/x',
-      };
-      const go = spawnSync(GO, [], { env, input: conf, encoding: 'utf8' });
-      const ours = await invokeInProcess(plugin, env, conf);
-      assert.equal(ours.code === 0, go.status === 0, `Go: ${go.stdout}\nours: ${ours.stdout}`);
-      if (go.status !== 0) assert.equal(JSON.parse(ours.stdout).msg, JSON.parse(go.stdout).msg);
+      const o = { containerId: 'a', netns: '/x', path: '/x' };
+      const go = await cniCall({ binary: GO }, 'CHECK', conf, o);
+      const ours = await cniCall(plugin, 'CHECK', conf, o);
+      assert.equal(ours.code === 0, go.code === 0, `Go: ${go.stdout}\nours: ${ours.stdout}`);
+      if (go.code !== 0) assert.equal(JSON.parse(ours.stdout).msg, JSON.parse(go.stdout).msg);
     });
   }
 });

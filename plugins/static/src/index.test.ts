@@ -1,21 +1,13 @@
 /** static IPAM: the reference's scenarios (static_test.go) through the skel seam, for every spec version. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ALL_VERSIONS, invokeInProcess } from '@cnikit/skel';
+import { ALL_VERSIONS } from '@cnikit/skel';
+import { type CniCommand, cniRunner } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
-async function call(conf: unknown, command = 'ADD', args?: string) {
-  const env: Record<string, string> = {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: 'dummy',
-    CNI_NETNS: '/some/where',
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: '/opt/cni/bin',
-  };
-  if (args !== undefined) env.CNI_ARGS = args;
-  const r = await invokeInProcess(plugin, env, JSON.stringify(conf));
-  return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
-}
+const st = cniRunner(plugin, { containerId: 'dummy', netns: '/some/where', path: '/opt/cni/bin' });
+const call = (conf: unknown, command: CniCommand = 'ADD', args?: string) =>
+  st.call(command, conf, args === undefined ? {} : { args });
 
 function net(ver: string, ipam: Record<string, unknown> | undefined, extra: Record<string, unknown> = {}) {
   const c: Record<string, unknown> = {

@@ -13,29 +13,23 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { cniRunner, createSandbox, expectCniError, expectOk, type Sandbox, tempDir } from '@cnikit/testing';
+import { after, describe, test } from 'node:test';
+import { cniRunner, expectCniError, expectOk, sandboxForFile, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
 const GO = '/usr/lib/cni/tuning';
-let sb: Sandbox;
+const env = sandboxForFile();
 const data = tempDir('tuning');
-before(() => {
-  sb = createSandbox();
-});
-after(() => {
-  sb?.destroy();
-  data.remove();
-});
+after(() => data.remove());
 
 let seq = 0;
 /** A fresh veth `eth0` in the container namespace (peer in the host namespace); returns its original state. */
 function freshEth0(): Link {
-  sb.exec('ip', ['link', 'del', 'eth0'], { ns: 'container', check: false });
+  env.sb.exec('ip', ['link', 'del', 'eth0'], { ns: 'container', check: false });
   const peer = `vt${seq++}`;
-  sb.exec('ip', ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', peer], { ns: 'container' });
-  sb.exec('ip', ['link', 'set', peer, 'netns', sb.host.name], { ns: 'container' });
-  sb.exec('ip', ['link', 'set', 'eth0', 'up'], { ns: 'container' });
+  env.sb.exec('ip', ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', peer], { ns: 'container' });
+  env.sb.exec('ip', ['link', 'set', peer, 'netns', env.sb.host.name], { ns: 'container' });
+  env.sb.exec('ip', ['link', 'set', 'eth0', 'up'], { ns: 'container' });
   return link();
 }
 
@@ -48,7 +42,7 @@ interface Link {
 }
 function link(name = 'eth0'): Link {
   const [l] = JSON.parse(
-    sb.exec('ip', ['-j', '-d', 'link', 'show', name], { ns: 'container' }).stdout,
+    env.sb.exec('ip', ['-j', '-d', 'link', 'show', name], { ns: 'container' }).stdout,
   ) as Array<Record<string, unknown>>;
   const flags = (l?.flags as string[]) ?? [];
   return {
@@ -59,15 +53,15 @@ function link(name = 'eth0'): Link {
     txqlen: l?.txqlen as number,
   };
 }
-const sysctl = (path: string) => sb.exec('cat', [`/proc/sys/${path}`], { ns: 'container' }).stdout.trim();
+const sysctl = (path: string) => env.sb.exec('cat', [`/proc/sys/${path}`], { ns: 'container' }).stdout.trim();
 const setSysctl = (path: string, v: string) =>
-  sb.exec('sh', ['-c', `echo ${v} > /proc/sys/${path}`], { ns: 'container' });
+  env.sb.exec('sh', ['-c', `echo ${v} > /proc/sys/${path}`], { ns: 'container' });
 
 function prev(version: string, mac = '00:11:22:33:44:55') {
   const v0 = version.startsWith('0.');
   return {
     cniVersion: version,
-    interfaces: [{ name: 'eth0', mac, sandbox: sb.container.path }],
+    interfaces: [{ name: 'eth0', mac, sandbox: env.sb.container.path }],
     ips: [{ ...(v0 ? { version: '4' } : {}), address: '10.1.2.3/24', gateway: '10.1.2.1', interface: 0 }],
   };
 }
@@ -76,7 +70,7 @@ function conf(version: string, extra: Record<string, unknown> = {}, dataDir = da
   return { cniVersion: version, name: 'tnet', type: 'tuning', dataDir, prevResult: prev(version), ...extra };
 }
 
-const cni = () => cniRunner(plugin, { netns: sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
+const cni = () => cniRunner(plugin, { netns: env.sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
 const VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'];
 
 describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
@@ -171,19 +165,19 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     const r = expectOk(await cni().add(c));
     const withPrev = { ...c, prevResult: r };
     expectOk(await cni().check(withPrev));
-    sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1450'], { ns: 'container' });
+    env.sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1450'], { ns: 'container' });
     expectCniError(
       await cni().check(withPrev),
       999,
       'Error: Tuning configured MTU of eth0 is 1400, current value is 1450',
     );
-    sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1400', 'promisc', 'off'], { ns: 'container' });
+    env.sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1400', 'promisc', 'off'], { ns: 'container' });
     expectCniError(
       await cni().check(withPrev),
       999,
       'Error: Tuning link eth0 configured promisc is true, current value is 0',
     );
-    sb.exec('ip', ['link', 'set', 'eth0', 'promisc', 'on'], { ns: 'container' });
+    env.sb.exec('ip', ['link', 'set', 'eth0', 'promisc', 'on'], { ns: 'container' });
     setSysctl('net/ipv4/conf/eth0/arp_filter', '0');
     expectCniError(
       await cni().check(withPrev),
@@ -196,7 +190,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       999,
       /configured promisc is false, current value is 1/,
     );
-    sb.exec('ip', ['link', 'del', 'eth0'], { ns: 'container' });
+    env.sb.exec('ip', ['link', 'del', 'eth0'], { ns: 'container' });
     expectCniError(
       await cni().check({ ...conf('1.0.0'), prevResult: r }),
       999,
@@ -363,7 +357,7 @@ describe('side by side with the Go tuning (Debian 1.1.1): ADD by one, CHECK and 
     'Go tuning not installed in /usr/lib/cni (Debian package containernetworking-plugins)',
   );
   const go = () =>
-    cniRunner({ binary: GO }, { netns: sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
+    cniRunner({ binary: GO }, { netns: env.sb.container.path, containerId: 'ctr1', ifName: 'eth0' });
   const c = () =>
     conf('1.0.0', {
       mac: 'c2:00:00:00:01:01',
