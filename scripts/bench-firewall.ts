@@ -10,9 +10,9 @@ import {
   teardownIPMasq,
   teardownSpoofCheck,
 } from '@cnikit/firewall';
-import { createSandbox } from '@cnikit/testing';
 // the exec counter is not part of the public API: import it from the module (same instance as the package's)
-import { execStats } from '../packages/firewall/src/exec.ts';
+import { execStats } from '@cnikit/firewall/testing';
+import { createSandbox } from '@cnikit/testing';
 
 const rounds = Number(process.argv[2] ?? 10);
 const N = 10;

@@ -278,7 +278,13 @@ function buildVariants(): Impl[] {
   mkdirSync(dir, { recursive: true });
   const r = spawnSync(
     process.execPath,
-    ['--import', 'tsx', join(ROOT, 'scripts', 'build.ts'), `--variants-out=${dir}`],
+    [
+      '--conditions=cnikit-source',
+      '--import',
+      'tsx',
+      join(ROOT, 'scripts', 'build.ts'),
+      `--variants-out=${dir}`,
+    ],
     {
       cwd: ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
@@ -346,10 +352,14 @@ function main(): void {
     .filter((n) => /^bench-.+\.ts$/.test(n))
     .sort()) {
     process.stdout.write(`\n=== ${f} ===\n`);
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', f)], {
-      cwd: ROOT,
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
+    const r = spawnSync(
+      process.execPath,
+      ['--conditions=cnikit-source', '--import', 'tsx', join(ROOT, 'scripts', f)],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'inherit', 'inherit'],
+      },
+    );
     if (r.status !== 0) process.stdout.write(`(${f} exited ${r.status})\n`);
   }
 }

@@ -1,67 +1,78 @@
 /**
  * `npm run build` (after `node scripts/build-native.mjs`): every plugin in plugins/ → one multicall executable,
- * compiled with two back-ends, plus a hard link per plugin name.
+ * compiled with two back-ends by @cnikit/build (the same kit plugin authors use: `cnikit-build`), plus a hard link
+ * per plugin name.
  *
- *   dist-bin/bun/cnikit     `bun build --compile` (Bun from node_modules/.bin; no download)
+ *   dist-bin/bun/cnikit     `bun build --compile` (Bun from node_modules; no download)
  *   dist-bin/sea/cnikit     Node single executable application: SEA blob injected with postject into a copy of node
  *   dist-bin/cnikit         hard link to the default back-end (bun: see DEFAULT_BACKEND), and
  *   dist-bin/<plugin>       hard links to dist-bin/cnikit, one per plugin name
+ *   dist-bin/cnitool        hard link to dist-bin/cnikit that runs the cnitool CLI (@cnikit/libcni)
  *   dist-bin/BUILD-INFO.json  what was built from what
  *
- * Steps:
- *   1. discover plugins/*\/src/index.ts and generate the multicall entry (no hand-kept list: a new plugin
- *      directory is picked up by the next build);
- *   2. bundle with esbuild — one CommonJS file per back-end. esbuild rather than @vercel/ncc: it bundles the
- *      TypeScript sources directly (ncc would need tsc or its own ts-loader first), handles our ESM + `.ts`
- *      import specifiers natively, emits exactly one file with no runtime chunk loader, and takes ~0.1 s instead
- *      of several seconds (ncc is webpack underneath). CommonJS because Node SEA only runs a CommonJS main script;
- *      Bun runs the same format, and `bun --bytecode` needs it too;
- *   3. compile both back-ends in parallel; the native addon is embedded (SEA asset / Bun embedded file) and
- *      extracted at run time by scripts/multicall-native.ts;
- *   4. smoke-test each executable (`cnikit --list`), which also yields the plugin names for the hard links.
+ * What is specific to this repository (the rest is @cnikit/build's buildExecutable):
+ *   1. plugins/*\/src/index.ts are discovered (no hand-kept list: a new plugin directory is picked up by the next
+ *      build), evaluated once for their metadata, and bundled from their TypeScript sources (`cnikit-source`);
+ *   2. the executable also carries cnitool (@cnikit/libcni) and, when packages/warm exists, the warm-mode service;
+ *   3. bun's bytecode is laid out by training runs of the fresh executable (trainBytecodeOrder);
+ *   4. the links in dist-bin/, BUILD-INFO.json, and the measurement variants for `npm run bench -- --variants`.
  * A back-end whose bundle and addon are unchanged since the last build is not recompiled (`--force` to rebuild).
  *
  * Options: --force, --backend=bun|sea (default back-end for dist-bin/cnikit; env CNIKIT_BACKEND),
  *          --only=bun|sea (compile one back-end), --no-code-cache (SEA without V8 code cache).
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import {
-  chmodSync,
   closeSync,
-  copyFileSync,
   existsSync,
   linkSync,
   mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rmSync,
   statSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { Plugin } from '@cnikit/skel';
-import * as esbuild from 'esbuild';
-import { type PluginMeta, pluginMeta } from './multicall.ts';
+import { fileURLToPath } from 'node:url';
+import {
+  type Backend,
+  buildExecutable,
+  bundle,
+  compileBun,
+  compileSea,
+  DEFAULT_BACKEND,
+  type EntryExtras,
+  findBun,
+  type PluginEntry as KitPluginEntry,
+  entrySource as kitEntrySource,
+  linkAtomic,
+  listPlugins,
+  loadPlugins,
+  sha256,
+  stageAddon,
+} from '@cnikit/build';
+import type { PluginMeta } from '@cnikit/build/runtime';
+import { TOOL_NAME } from '@cnikit/build/runtime';
 
-export type Backend = 'bun' | 'sea';
-/**
- * Default back-end for dist-bin/cnikit, chosen on start-up time, CPU time and peak RSS of the compiled plugins
- * (Node SEA's bootstrap dominates its start-up). Run `npm run bench` for the current figures on this machine.
- */
-export const DEFAULT_BACKEND: Backend = 'bun';
-export const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
-export const ADDON_KEY = 'cnikit_sys.node';
+export {
+  ADDON_KEY,
+  type Backend,
+  BUN_JIT_POLICY,
+  DEFAULT_BACKEND,
+  LAZY_BUILTINS,
+  listPlugins,
+  SEA_FUSE,
+} from '@cnikit/build';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const WORK = join(ROOT, 'build', 'multicall');
 const DIST = join(ROOT, 'dist-bin');
 const ADDON = join(ROOT, 'packages', 'sys', 'build', 'Release', 'cnikit_sys.node');
-const BIN = join(ROOT, 'node_modules', '.bin');
+/** Workspace packages are bundled from their TypeScript sources (see each package.json's exports). */
+const CONDITIONS = ['cnikit-source'];
 
 export interface PluginEntry {
   dir: string;
@@ -77,7 +88,19 @@ export function discoverPlugins(root = ROOT): PluginEntry[] {
     .map((d) => ({ dir: d, index: join(base, d, 'src', 'index.ts') }));
 }
 
-/** Source of the generated entry module for one back-end. */
+/** cnitool in every executable of this repository; the warm-mode service when packages/warm is there. */
+function extras(root = ROOT): EntryExtras {
+  return {
+    tool: '@cnikit/libcni',
+    ...(existsSync(join(root, 'packages', 'warm', 'src', 'serve.ts')) ? { serve: '@cnikit/warm/serve' } : {}),
+  };
+}
+
+function kitPlugins(plugins: PluginEntry[]): KitPluginEntry[] {
+  return plugins.map((p) => ({ name: p.dir, entry: p.index }));
+}
+
+/** Source of the generated entry module for one back-end (@cnikit/build's entrySource for this repository). */
 export function entrySource(
   plugins: PluginEntry[],
   backend: Backend,
@@ -85,196 +108,11 @@ export function entrySource(
   root = ROOT,
   opts: { snapshot?: boolean; eager?: boolean; meta?: Record<string, PluginMeta> } = {},
 ): string {
-  const imp = (p: string) => JSON.stringify(p);
-  const lines = [
-    '// generated by scripts/build.ts: do not edit',
-    `import { main } from ${imp(join(root, 'scripts', 'multicall.ts'))};`,
-    `import { ${backend === 'sea' ? 'seaSource' : 'bunSource'} } from ${imp(join(root, 'scripts', 'multicall-native.ts'))};`,
-    // require() inside the bundle: esbuild wraps each plugin module in a lazy initialiser, so only the plugin
-    // that is run (and, on delegation, its delegate) is evaluated at start-up.
-    // (opts.eager: plain imports, every plugin evaluated at start-up — a measurement variant.)
-    ...(opts.eager
-      ? [
-          ...plugins.map((p, i) => `import { plugin as p${i} } from ${imp(p.index)};`),
-          `const plugins = [${plugins.map((p, i) => `{ name: ${JSON.stringify(p.dir)}, load: () => p${i} }`).join(', ')}];`,
-        ]
-      : [
-          'declare const require: (id: string) => { plugin: import("@cnikit/skel").Plugin };',
-          'const plugins = [',
-          ...plugins.map(
-            (p) =>
-              `  { name: ${JSON.stringify(p.dir)}, load: () => require(${imp(p.index)}).plugin${
-                opts.meta?.[p.dir] ? `, meta: ${JSON.stringify(opts.meta[p.dir])}` : ''
-              } },`,
-          ),
-          '];',
-        ]),
-    `const native = ${
-      backend === 'sea'
-        ? `seaSource(${JSON.stringify(addonSha)}, ${JSON.stringify(ADDON_KEY)})`
-        : `bunSource(${JSON.stringify(addonSha)}, 'cnikit_sys')`
-    };`,
-    'const run = () => main(plugins, { native }).catch((err) => {',
-    "  process.stderr.write('cnikit: ' + (err && err.stack ? err.stack : err) + '\\n');",
-    '  process.exitCode = 1;',
-    '});',
-    ...(opts.snapshot
-      ? [
-          // Node SEA start-up snapshot (measurement variant): every plugin module is evaluated into the snapshot.
-          'for (const p of plugins) p.load();',
-          "(require('node:v8') as any).startupSnapshot.setDeserializeMainFunction(run);",
-        ]
-      : ['run();']),
-    '',
-  ];
-  return lines.join('\n');
-}
-
-function sha256(data: Uint8Array | string): string {
-  return createHash('sha256').update(data).digest('hex');
+  return kitEntrySource(kitPlugins(plugins), { backend, addonSha, extras: extras(root), ...opts });
 }
 
 function log(msg: string): void {
   process.stderr.write(`[build] ${msg}\n`);
-}
-
-function run(
-  cmd: string,
-  args: string[],
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
-): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, {
-      cwd: opts.cwd ?? ROOT,
-      env: opts.env ?? process.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.stderr.on('data', (d) => {
-      out += d;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code === 0) resolve();
-      else
-        reject(new Error(`${relative(ROOT, cmd) || cmd} ${args.join(' ')} failed (exit ${code}):\n${out}`));
-    });
-  });
-}
-
-/**
- * Node built-ins that are loaded on first use instead of at start-up. Under Bun every built-in module costs
- * start-up time and resident memory when it is first required (node:util ≈ 4 ms, node:crypto ≈ 3 ms on the
- * reference machine), and most invocations (VERSION, DEL of a gone namespace, loopback) never call them. Each
- * import of one of these is redirected to a tiny CommonJS module whose properties are getters that require the
- * real module on first access (esbuild compiles named imports into property reads at the call site, so the
- * semantics are unchanged). node:fs stays eager: it is needed on every path.
- */
-export const LAZY_BUILTINS = ['util', 'url', 'os', 'crypto', 'child_process', 'net', 'path', 'module', 'v8'];
-
-const lazyBuiltins: esbuild.Plugin = {
-  name: 'cnikit-lazy-builtins',
-  setup(b) {
-    const filter = new RegExp(`^(node:)?(${LAZY_BUILTINS.join('|')})$`);
-    b.onResolve({ filter }, (args) =>
-      args.namespace === 'lazy-builtin'
-        ? undefined
-        : { path: args.path.replace(/^node:/, ''), namespace: 'lazy-builtin' },
-    );
-    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, async (args) => {
-      const keys = Object.keys(await import(`node:${args.path}`)).filter((k) => k !== 'default');
-      const props = keys.map(
-        (k) => `${JSON.stringify(k)}: { get: () => l()[${JSON.stringify(k)}], enumerable: true }`,
-      );
-      return {
-        contents: `let m; const l = () => (m ??= require('node:${args.path}'));\nmodule.exports = Object.defineProperties({}, {${props.join(',\n')}});\n`,
-        loader: 'js',
-      };
-    });
-  },
-};
-
-async function bundle(
-  plugins: PluginEntry[],
-  backend: Backend,
-  addonSha: string,
-  name: string = backend,
-  snapshot = false,
-  eager = false,
-): Promise<string> {
-  const out = join(WORK, `${name}.cjs`);
-  await esbuild.build({
-    stdin: {
-      contents: entrySource(plugins, backend, addonSha, ROOT, { snapshot, eager, meta: buildMeta }),
-      resolveDir: ROOT,
-      sourcefile: `cnikit-${backend}-entry.ts`,
-      loader: 'ts',
-    },
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    outfile: out,
-    minify: true,
-    keepNames: false,
-    legalComments: 'none',
-    logLevel: 'warning',
-    // @cnikit/sys probes import.meta.url and falls back to __dirname in CommonJS; the empty import.meta is expected.
-    logOverride: { 'empty-import-meta': 'silent' },
-    define: { 'process.env.CNIKIT_BUNDLED': '"1"' },
-    plugins: snapshot || eager ? [] : [lazyBuiltins],
-  });
-  return out;
-}
-
-/**
- * `bun build --compile-jit-policy`: JSC's tier-up thresholds are scaled by this factor. A plugin call runs for
- * tens of milliseconds and executes most of its code once, so compiling it with the baseline/optimising JITs
- * costs more than it saves (and starts JIT worker threads). Measured on the compiled multicall binary (30–150
- * runs, load 4–5): VERSION 13.5 → 12.0 ms wall (user+sys 15.0 → 11.0 ms), bridge+host-local ADD CPU
- * 37.8 → 30.6 ms, DEL CPU 26.9 → 23.4 ms; 1000 measured the same as 100, so genuinely hot loops keep the JIT.
- */
-export const BUN_JIT_POLICY = 100;
-
-async function compileBun(
-  bundlePath: string,
-  addonCopy: string,
-  outFile: string,
-  bytecode = true,
-  train: PluginEntry[] = [],
-): Promise<void> {
-  const tmp = `${outFile}.tmp-${process.pid}`;
-  const compile = (order: string[]) =>
-    run(join(BIN, 'bun'), [
-      'build',
-      '--compile',
-      ...(bytecode ? ['--bytecode'] : []),
-      ...(order.length ? [`--bytecode-order=${order.join(',')}`] : []),
-      `--compile-jit-policy=${BUN_JIT_POLICY}`,
-      '--no-compile-autoload-dotenv',
-      '--no-compile-autoload-bunfig',
-      bundlePath,
-      addonCopy,
-      '--outfile',
-      tmp,
-    ]);
-  await compile([]);
-  if (bytecode && train.length > 0) {
-    const dir = join(WORK, `train-${process.pid}`);
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
-    try {
-      const order = trainBytecodeOrder(tmp, dir, train);
-      if (order.length > 0) await compile(order);
-      log(`bun: bytecode laid out by ${order.length} training run(s)`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }
-  renameSync(tmp, outFile);
 }
 
 /**
@@ -349,103 +187,26 @@ function trainBytecodeOrder(exe: string, dir: string, plugins: PluginEntry[]): s
   return files;
 }
 
-async function compileSea(
-  bundlePath: string,
-  addonCopy: string,
-  outFile: string,
-  codeCache: boolean,
-  snapshot = false,
-  name = 'sea',
-): Promise<void> {
-  const cfgPath = join(WORK, `${name}-config.json`);
-  const blob = join(WORK, `${name}.blob`);
-  writeFileSync(
-    cfgPath,
-    JSON.stringify(
-      {
-        main: bundlePath,
-        output: blob,
-        disableExperimentalSEAWarning: true,
-        // V8 code cache and start-up snapshot are mutually exclusive in Node's SEA builder.
-        useCodeCache: snapshot ? false : codeCache,
-        useSnapshot: snapshot,
-        assets: { [ADDON_KEY]: addonCopy },
-      },
-      null,
-      2,
-    ),
-  );
-  await run(process.execPath, ['--experimental-sea-config', cfgPath], { cwd: WORK });
-  const tmp = `${outFile}.tmp-${process.pid}`;
-  copyFileSync(process.execPath, tmp);
-  chmodSync(tmp, 0o755);
-  await run(join(BIN, 'postject'), [tmp, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE]);
-  renameSync(tmp, outFile);
-}
-
-/** Run the executable with `--list`; returns the plugin names it reports. */
-export function listPlugins(exe: string): string[] {
-  const r = spawnSync(exe, ['--list', '--verify'], {
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
-  });
-  if (r.status !== 0) throw new Error(`${exe} --list failed (exit ${r.status}): ${r.stderr}${r.error ?? ''}`);
-  const names: string[] = [];
-  for (const line of r.stdout.split('\n').filter(Boolean)) {
-    const { name, meta, recorded } = JSON.parse(line) as {
-      name: string;
-      meta: PluginMeta;
-      recorded: PluginMeta | null;
-    };
-    if (recorded && JSON.stringify(recorded) !== JSON.stringify(meta)) {
-      throw new Error(
-        `${name}: about/versions at run time ${JSON.stringify(meta)} differ from the build-time record ${JSON.stringify(recorded)} (they must not depend on the environment)`,
-      );
-    }
-    names.push(name);
-  }
-  return names.sort();
-}
-
-/** The metadata recorded into the entry (see LazyPlugin.meta); set by the build before bundling. */
-let buildMeta: Record<string, PluginMeta> | undefined;
-
-/** Evaluate each plugin module in this process (plugins do nothing at import time) and record about/versions. */
+/** Evaluate each plugin module once and record about/versions; the module's plugin name must be its directory. */
 async function collectMeta(plugins: PluginEntry[]): Promise<Record<string, PluginMeta>> {
+  const loaded = await loadPlugins(
+    plugins.map((p) => p.index),
+    { workDir: WORK, conditions: CONDITIONS },
+  );
   const out: Record<string, PluginMeta> = {};
-  for (const p of plugins) {
-    const mod = (await import(pathToFileURL(p.index).href)) as { plugin?: Plugin };
-    if (!mod.plugin || mod.plugin.name !== p.dir) {
+  for (const [i, p] of plugins.entries()) {
+    if (loaded[i]?.name !== p.dir) {
       throw new Error(`plugins/${p.dir}/src/index.ts must export \`plugin\` named ${JSON.stringify(p.dir)}`);
     }
-    out[p.dir] = pluginMeta(mod.plugin);
+    out[p.dir] = loaded[i].meta;
   }
   return out;
 }
 
-/** Replace `dst` by a hard link to `src` atomically (temp name + rename). */
-function linkAtomic(src: string, dst: string): void {
-  const tmp = `${dst}.tmp-${process.pid}`;
-  rmSync(tmp, { force: true });
-  linkSync(src, tmp);
-  renameSync(tmp, dst);
-}
-
-interface Stamp {
-  inputs: string;
-}
-
-function readStamp(file: string): Stamp | undefined {
-  try {
-    return JSON.parse(readFileSync(file, 'utf8')) as Stamp;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Start-up variants for `npm run bench -- --variants` (measurement only): SEA without code cache, SEA with a
- * start-up snapshot, bun without bytecode, bun with every plugin and built-in evaluated eagerly. Each goes to <outDir>/<variant>/ with hard links per plugin.
+ * start-up snapshot, bun without bytecode, bun with every plugin and built-in evaluated eagerly. Each goes to
+ * <outDir>/<variant>/ with hard links per plugin.
  */
 async function buildVariants(
   outDir: string,
@@ -454,49 +215,58 @@ async function buildVariants(
   addonCopy: string,
 ): Promise<void> {
   const names = listPlugins(join(DIST, 'cnikit'));
+  const common = {
+    plugins: kitPlugins(plugins),
+    addonSha,
+    extras: extras(),
+    resolveDir: ROOT,
+    conditions: CONDITIONS,
+  };
+  const out = (v: string) => join(outDir, v, 'cnikit');
+  const cjs = (v: string) => join(WORK, `${v}.cjs`);
   const variants: Array<[string, () => Promise<void>]> = [
     [
       'sea-nocache',
       async () =>
-        compileSea(
-          await bundle(plugins, 'sea', addonSha, 'sea-nocache'),
-          addonCopy,
-          join(outDir, 'sea-nocache', 'cnikit'),
-          false,
-          false,
-          'sea-nocache',
-        ),
+        compileSea({
+          bundle: await bundle({ ...common, backend: 'sea', outFile: cjs('sea-nocache') }),
+          addon: addonCopy,
+          outFile: out('sea-nocache'),
+          workDir: WORK,
+          codeCache: false,
+          name: 'sea-nocache',
+        }),
     ],
     [
       'sea-snapshot',
       async () =>
-        compileSea(
-          await bundle(plugins, 'sea', addonSha, 'sea-snapshot', true),
-          addonCopy,
-          join(outDir, 'sea-snapshot', 'cnikit'),
-          false,
-          true,
-          'sea-snapshot',
-        ),
+        compileSea({
+          bundle: await bundle({ ...common, backend: 'sea', snapshot: true, outFile: cjs('sea-snapshot') }),
+          addon: addonCopy,
+          outFile: out('sea-snapshot'),
+          workDir: WORK,
+          snapshot: true,
+          name: 'sea-snapshot',
+        }),
     ],
     [
       'bun-eager',
       async () =>
-        compileBun(
-          await bundle(plugins, 'bun', addonSha, 'bun-eager', false, true),
-          addonCopy,
-          join(outDir, 'bun-eager', 'cnikit'),
-        ),
+        compileBun({
+          bundle: await bundle({ ...common, backend: 'bun', eager: true, outFile: cjs('bun-eager') }),
+          addon: addonCopy,
+          outFile: out('bun-eager'),
+        }),
     ],
     [
       'bun-nobytecode',
       async () =>
-        compileBun(
-          await bundle(plugins, 'bun', addonSha, 'bun-nobytecode'),
-          addonCopy,
-          join(outDir, 'bun-nobytecode', 'cnikit'),
-          false,
-        ),
+        compileBun({
+          bundle: await bundle({ ...common, backend: 'bun', outFile: cjs('bun-nobytecode') }),
+          addon: addonCopy,
+          outFile: out('bun-nobytecode'),
+          bytecode: false,
+        }),
     ],
   ];
   for (const [v, make] of variants) {
@@ -541,71 +311,66 @@ async function buildUnlocked(argv: string[]): Promise<void> {
       `native addon missing: ${relative(ROOT, ADDON)}; run \`npm run build:native\` (npm run build does it first)`,
     );
   }
-  for (const tool of ['bun', 'postject']) {
-    if (!existsSync(join(BIN, tool))) throw new Error(`node_modules/.bin/${tool} missing; run \`npm ci\``);
-  }
   const plugins = discoverPlugins();
   if (plugins.length === 0) throw new Error('no plugins found (plugins/*/src/index.ts)');
   log(`plugins: ${plugins.map((p) => p.dir).join(', ')}`);
-  buildMeta = await collectMeta(plugins);
+  const meta = await collectMeta(plugins);
 
   mkdirSync(WORK, { recursive: true });
   mkdirSync(DIST, { recursive: true });
   const addonBytes = readFileSync(ADDON);
   const addonSha = sha256(addonBytes);
-  // A fixed file name inside the work dir: Bun names the embedded file after it.
-  const addonCopy = join(WORK, ADDON_KEY);
-  writeFileSync(addonCopy, addonBytes);
+  const addonCopy = stageAddon(WORK, addonBytes);
+  const bunVersion = spawnSync(findBun(), ['--version'], { encoding: 'utf8' }).stdout.trim();
 
-  const bunVersion = spawnSync(join(BIN, 'bun'), ['--version'], { encoding: 'utf8' }).stdout.trim();
-  const tasks = backends.map(async (backend) => {
-    const tb = performance.now();
-    const bundlePath = await bundle(plugins, backend, addonSha);
-    const outDir = join(DIST, backend);
-    mkdirSync(outDir, { recursive: true });
-    const outFile = join(outDir, 'cnikit');
-    const stampFile = join(outDir, '.stamp.json');
-    const inputs = sha256(
-      [
-        sha256(readFileSync(bundlePath)),
-        addonSha,
-        backend === 'sea' ? `${process.version} cache=${codeCache}` : `bun ${bunVersion}`,
-        readFileSync(fileURLToPath(import.meta.url), 'utf8'),
-      ].join('\n'),
-    );
-    if (!force && existsSync(outFile) && readStamp(stampFile)?.inputs === inputs) {
-      log(`${backend}: unchanged, kept ${relative(ROOT, outFile)}`);
-      return;
-    }
-    rmSync(stampFile, { force: true });
-    if (backend === 'bun') await compileBun(bundlePath, addonCopy, outFile, true, plugins);
-    else await compileSea(bundlePath, addonCopy, outFile, codeCache);
-    writeFileSync(stampFile, JSON.stringify({ inputs }));
-    log(
-      `${backend}: ${relative(ROOT, outFile)} (${(statSync(outFile).size / 1e6).toFixed(1)} MB, ${((performance.now() - tb) / 1000).toFixed(1)} s)`,
-    );
-  });
-  const results = await Promise.allSettled(tasks);
+  const results = await Promise.allSettled(
+    backends.map((backend) =>
+      buildExecutable({
+        plugins: kitPlugins(plugins),
+        meta,
+        out: join(DIST, backend, 'cnikit'),
+        backend,
+        links: false,
+        extras: extras(),
+        workDir: WORK,
+        resolveDir: ROOT,
+        conditions: CONDITIONS,
+        addon: ADDON,
+        force,
+        codeCache,
+        train: backend === 'bun' ? (exe) => trainIn(exe, plugins) : undefined,
+        log,
+      }),
+    ),
+  );
   const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed.length) throw failed[0]?.reason;
 
-  // Smoke test every back-end; the default one also gives the plugin names for the links.
-  const names: Record<string, string[]> = {};
-  for (const backend of backends) names[backend] = listPlugins(join(DIST, backend, 'cnikit'));
+  // buildExecutable smoke-tested every back-end (`--list --verify`); the default one gives the names for the links.
   const defExe = join(DIST, def, 'cnikit');
   if (!existsSync(defExe))
     throw new Error(`default back-end ${def} was not built (${relative(ROOT, defExe)})`);
-  const pluginNames = names[def] ?? listPlugins(defExe);
+  const built = results.find(
+    (r): r is PromiseFulfilledResult<Awaited<ReturnType<typeof buildExecutable>>> =>
+      r.status === 'fulfilled' && r.value.backend === def,
+  );
+  const pluginNames = built?.value.plugins ?? listPlugins(defExe);
 
   // dist-bin/cnikit + one hard link per plugin; remove links of plugins that no longer exist.
   const main = join(DIST, 'cnikit');
   linkAtomic(defExe, main);
   const mainIno = statSync(main).ino;
-  for (const name of pluginNames) linkAtomic(main, join(DIST, name));
+  for (const name of [...pluginNames, TOOL_NAME]) linkAtomic(main, join(DIST, name));
   for (const entry of readdirSync(DIST)) {
     const p = join(DIST, entry);
     const st = statSync(p);
-    if (!st.isFile() || entry === 'cnikit' || pluginNames.includes(entry) || entry === 'BUILD-INFO.json')
+    if (
+      !st.isFile() ||
+      entry === 'cnikit' ||
+      entry === TOOL_NAME ||
+      pluginNames.includes(entry) ||
+      entry === 'BUILD-INFO.json'
+    )
       continue;
     if (st.nlink > 1 || entry.includes('.tmp-')) unlinkSync(p); // a stale link of an earlier build
   }
@@ -615,6 +380,7 @@ async function buildUnlocked(argv: string[]): Promise<void> {
       {
         default: def,
         plugins: pluginNames,
+        tools: [TOOL_NAME],
         addonSha256: addonSha,
         node: process.version,
         bun: bunVersion,
@@ -625,11 +391,35 @@ async function buildUnlocked(argv: string[]): Promise<void> {
       2,
     )}\n`,
   );
+  // warm mode: dist-bin/warm/ = the static client under each plugin name + a link to the cold executable
+  const { layoutWarmDir } = await import('@cnikit/warm/build-client');
+  const warm = layoutWarmDir(DIST, pluginNames);
+  log(
+    `warm: ${relative(ROOT, warm.client.path)} (${warm.client.size} bytes${warm.client.built ? '' : ', unchanged'})`,
+  );
   const variantsOut = argv.find((a) => a.startsWith('--variants-out='))?.slice('--variants-out='.length);
   if (variantsOut) await buildVariants(variantsOut, plugins, addonSha, addonCopy);
   log(
-    `dist-bin/cnikit → ${def}; links: ${pluginNames.join(', ')} (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+    `dist-bin/cnikit → ${def}; links: ${[...pluginNames, TOOL_NAME].join(', ')} (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
   );
+}
+
+/** bun's training hook: runs in a private directory of the work dir, removed afterwards. */
+function trainIn(exe: string, plugins: PluginEntry[]): string[] {
+  const dir = join(WORK, `train-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  try {
+    const files = trainBytecodeOrder(exe, dir, plugins);
+    // the order files are read by the second compile: keep copies outside the directory removed below
+    return files.map((f, i) => {
+      const keep = join(WORK, `bun-order-${i}.txt`);
+      writeFileSync(keep, readFileSync(f));
+      return keep;
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -2,7 +2,7 @@
  * scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]
  *
  * Installs the multicall executable into DIR (default /opt/cni/bin) as DIR/cnikit, then one hard link per plugin
- * name (DIR/bridge, DIR/loopback, …) — the same layout as dist-bin/.
+ * name (DIR/bridge, DIR/loopback, …) and DIR/cnitool (the cnitool CLI) — the same layout as dist-bin/.
  *
  * - Atomic: every file is written under a temporary name inside DIR (same filesystem), fsynced, then renamed over
  *   the old name, so a runtime executing DIR/bridge at that moment sees the old or the new file, never a partial one.
@@ -34,6 +34,7 @@ import {
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { modeCli } from '@cnikit/warm/install';
 import { writeAtomic } from './multicall-native.ts';
 
 export const MAIN = 'cnikit';
@@ -242,7 +243,9 @@ function printLine(line: string): void {
   }
 }
 
-const USAGE = 'usage: scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]\n';
+const USAGE =
+  'usage: scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]\n' +
+  '       scripts/install --warm|--cold [--target DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]   (warm mode: packages/warm)\n';
 
 export function parseArgs(argv: string[]): InstallOptions | 'help' {
   const opts: InstallOptions = {
@@ -275,6 +278,10 @@ export function parseArgs(argv: string[]): InstallOptions | 'help' {
 }
 
 export function cli(argv: string[]): number {
+  // --warm / --cold: warm mode on or off (packages/warm/src/install.ts)
+  if (argv.includes('--warm') || argv.includes('--cold')) {
+    return modeCli(argv, { source: join(ROOT, 'dist-bin'), out: printLine });
+  }
   try {
     const opts = parseArgs(argv);
     if (opts === 'help') {

@@ -31,9 +31,14 @@ if (files.length === 0) {
   process.exit(1);
 }
 const concurrency = process.env.CNIKIT_TEST_CONCURRENCY ?? '4';
+// Workspace packages resolve to their TypeScript sources (the `cnikit-source` export condition, listed first in each
+// package.json), so tests never need the compiled packages; NODE_OPTIONS carries the condition to child processes.
+const SOURCE_CONDITION = '--conditions=cnikit-source';
+const nodeOptions = [process.env.NODE_OPTIONS, SOURCE_CONDITION].filter(Boolean).join(' ');
 const r = spawnSync(
   process.execPath,
   [
+    SOURCE_CONDITION,
     '--import',
     'tsx',
     '--import',
@@ -43,6 +48,6 @@ const r = spawnSync(
     '--test-reporter=spec',
     ...files,
   ],
-  { cwd: root, stdio: 'inherit' },
+  { cwd: root, stdio: 'inherit', env: { ...process.env, NODE_OPTIONS: nodeOptions } },
 );
 process.exit(r.status ?? 1);

@@ -7,10 +7,16 @@
  * - Names and comments are the reference plugins' (`formatChainName`, `nftInstanceComment`, …).
  * - High-level helpers used by plugins: `setupIPMasq` / `teardownIPMasq` / `gcIPMasq`,
  *   `setupSpoofCheck` / `teardownSpoofCheck`, `detectBackend` / `resolveBackend`.
+ * - firewalld over D-Bus (`Firewalld`: addSource / removeSource / querySource / getSources, `firewalldRunning`), pure TS.
  * Every function takes an optional `{ netns }` to run the tools in another network namespace.
  */
-export * from './backend.ts';
-// exec.ts's execStats counter is a test/bench seam: import it from the file, not the package.
+// Every export here is public API; the execStats counter (a test/bench seam) is in @cnikit/firewall/testing.
+export {
+  detectBackend,
+  type FirewallBackend,
+  resolveBackend,
+  UnknownBackendError,
+} from './backend.ts';
 export {
   type RunOptions,
   runTool,
@@ -19,11 +25,125 @@ export {
   type ToolOptions,
   type ToolResult,
 } from './exec.ts';
-export * from './firewalld.ts';
-export * from './ipmasq.ts';
-export * from './iptables.ts';
-export * from './names.ts';
-export * from './nftables.ts';
-export * from './portmap.ts';
-export * from './spoofcheck.ts';
-export * from './tc.ts';
+export {
+  addressSockets,
+  busMayExist,
+  type DBusArg,
+  DBusConnection,
+  DBusError,
+  type DBusOptions,
+  DEFAULT_SYSTEM_BUS_ADDRESS,
+  FIREWALLD_NAME,
+  FIREWALLD_PATH,
+  FIREWALLD_ZONE_INTERFACE,
+  Firewalld,
+  firewalldRunning,
+  isFirewalldError,
+  type Message,
+  type MethodCall,
+  marshalCall,
+  messageLength,
+  parseMessage,
+  splitSignature,
+  systemBusAddress,
+  withFirewalld,
+} from './firewalld.ts';
+export {
+  type GCAttachment,
+  gcIPMasq,
+  IPMASQ_NFT_CHAIN,
+  IPMASQ_NFT_TABLE,
+  IPMasqError,
+  type IPMasqSetupArgs,
+  type IPMasqTeardownArgs,
+  setupIPMasq,
+  teardownIPMasq,
+} from './ipmasq.ts';
+export {
+  type CommitResult,
+  hasRule,
+  type IPFamily,
+  IptablesBatch,
+  iptablesBatch,
+  iptablesSave,
+  listChains,
+  listRules,
+  normalizeRule,
+  parseSave,
+  quoteRuleArg,
+  readTable,
+  ruleComment,
+  ruleTarget,
+  type SavedRule,
+  type SavedTable,
+  splitRuleText,
+  supportsIPTables,
+} from './iptables.ts';
+export {
+  chainName,
+  formatChainName,
+  formatChainNameWithPrefix,
+  formatComment,
+  formatHashWithPrefix,
+  goQuote,
+  goUnquote,
+  ifbDeviceName,
+  MAX_CHAIN_LENGTH,
+  MAX_HASH_LENGTH,
+  NFT_COMMENT_MAX,
+  nftInstanceComment,
+  nftInstanceHash,
+  nftNetworkHash,
+  parseComment,
+} from './names.ts';
+export {
+  type ChainSpec,
+  checkNftIdentifier,
+  NftBatch,
+  type NftChain,
+  type NftFamily,
+  type NftListing,
+  type NftRule,
+  type NftTable,
+  nftBatch,
+  nftList,
+  nftListRules,
+  nftQuote,
+  parseNftJson,
+  supportsNFTables,
+} from './nftables.ts';
+export {
+  checkPortMap,
+  dnatChainName,
+  dnatComment,
+  gcPortMap,
+  HOSTPORT_DNAT_CHAIN,
+  HOSTPORT_MASQ_CHAIN,
+  HOSTPORT_NFT_TABLE,
+  HOSTPORT_SETMARK_CHAIN,
+  iptablesDnatRules,
+  OLD_HOSTPORT_SNAT_CHAIN,
+  type PortMapArgs,
+  PortMapError,
+  type PortMapping,
+  setupPortMap,
+  teardownPortMap,
+} from './portmap.ts';
+export {
+  gcSpoofCheck,
+  iifnameOf,
+  type SpoofCheckArgs,
+  setupSpoofCheck,
+  spoofCheckNames,
+  teardownSpoofCheck,
+} from './spoofcheck.ts';
+export {
+  type RedirectFilterSpec,
+  type TbfSpec,
+  TcBatch,
+  type TcFilter,
+  type TcQdisc,
+  tcBatch,
+  tcFilters,
+  tcQdiscs,
+} from './tc.ts';

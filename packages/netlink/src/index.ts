@@ -1,15 +1,153 @@
-export * from './addr.ts';
-export * from './bridge.ts';
-export * from './conntrack.ts';
-export * from './ipam.ts';
-export * from './link.ts';
-export * from './names.ts';
-export * from './netns.ts';
-export * from './nftexists.ts';
-export * from './nl.ts';
-export * from './route.ts';
-export * from './rtnl.ts';
-export * from './sysctl.ts';
-export * from './tc.ts';
-export * from './validate.ts';
-export * from './veth.ts';
+/**
+ * @cnikit/netlink — typed rtnetlink operations over the @cnikit/sys socket, sysctl and network-namespace helpers.
+ *
+ * Every export here is public API. Message-level pieces (rtnetlink constants, message builders and decoders, the
+ * request/dump primitives) are in `@cnikit/netlink/wire`; the fake-transport seams for tests are in
+ * `@cnikit/netlink/testing`.
+ */
+export {
+  type AddAddrOptions,
+  type Addr,
+  addAddr,
+  delAddr,
+  type FamilyFilter,
+  type ListAddrsOptions,
+  listAddrs,
+  waitDadSettled,
+} from './addr.ts';
+export {
+  type BridgePortFlags,
+  type BridgeVlanEntry,
+  type BridgeVlanSpec,
+  bridgeVlanAdd,
+  bridgeVlanDel,
+  bridgeVlanList,
+  setBridgePortFlags,
+} from './bridge.ts';
+export {
+  deleteConntrackByDstPort,
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+} from './conntrack.ts';
+export {
+  configureIface,
+  enableForward,
+  type IfaceConfig,
+} from './ipam.ts';
+export {
+  type BridgeOptions,
+  type BridgePortInfo,
+  type BridgePortState,
+  createBridge,
+  createIfb,
+  createVethPair,
+  deleteLink,
+  deleteLinkIfExists,
+  describeLink,
+  getLink,
+  getLinkOrThrow,
+  type IfbOptions,
+  type Link,
+  type LinkRef,
+  linkIndex,
+  listLinks,
+  moveToNetns,
+  type OperState,
+  renameLink,
+  setAlias,
+  setAllMulticast,
+  setLinkDown,
+  setLinkUp,
+  setMac,
+  setMaster,
+  setMtu,
+  setPromisc,
+  setTxQueueLen,
+  type VethOptions,
+} from './link.ts';
+export {
+  randomLocalMac,
+  randomVethName,
+} from './names.ts';
+export {
+  currentNetnsPath,
+  isNetns,
+  isNetnsGone,
+  isNetnsGoneForDel,
+  isNotNetnsError,
+  NetNS,
+  NetnsNotFoundError,
+  NetnsRestoreError,
+  NotNetnsError,
+  openNetnsFd,
+  sameNetns,
+  withNetns,
+  withNetnsFd,
+} from './netns.ts';
+export {
+  NFPROTO,
+  type NftFamily,
+  nftExists,
+  xtablesTableLoaded,
+} from './nftexists.ts';
+export {
+  formatMac,
+  invalidMacMessage,
+  parseMac,
+} from './nl.ts';
+export {
+  type AddRouteOptions,
+  addRoute,
+  delRoute,
+  type ListRoutesOptions,
+  listRoutes,
+  type NextHop,
+  type Route,
+  type RouteSpec,
+  replaceRoute,
+  routeGet,
+  type ScopeName,
+} from './route.ts';
+export {
+  isExistsError,
+  isNotFoundError,
+  NetlinkError,
+} from './rtnl.ts';
+export {
+  readProcSys,
+  sysctlGet,
+  sysctlNormalName,
+  sysctlPath,
+  sysctlSet,
+  writeProcSys,
+} from './sysctl.ts';
+export {
+  addIngressQdisc,
+  addRedirectFilter,
+  addTbfQdisc,
+  deleteQdisc,
+  formatHandle,
+  listQdiscs,
+  makeHandle,
+  type Qdisc,
+  type TbfParams,
+  TC_H_INGRESS,
+  TC_H_ROOT,
+  tickInUsec,
+} from './tc.ts';
+export {
+  type AddrView,
+  addrViews,
+  currentNetnsView,
+  type ExpectedStateView,
+  type RouteView,
+  routeText,
+  routeViews,
+  validateExpectedInterfaceIPs,
+  validateExpectedRoutes,
+} from './validate.ts';
+export {
+  createVethWithRandomPeer,
+  delLinkByNameAddr,
+  hasErrno,
+} from './veth.ts';

@@ -7,7 +7,7 @@
  * - `result` (object, optional): returned from ADD when there is no prevResult (any spec version's shape);
  * - `fail` ({code, msg, details?}, optional): fail every command with this CNI error.
  *
- * Run it as a process: `node --import tsx packages/skel/examples/passthrough.ts` (env + stdin as CNI).
+ * Run it as a process: `node --conditions=cnikit-source --import tsx packages/skel/examples/passthrough.ts` (env + stdin as CNI).
  */
 import { appendFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,7 @@ import {
   runPlugin,
   s,
   toCurrent,
-} from '../src/index.ts';
+} from '@cnikit/skel';
 
 const Conf = s.object({
   recordFile: s.string().optional(),

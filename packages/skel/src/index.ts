@@ -4,6 +4,8 @@
  * Entry points: `runPlugin(plugin)` (process), `dispatch(plugin, io)` / `invokeInProcess(plugin, env, stdin)`
  * (in-process seam for tests), `s`/`decode` (typed config), `loadArgs` (CNI_ARGS), result helpers,
  * delegation (`delegateAdd` & co., `withDelegateCleanup`, `registerInProcess`) and `createLogger`.
+ *
+ * Every export here is public API.
  */
 export { type ArgField, type ArgsOf, loadArgs, parseArgBool } from './args.ts';
 export {
@@ -26,7 +28,18 @@ export {
   runPlugin,
   type Writable,
 } from './dispatch.ts';
-export * from './errors.ts';
+export {
+  CniError,
+  type CniErrorJSON,
+  ErrorCode,
+  ErrorList,
+  errorReason,
+  internalError,
+  Rollback,
+  wrap,
+  wrapAsync,
+} from './errors.ts';
+export { goKind, parseJsonGo } from './gojson.ts';
 export {
   type DelegateOptions,
   delegate,
@@ -36,16 +49,19 @@ export {
   delegateGc,
   delegateStatus,
   delegateVersion,
+  type ExecPluginOptions,
   execPlugin,
   findInPath,
   getVersionInfo,
+  inProcessPlugin,
   parseDelegateResult,
   registerInProcess,
   splitPathList,
   type VersionInfo,
   withDelegateCleanup,
 } from './invoke.ts';
-export { createLogger, type FullLogger, type LoggerOptions, type LogLevel } from './log.ts';
+export { createLogger, type FullLogger, type LoggerOptions, type LogLevel, traceIdOf } from './log.ts';
+export { CNIKIT_VERSION } from './release.ts';
 export {
   convertResult,
   formatResult,
@@ -65,7 +81,32 @@ export {
   Schema,
   s,
 } from './schema.ts';
-export * from './types.ts';
+export {
+  ALL_VERSIONS,
+  type AnyResult,
+  type Attachment,
+  type BandwidthEntry,
+  type CniArgsConvention,
+  type Command,
+  CURRENT_VERSION,
+  type DNS,
+  type Interface,
+  type IPConfig,
+  type IPConfig020,
+  type IPRange,
+  type Logger,
+  type MaybePromise,
+  type NetConf,
+  type Plugin,
+  type PortMapping,
+  type Request,
+  type Result,
+  type Result020,
+  type Result040,
+  type Route,
+  type RuntimeConfig,
+  type SpecVersion,
+} from './types.ts';
 export {
   interfaceNameProblem,
   MAX_CONTAINER_ID_LENGTH,

@@ -1,24 +1,18 @@
 // Keeps the README's SDK quick start honest: the first TypeScript block between the sdk markers is
-// type-checked with the repository's strict settings and then run as a real plugin process.
+// type-checked with the repository's strict settings and then run as a real plugin process (from the sources;
+// scripts/packages.test.ts does the same against the packed npm tarballs with plain tsc + node).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { sdkQuickStart } from '../../../scripts/readme-snippets.ts';
 
 const skelDir = fileURLToPath(new URL('..', import.meta.url));
 const root = join(skelDir, '..', '..');
 
-function snippet(): string {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const start = readme.indexOf('<!-- sdk:start -->');
-  const end = readme.indexOf('<!-- sdk:end -->');
-  assert.ok(start >= 0 && end > start, 'README has the sdk markers');
-  const m = /```ts\n([\s\S]*?)```/.exec(readme.slice(start, end));
-  assert.ok(m, 'a ```ts block in the SDK section');
-  return m[1]!;
-}
+const snippet = (): string => sdkQuickStart();
 
 describe('README SDK quick start', () => {
   test('type-checks and runs as a plugin', () => {
@@ -57,7 +51,7 @@ describe('README SDK quick start', () => {
         type: 'hello',
         prevResult: { cniVersion: '0.4.0', ips: [{ version: '4', address: '10.0.0.2/24' }], dns: {} },
       };
-      const run = spawnSync(process.execPath, ['--import', 'tsx', file], {
+      const run = spawnSync(process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', file], {
         cwd: root,
         env,
         input: JSON.stringify(conf),
@@ -69,7 +63,7 @@ describe('README SDK quick start', () => {
       assert.deepEqual(out.ips, [{ version: '4', address: '10.0.0.2/24' }]);
       assert.deepEqual(out.dns, { search: ['hello.local'] });
 
-      const bare = spawnSync(process.execPath, ['--import', 'tsx', file], {
+      const bare = spawnSync(process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', file], {
         cwd: root,
         env: { PATH: process.env.PATH },
         encoding: 'utf8',

@@ -1,10 +1,17 @@
 // @cnikit/sys — the only native code: setns, flock, gettid and a synchronous netlink transport.
 // Everything here is synchronous and acts on the calling thread. Nothing is loaded at import time.
 import { SysError } from './errors.ts';
-import { loadNative } from './native.ts';
+import { loadNative, type PeerCred } from './native.ts';
 
 export { errnoMessage, errnoName, isSysError, SysError } from './errors.ts';
-export { ADDON_FILE, loadNative, type NativeAddon, nativeCandidates, tryLoadNative } from './native.ts';
+export {
+  ADDON_FILE,
+  loadNative,
+  type NativeAddon,
+  nativeCandidates,
+  type PeerCred,
+  tryLoadNative,
+} from './native.ts';
 export { StateDir, type StateDirOptions } from './statedir.ts';
 
 /** clone(2) flag of a network namespace, as returned by nsType(). */
@@ -147,4 +154,94 @@ export class NetlinkSocket {
     this.#fd = -1;
     closeFd(fd);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unix stream sockets with peer credentials and descriptor passing (the warm-mode service, @cnikit/warm).
+// Every descriptor is created close-on-exec; accepted and connected sockets are non-blocking, and every wait
+// has a timeout (negative: forever).
+
+/** socket(AF_UNIX, SOCK_STREAM) bound to `path` and listening. The path must not exist (unlink a stale one first). */
+export function listenUnix(path: string, backlog = 128): number {
+  const n = loadNative();
+  return call(() => n.listenUnix(path, backlog));
+}
+
+/**
+ * Waits up to `timeoutMs` for a connection on listening socket `fd`; returns the accepted descriptor with the
+ * peer's credentials as the kernel recorded them at connect time (SO_PEERCRED), or null on timeout.
+ */
+export function acceptUnix(fd: number, timeoutMs: number): (PeerCred & { fd: number }) | null {
+  const n = loadNative();
+  return call(() => n.acceptUnix(fd, timeoutMs));
+}
+
+/** Connects to the Unix stream socket at `path`; the returned descriptor is non-blocking. */
+export function connectUnix(path: string): number {
+  const n = loadNative();
+  return call(() => n.connectUnix(path));
+}
+
+/** SO_PEERCRED of a connected Unix socket. */
+export function peerCred(fd: number): PeerCred {
+  const n = loadNative();
+  return call(() => n.peerCred(fd));
+}
+
+/**
+ * One recvmsg(2) of at most `maxLen` bytes, waiting up to `timeoutMs`; null on timeout, empty `data` at end of
+ * stream. Descriptors passed with SCM_RIGHTS come back in `fds` (close-on-exec; the caller owns and closes them).
+ */
+export function recvMsg(
+  fd: number,
+  maxLen: number,
+  timeoutMs: number,
+): { data: Buffer; fds: number[] } | null {
+  const n = loadNative();
+  return call(() => n.recvMsg(fd, maxLen, timeoutMs));
+}
+
+/**
+ * Sends every byte of `data` (MSG_NOSIGNAL: a gone peer is EPIPE, never a signal), waiting for buffer space at
+ * most `timeoutMs` in total (ETIMEDOUT after). `fds` travel with the first sendmsg as SCM_RIGHTS.
+ */
+export function sendAll(fd: number, data: Uint8Array, timeoutMs: number, fds: number[] = []): void {
+  const n = loadNative();
+  call(() => n.sendAll(fd, data, timeoutMs, fds));
+}
+
+/** Sets (or clears) close-on-exec on `fd`. */
+export function setCloexec(fd: number, on = true): void {
+  const n = loadNative();
+  call(() => n.setCloexec(fd, on));
+}
+
+/**
+ * A watchdog thread for a main thread that may get stuck in synchronous code: `watchdogSet` stores what to exec
+ * (and starts the thread, once), `watchdogArm(ms)` starts a countdown, `watchdogDisarm()` stops it. When a countdown
+ * runs out, the watchdog thread replaces the process image like `execReplace(path, argv, envp, keepFd)` (same pid;
+ * `keepFd` becomes descriptor 3); if the exec fails the process exits with status 70.
+ */
+export function watchdogSet(path: string, argv: string[], envp: string[], keepFd = -1): void {
+  const n = loadNative();
+  call(() => n.watchdogSet(path, argv, envp, keepFd));
+}
+
+export function watchdogArm(timeoutMs: number): void {
+  const n = loadNative();
+  call(() => n.watchdogArm(Math.max(0, Math.min(2 ** 31 - 1, Math.round(timeoutMs)))));
+}
+
+export function watchdogDisarm(): void {
+  const n = loadNative();
+  call(() => n.watchdogDisarm());
+}
+
+/**
+ * Replaces the process image: execve(path, argv, envp), with `keepFd` (if >= 0) moved to descriptor 3 and left
+ * open across the exec (the systemd LISTEN_FDS convention). Returns only by throwing.
+ */
+export function execReplace(path: string, argv: string[], envp: string[], keepFd = -1): never {
+  const n = loadNative();
+  return call(() => n.execReplace(path, argv, envp, keepFd));
 }

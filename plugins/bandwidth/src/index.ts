@@ -39,10 +39,9 @@ import {
   type Request,
   type Result,
   Rollback,
+  CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { type BandwidthConf, type BandwidthEntry, isZero, parseConf, tbfParams } from './config.ts';
-
-const VERSION = '0.1.0';
 
 /** The IFB's alias names its network (hashed: any name fits), so GC never touches another network's IFB. */
 export function ownerAlias(network: string): string {

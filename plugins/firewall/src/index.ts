@@ -36,6 +36,7 @@ import {
   type Request,
   type Result,
   Rollback,
+  CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import type { StateDir } from '@cnikit/sys';
 import {
@@ -65,7 +66,6 @@ import {
   recordName,
 } from './records.ts';
 
-const VERSION = '0.1.0';
 const FILTER = 'filter';
 type Family = 4 | 6;
 const FAMILIES: readonly Family[] = [4, 6];

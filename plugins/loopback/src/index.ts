@@ -12,7 +12,7 @@
 import { isLoopback, parseIP } from '@cnikit/ip';
 import { isNetnsGoneForDel, withNetns } from '@cnikit/netlink';
 import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
-import { CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
+import { CNIKIT_VERSION, CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
 import { type LoopbackAddr, loopbackAddrs, loopbackIsUp, setLoopbackDown, setLoopbackUp } from './lo.ts';
 
 export const LO = 'lo';
@@ -89,7 +89,7 @@ function check(req: Request): void {
 
 export const plugin: Plugin = {
   name: 'loopback',
-  about: 'CNI loopback plugin cnikit 0.1.0',
+  about: `CNI loopback plugin cnikit ${CNIKIT_VERSION}`,
   add,
   del,
   check,

@@ -28,10 +28,9 @@ import {
   type Plugin,
   type Request,
   type Result,
+  CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { containerIPs, type PortMapConf, parseConf } from './config.ts';
-
-const VERSION = '0.1.0';
 
 /** ADD/DEL wrap parse errors like the reference (`failed to parse config: …`), keeping the code. */
 function load(req: Request, opts: { needBackend?: boolean } = {}): PortMapConf {

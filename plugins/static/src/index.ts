@@ -35,9 +35,8 @@ import {
   type Result,
   type Route,
   s,
+  CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
-
-const VERSION = '0.1.0';
 
 const netSchema = ipamNetSchema(
   s.object({

@@ -37,6 +37,7 @@ import {
   type Request,
   type Result,
   Rollback,
+  CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import type { StateDir } from '@cnikit/sys';
 import { type Backup, backupName, formatBackup, openDataDir, ownerName, parseBackup } from './backup.ts';
@@ -49,8 +50,6 @@ import {
   type TuningConf,
   validateSysctls,
 } from './config.ts';
-
-const VERSION = '0.1.0';
 
 function load(req: Request, duplicateCheck: boolean): TuningConf {
   if (duplicateCheck) checkDuplicateSysctlKeys(new TextDecoder().decode(req.stdin));

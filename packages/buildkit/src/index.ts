@@ -1,0 +1,41 @@
+/**
+ * @cnikit/build — CNI plugin modules → one single-file executable (Bun `--compile` with bytecode, or a Node single
+ * executable application), the native addon of @cnikit/sys embedded and extracted safely at run time. The CLI is
+ * `cnikit-build`; `buildExecutable` is the same as an API, and the lower-level steps are exported for custom builds.
+ *
+ * Every export here is public API. What runs inside the executable is in `@cnikit/build/runtime`.
+ */
+export {
+  ADDON_KEY,
+  BACKENDS,
+  type Backend,
+  BUN_JIT_POLICY,
+  type BuildOptions,
+  type BuildResult,
+  type BundleOptions,
+  buildExecutable,
+  bundle,
+  CNIKIT_VERSION,
+  type CompileBunOptions,
+  type CompileSeaOptions,
+  compileBun,
+  compileSea,
+  DEFAULT_BACKEND,
+  type EntryExtras,
+  type EntryOptions,
+  entrySource,
+  findAddon,
+  findBun,
+  findPostject,
+  LAZY_BUILTINS,
+  type Log,
+  linkAtomic,
+  listPlugins,
+  loadPlugins,
+  type PluginEntry,
+  RUNTIME_MODULE,
+  SEA_FUSE,
+  sha256,
+  stageAddon,
+} from './build.ts';
+export { type CliIO, cli, USAGE } from './cli.ts';

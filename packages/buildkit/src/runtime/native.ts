@@ -1,0 +1,223 @@
+/**
+ * Run-time extraction of the native addon embedded in the single-file executable.
+ *
+ * The addon bytes travel inside the executable (Node SEA asset / Bun embedded file). A shared object can only
+ * be dlopen()ed from a file, so on first use it is written once to a content-addressed path
+ *
+ *   /run/cnikit/<sha256>.node                       (root; /run is root-owned, so nobody can pre-create the dir)
+ *   $XDG_RUNTIME_DIR/cnikit/<sha256>.node            (non-root with a runtime dir)
+ *   <tmpdir>/cnikit-<uid>/<sha256>.node              (last resort)
+ *
+ * Safety rules, so a pre-created file, directory or symlink cannot make us load someone else's code:
+ * - the directory is created 0700; an existing one must be a real directory (lstat, not a symlink) owned by our
+ *   euid with no group/other permission bits, otherwise it is refused;
+ * - the file is written under a unique temporary name with O_CREAT|O_EXCL|O_NOFOLLOW, fsynced, then renamed;
+ * - before use the final file is opened with O_NOFOLLOW and checked through the open descriptor: regular file,
+ *   owned by our euid, not writable by group/other, size and SHA-256 equal to the embedded bytes.
+ * A file that fails the checks is replaced (rename over it) once; if it still fails, we refuse to load it.
+ */
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+
+export interface NativeSource {
+  /** Expected SHA-256 (hex) of the addon, computed at build time. */
+  sha256: string;
+  /** Returns the addon bytes (read from the SEA asset / Bun embedded file); only called when extraction is needed. */
+  read(): Uint8Array;
+}
+
+// node:crypto and node:os are loaded on first use only: a VERSION call never needs them, and under Bun each
+// built-in module costs start-up time and resident memory.
+function crypto(): typeof import('node:crypto') {
+  return process.getBuiltinModule('node:crypto') as typeof import('node:crypto');
+}
+function tmpdir(): string {
+  return (process.getBuiltinModule('node:os') as typeof import('node:os')).tmpdir();
+}
+interface Hasher {
+  update(data: Uint8Array): Hasher;
+  digest(enc: 'hex'): string;
+}
+/**
+ * SHA-256 hasher: Bun's native CryptoHasher when running under Bun (loading node:crypto costs Bun ~3 ms per
+ * start), node:crypto otherwise (already part of Node's bootstrap).
+ */
+function createHash(alg: 'sha256'): Hasher {
+  const BunHasher = (globalThis as { Bun?: { CryptoHasher?: new (alg: string) => Hasher } }).Bun
+    ?.CryptoHasher;
+  if (BunHasher) return new BunHasher(alg);
+  return crypto().createHash(alg) as unknown as Hasher;
+}
+function randomBytes(n: number): Buffer {
+  return crypto().randomBytes(n);
+}
+
+function euid(): number {
+  return typeof process.geteuid === 'function' ? process.geteuid() : 0;
+}
+
+/** Candidate directories in order of preference. */
+export function candidateDirs(env: Record<string, string | undefined> = process.env): string[] {
+  const uid = euid();
+  const dirs: string[] = [];
+  if (env.CNIKIT_NATIVE_DIR) dirs.push(env.CNIKIT_NATIVE_DIR);
+  if (uid === 0) dirs.push('/run/cnikit');
+  if (env.XDG_RUNTIME_DIR) dirs.push(join(env.XDG_RUNTIME_DIR, 'cnikit'));
+  dirs.push(join(tmpdir(), `cnikit-${uid}`));
+  return dirs;
+}
+
+/** Make sure `dir` exists, is a real directory owned by us and private (0700). Throws otherwise. */
+export function ensurePrivateDir(dir: string): void {
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const st = lstatSync(dir);
+  if (!st.isDirectory()) throw new Error(`${dir} is not a directory (symlink or file); refusing to use it`);
+  if (st.uid !== euid())
+    throw new Error(`${dir} is owned by uid ${st.uid}, not ${euid()}; refusing to use it`);
+  if ((st.mode & 0o077) !== 0) {
+    throw new Error(`${dir} has mode ${(st.mode & 0o777).toString(8)}; expected 0700; refusing to use it`);
+  }
+}
+
+/** True if `file` is a regular file we own, not group/other-writable, whose content hashes to `sha256`. */
+export function verifyFile(file: string, sha256: string): boolean {
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return false;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.uid !== euid() || (st.mode & 0o022) !== 0) return false;
+    const hash = createHash('sha256');
+    const buf = Buffer.allocUnsafe(Math.min(Math.max(st.size, 1), 1 << 20));
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      hash.update(buf.subarray(0, n));
+    }
+    return hash.digest('hex') === sha256;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Write `bytes` to `final` atomically: unique temp name (O_EXCL|O_NOFOLLOW), fsync, rename. */
+export function writeAtomic(dir: string, final: string, bytes: Uint8Array, mode = 0o500): void {
+  const tmp = join(dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+  const fd = openSync(
+    tmp,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    mode,
+  );
+  try {
+    let off = 0;
+    while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+    fsyncSync(fd);
+  } catch (err) {
+    closeSync(fd);
+    unlinkSync(tmp);
+    throw err;
+  }
+  closeSync(fd);
+  try {
+    renameSync(tmp, final);
+  } catch (err) {
+    try {
+      unlinkSync(tmp);
+    } catch {}
+    throw err;
+  }
+}
+
+/** Return a verified path of the extracted addon, extracting it if needed. Throws with every reason on failure. */
+export function extractNative(src: NativeSource, dirs: string[] = candidateDirs()): string {
+  if (!/^[0-9a-f]{64}$/.test(src.sha256))
+    throw new Error(`bad embedded addon hash ${JSON.stringify(src.sha256)}`);
+  const problems: string[] = [];
+  let bytes: Uint8Array | undefined;
+  for (const dir of dirs) {
+    try {
+      ensurePrivateDir(dir);
+      const final = join(dir, `${src.sha256}.node`);
+      if (verifyFile(final, src.sha256)) return final;
+      bytes ??= src.read();
+      const got = createHash('sha256').update(bytes).digest('hex');
+      if (got !== src.sha256)
+        throw new Error(`embedded addon is corrupt (sha256 ${got}, expected ${src.sha256})`);
+      writeAtomic(dir, final, bytes);
+      if (verifyFile(final, src.sha256)) return final;
+      throw new Error(`${final} failed verification after writing it`);
+    } catch (err) {
+      problems.push(`${dir}: ${(err as Error).message}`);
+    }
+  }
+  throw new Error(`cannot extract the embedded native addon: ${problems.join('; ')}`);
+}
+
+/**
+ * Install a lazy loader override: the first read of `globalThis.__CNIKIT_NATIVE_PATH__` (done by @cnikit/sys's
+ * loader when it first needs the addon) extracts the addon and returns its path. Commands that never touch the
+ * kernel (VERSION, bare invocation) therefore pay nothing.
+ */
+export function installNativeOverride(src: NativeSource): void {
+  let cached: string | undefined;
+  Object.defineProperty(globalThis, '__CNIKIT_NATIVE_PATH__', {
+    configurable: true,
+    enumerable: false,
+    get() {
+      cached ??= extractNative(src);
+      return cached;
+    },
+    set(v: string) {
+      cached = v;
+    },
+  });
+}
+
+/** The addon embedded as a Node SEA asset (`assets` in the SEA config). */
+export function seaSource(sha256: string, key: string): NativeSource {
+  return {
+    sha256,
+    read() {
+      const sea = process.getBuiltinModule('node:sea') as typeof import('node:sea');
+      return new Uint8Array(sea.getAsset(key));
+    },
+  };
+}
+
+/** The addon embedded by `bun build --compile <bundle> <addon>` (listed in Bun.embeddedFiles). */
+export function bunSource(sha256: string, prefix: string): NativeSource {
+  return {
+    sha256,
+    read() {
+      const bun = (globalThis as { Bun?: { embeddedFiles?: Array<{ name?: string }> } }).Bun;
+      const names = (bun?.embeddedFiles ?? []).map((b) => b.name ?? '');
+      const name = names.find((n) => n.startsWith(prefix) && n.endsWith('.node'));
+      if (!name)
+        throw new Error(`embedded addon ${prefix}*.node not found (embedded: ${names.join(', ') || 'none'})`);
+      const root = process.argv[1]?.startsWith('/$bunfs/')
+        ? process.argv[1].slice(0, process.argv[1].lastIndexOf('/'))
+        : '/$bunfs/root';
+      return new Uint8Array(readFileSync(join(root, name)));
+    },
+  };
+}
