@@ -2,7 +2,7 @@
  * Benchmark: bridge + host-local ADD and DEL latency, cnikit (dist-bin/bridge, IPAM delegated in-process
  * through the multicall binary) vs the Go reference (/usr/lib/cni/bridge + host-local), side by side.
  *
- *   node --import tsx scripts/bench-bridge.ts [--runs=20] [--preload=200] [--masq]
+ *   node --conditions=cnikit-source --import tsx scripts/bench-bridge.ts [--runs=20] [--preload=200] [--masq]
  *
  * Everything runs in private network namespaces: this process moves its main thread into a private
  * "host" namespace and executes the plugin binaries directly from there (as a runtime would on a node),

@@ -4,7 +4,7 @@
  * reference plugins (/usr/lib/cni), alternating, inside private namespaces (this process's main thread moves into a
  * private "host" namespace; nothing touches the machine's own namespace).
  *
- *   node --import tsx scripts/bench-chain.ts [--runs=20] [--json] [--detail]
+ *   node --conditions=cnikit-source --import tsx scripts/bench-chain.ts [--runs=20] [--json] [--detail]
  *
  * Chains:
  *   kubelet: bridge (ipMasq) + host-local, tuning, portmap, bandwidth

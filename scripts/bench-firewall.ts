@@ -1,5 +1,5 @@
 // Firewall micro-benchmarks, inside a private netns sandbox (never the root namespace).
-//   node --import tsx scripts/bench-firewall.ts [rounds]
+//   node --conditions=cnikit-source --import tsx scripts/bench-firewall.ts [rounds]
 // Compares one iptables-restore per call with one iptables exec per rule (what go-iptables does:
 // -N, then -C and -A per rule), and times the high-level helpers for both backends.
 import {

@@ -1,7 +1,7 @@
 /**
  * Benchmark: host-local ADD and DEL latency, cnikit vs the Go reference (/usr/lib/cni/host-local), side by side.
  *
- *   node --import tsx scripts/bench-ipam.ts [--runs=30] [--preload=1000] [--json]
+ *   node --conditions=cnikit-source --import tsx scripts/bench-ipam.ts [--runs=30] [--preload=1000] [--json]
  *
  * cnikit runs as dist-bin/host-local when built (npm run build), else as an esbuild bundle of
  * plugins/host-local/src/run.ts under node (the kind is printed). Each implementation gets its own store

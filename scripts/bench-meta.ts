@@ -5,7 +5,7 @@
  * this process's main thread moves into a private "host" namespace, so the executables are spawned there directly
  * (no `ip netns exec` in the measured path); the container namespace holds the veth peer.
  *
- *   node --import tsx scripts/bench-meta.ts [--runs=30] [--only=bandwidth|firewall] [--json]
+ *   node --conditions=cnikit-source --import tsx scripts/bench-meta.ts [--runs=30] [--only=bandwidth|firewall] [--json]
  *
  * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
  */

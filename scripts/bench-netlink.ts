@@ -1,7 +1,7 @@
 // Benchmark: create a veth pair (peer placed in a second namespace) + an address + link up + a default route
 // inside a fresh namespace, with @cnikit/netlink vs the same with `ip` commands (one spawnSync each) and with
 // one `ip -batch`. Namespaces are created and removed outside the timed section.
-//   node --import tsx scripts/bench-netlink.ts [runs=30]
+//   node --conditions=cnikit-source --import tsx scripts/bench-netlink.ts [runs=30]
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { addAddr, addRoute, createVethPair, randomVethName, setLinkUp, withNetns } from '@cnikit/netlink';

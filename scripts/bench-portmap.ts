@@ -3,7 +3,7 @@
  * (/usr/lib/cni/portmap), side by side, with 1 and with `--preload` containers already mapped (the reference's cost
  * grows with the table). Everything runs in a private network namespace that this process's main thread enters.
  *
- *   node --import tsx scripts/bench-portmap.ts [--runs=20] [--preload=200] [--json]
+ *   node --conditions=cnikit-source --import tsx scripts/bench-portmap.ts [--runs=20] [--preload=200] [--json]
  *
  * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
  */

@@ -3,7 +3,7 @@
  * (/usr/lib/cni/tuning), side by side, alternating calls, in private namespaces (a container namespace with a
  * veth `eth0`; nothing touches the machine's own namespace).
  *
- *   node --import tsx scripts/bench-tuning.ts [--runs=30] [--json]
+ *   node --conditions=cnikit-source --import tsx scripts/bench-tuning.ts [--runs=30] [--json]
  *
  * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
  */

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: cnikit's compiled executables vs the Go reference plugins (/usr/lib/cni), side by side in one run.
  *
- *   node --import tsx scripts/bench.ts [--runs=30] [--only=core] [--variants] [--json]
+ *   node --conditions=cnikit-source --import tsx scripts/bench.ts [--runs=30] [--only=core] [--variants] [--json]
  *
  * Core (this file):
  *   - VERSION wall time (median, p10, p90 over --runs execs) and peak RSS (maxrss of the child, via GNU time),
