@@ -15,7 +15,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { copyAtomic, InstallError, install, linkAtomic, parseArgs, plan, sourcePlugins } from './install.ts';
+import { linkAtomic } from '../packages/buildkit/src/runtime/fs-atomic.ts';
+import { copyAtomic, InstallError, install, parseArgs, plan, sourcePlugins } from './install.ts';
 
 const base = mkdtempSync(join(tmpdir(), 'cnikit-install-test-'));
 after(() => rmSync(base, { recursive: true, force: true }));

@@ -14,20 +14,17 @@
  * - --backend picks the executable of one back-end (dist-bin/<backend>/cnikit) instead of the default one
  *   (dist-bin/cnikit); the plugin names still come from the links in dist-bin/.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import {
   accessSync,
   closeSync,
   constants,
   existsSync,
-  fsyncSync,
-  linkSync,
   lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
-  renameSync,
   statSync,
   unlinkSync,
   writeSync,
@@ -35,7 +32,12 @@ import {
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { modeCli } from '@cnikit/warm/install';
-import { writeAtomic } from './multicall-native.ts';
+import {
+  fsyncDir,
+  linkAtomic,
+  tmpName,
+  writeFileAtomic,
+} from '../packages/buildkit/src/runtime/fs-atomic.ts';
 
 export const MAIN = 'cnikit';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -133,36 +135,9 @@ export function plan(
   return { steps, others, createDir };
 }
 
-function tmpName(target: string, name: string): string {
-  return join(target, `.cnikit-tmp-${name}-${process.pid}-${randomBytes(4).toString('hex')}`);
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** Copy src to dst atomically: O_EXCL temp file in dst's directory, write, fsync, rename. */
 export function copyAtomic(src: string, dst: string, mode = 0o755): void {
-  writeAtomic(dirname(dst), dst, readFileSync(src), mode);
-}
-
-/** Make dst a hard link of src atomically: link to a temp name, rename over dst. */
-export function linkAtomic(src: string, dst: string): void {
-  const tmp = tmpName(dirname(dst), 'link');
-  linkSync(src, tmp);
-  try {
-    renameSync(tmp, dst);
-  } catch (err) {
-    try {
-      unlinkSync(tmp);
-    } catch {}
-    throw err;
-  }
+  writeFileAtomic(dst, readFileSync(src), mode);
 }
 
 /** Throws InstallError when `target` (or the directory that would hold it) cannot be written. */

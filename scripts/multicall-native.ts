@@ -1,7 +1,6 @@
 /**
  * Run-time extraction of the embedded native addon moved to @cnikit/build (packages/buildkit/src/runtime/native.ts).
- * Re-exported for the scripts and tests here (scripts/install.ts's writeAtomic), by path: scripts/install runs
- * under plain tsx, without the `cnikit-source` condition that resolves @cnikit/build to its sources.
+ * Re-exported for the scripts and tests here, by path (scripts/install runs under plain tsx).
  */
 export {
   bunSource,
@@ -12,5 +11,4 @@ export {
   type NativeSource,
   seaSource,
   verifyFile,
-  writeAtomic,
 } from '../packages/buildkit/src/runtime/native.ts';

@@ -15,13 +15,13 @@
  *      metadata) and create the links.
  * An executable whose bundle, addon and toolchain are unchanged since the last build is kept (`force` rebuilds).
  */
+
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
   existsSync,
-  linkSync,
   mkdirSync,
   readFileSync,
   renameSync,
@@ -34,6 +34,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Plugin } from '@cnikit/skel';
 import * as esbuild from 'esbuild';
+import { linkAtomic } from './runtime/fs-atomic.ts';
 import type { PluginMeta } from './runtime/multicall.ts';
 
 export type Backend = 'bun' | 'sea';
@@ -494,14 +495,6 @@ export async function loadPlugins(
     }
   }
   return out;
-}
-
-/** Replace `dst` by a hard link to `src` atomically (temp name + rename). */
-export function linkAtomic(src: string, dst: string): void {
-  const tmp = `${dst}.tmp-${process.pid}`;
-  rmSync(tmp, { force: true });
-  linkSync(src, tmp);
-  renameSync(tmp, dst);
 }
 
 export interface BuildOptions {

@@ -29,7 +29,6 @@ export {
   findPostject,
   LAZY_BUILTINS,
   type Log,
-  linkAtomic,
   listPlugins,
   loadPlugins,
   type PluginEntry,
@@ -39,3 +38,4 @@ export {
   stageAddon,
 } from './build.ts';
 export { type CliIO, cli, USAGE } from './cli.ts';
+export { fsyncDir, linkAtomic, writeFileAtomic } from './runtime/fs-atomic.ts';

@@ -1,37 +1,6 @@
-/**
- * `scripts/install --warm | --cold [--target DIR] [--source DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]`
- *
- * --warm: DIR/cnikit (the cold executable, unchanged when identical), DIR/cnikit-client, and every plugin name
- *   (DIR/bridge, …) made a hard link of cnikit-client; DIR/cnitool stays a link of cnikit. Writes cnikit.socket and
- *   cnikit.service into the systemd directory (default /etc/systemd/system). Enables and starts nothing: the operator
- *   runs `systemctl daemon-reload && systemctl enable --now cnikit.socket`. Until the service runs, every client
- *   execs the cold executable, so warm mode can be installed before the service is enabled.
- * --cold: every plugin name back to a hard link of DIR/cnikit, DIR/cnikit-client removed; unit files stay (stop and
- *   disable them with systemctl).
- *
- * Every file is written under a temporary name in its directory, fsynced and renamed over the old one, and every
- * link is made under a temporary name and renamed: a runtime executing DIR/bridge at any moment runs the complete
- * old or the complete new file (cold or warm; both answer the same). Files other than cnikit, cnikit-client, cnitool
- * and the plugin names are never touched.
- */
-import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  constants,
-  existsSync,
-  fsyncSync,
-  linkSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/build/runtime';
 import { CLIENT_FILE, COLD_FILE } from './build-client.ts';
 import { DEFAULT_SOCKET } from './protocol.ts';
 import { SERVICE_UNIT, SOCKET_UNIT, systemdUnits } from './systemd.ts';
@@ -59,56 +28,6 @@ function sameContent(a: string, b: string): boolean {
     return readFileSync(a).equals(readFileSync(b));
   } catch {
     return false;
-  }
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function tmpName(dir: string, tag: string): string {
-  return join(dir, `.cnikit-tmp-${tag}-${process.pid}-${randomBytes(4).toString('hex')}`);
-}
-
-/** Writes `data` to `dst` atomically (O_EXCL temp file in the same directory, fsync, rename). */
-export function writeFileAtomic(dst: string, data: Uint8Array, mode: number): void {
-  const tmp = tmpName(dirname(dst), 'file');
-  const fd = openSync(
-    tmp,
-    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-    mode,
-  );
-  try {
-    let off = 0;
-    while (off < data.length) off += writeSync(fd, data, off, data.length - off);
-    fsyncSync(fd);
-  } catch (e) {
-    closeSync(fd);
-    unlinkSync(tmp);
-    throw e;
-  }
-  closeSync(fd);
-  try {
-    renameSync(tmp, dst);
-  } catch (e) {
-    unlinkSync(tmp);
-    throw e;
-  }
-}
-
-function linkFileAtomic(src: string, dst: string): void {
-  const tmp = tmpName(dirname(dst), 'link');
-  linkSync(src, tmp);
-  try {
-    renameSync(tmp, dst);
-  } catch (e) {
-    unlinkSync(tmp);
-    throw e;
   }
 }
 
@@ -207,7 +126,7 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
     }
     for (const s of steps) {
       if (s.action !== 'link') continue;
-      linkFileAtomic(join(target, s.name === TOOL_FILE ? COLD_FILE : linkTo), join(target, s.name));
+      linkAtomic(join(target, s.name === TOOL_FILE ? COLD_FILE : linkTo), join(target, s.name));
     }
     for (const s of steps) if (s.action === 'remove') unlinkSync(join(target, s.name));
     fsyncDir(target);

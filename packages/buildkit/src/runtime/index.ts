@@ -6,6 +6,8 @@
  *
  * Every export here is public API.
  */
+
+export { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from './fs-atomic.ts';
 export {
   basenameOf,
   handleNoPlugin,
@@ -37,5 +39,4 @@ export {
   type NativeSource,
   seaSource,
   verifyFile,
-  writeAtomic,
 } from './native.ts';

@@ -20,17 +20,14 @@ import {
   closeSync,
   constants,
   fstatSync,
-  fsyncSync,
   lstatSync,
   mkdirSync,
   openSync,
   readFileSync,
   readSync,
-  renameSync,
-  unlinkSync,
-  writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { writeFileAtomic } from './fs-atomic.ts';
 
 export interface NativeSource {
   /** Expected SHA-256 (hex) of the addon, computed at build time. */
@@ -60,9 +57,6 @@ function createHash(alg: 'sha256'): Hasher {
     ?.CryptoHasher;
   if (BunHasher) return new BunHasher(alg);
   return crypto().createHash(alg) as unknown as Hasher;
-}
-function randomBytes(n: number): Buffer {
-  return crypto().randomBytes(n);
 }
 
 function euid(): number {
@@ -120,34 +114,6 @@ export function verifyFile(file: string, sha256: string): boolean {
   }
 }
 
-/** Write `bytes` to `final` atomically: unique temp name (O_EXCL|O_NOFOLLOW), fsync, rename. */
-export function writeAtomic(dir: string, final: string, bytes: Uint8Array, mode = 0o500): void {
-  const tmp = join(dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
-  const fd = openSync(
-    tmp,
-    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-    mode,
-  );
-  try {
-    let off = 0;
-    while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
-    fsyncSync(fd);
-  } catch (err) {
-    closeSync(fd);
-    unlinkSync(tmp);
-    throw err;
-  }
-  closeSync(fd);
-  try {
-    renameSync(tmp, final);
-  } catch (err) {
-    try {
-      unlinkSync(tmp);
-    } catch {}
-    throw err;
-  }
-}
-
 /** Return a verified path of the extracted addon, extracting it if needed. Throws with every reason on failure. */
 export function extractNative(src: NativeSource, dirs: string[] = candidateDirs()): string {
   if (!/^[0-9a-f]{64}$/.test(src.sha256))
@@ -163,7 +129,7 @@ export function extractNative(src: NativeSource, dirs: string[] = candidateDirs(
       const got = createHash('sha256').update(bytes).digest('hex');
       if (got !== src.sha256)
         throw new Error(`embedded addon is corrupt (sha256 ${got}, expected ${src.sha256})`);
-      writeAtomic(dir, final, bytes);
+      writeFileAtomic(final, bytes, 0o500);
       if (verifyFile(final, src.sha256)) return final;
       throw new Error(`${final} failed verification after writing it`);
     } catch (err) {
