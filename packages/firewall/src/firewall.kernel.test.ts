@@ -442,7 +442,13 @@ describe('ipmasq, iptables backend', () => {
       ...ns,
     });
     assert.equal(execStats.count - start, 4); // v4: save + restore; v6: save + restore
+    // iptables-nft: the teardown goes over nfnetlink (one nf_tables transaction per family), no tool at all
+    const before = execStats.count;
     teardownIPMasq({ ips: [], network: 'n', ifName: 'eth0', containerID: 'x', ...ns });
+    assert.equal(execStats.count - before, 0, 'no iptables-save/iptables-restore on teardown');
+    for (const f of [4, 6] as const) {
+      assert.doesNotMatch(save(f), new RegExp(formatChainName('n', 'x')), `IPv${f} chain and jumps gone`);
+    }
   });
 });
 

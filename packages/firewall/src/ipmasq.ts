@@ -31,7 +31,7 @@ import {
   parseComment,
 } from './names.ts';
 import { NftBatch, nftListRules, supportsNFTables } from './nftables.ts';
-import { natChainsMayExist, probeKernel } from './probe.ts';
+import { natChainsMayExist, probeKernel, removeJumpChainsFast } from './probe.ts';
 
 export const IPMASQ_NFT_TABLE = 'cni_plugins_masquerade';
 export const IPMASQ_NFT_CHAIN = 'masq_checks';
@@ -197,6 +197,7 @@ export function teardownIPMasq(args: IPMasqTeardownArgs): void {
   const may = teardownCandidates(chain, args);
   for (const family of [4, 6] as const) {
     if (!may[family]) continue;
+    if (removeJumpChainsFast(family, 'nat', [{ from: 'POSTROUTING', target: chain }], args)) continue;
     try {
       const b = new IptablesBatch(family, args);
       b.deleteRulesWhere('nat', 'POSTROUTING', (r) => ruleTarget(r) === chain);

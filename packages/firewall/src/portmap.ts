@@ -32,7 +32,7 @@ import {
 } from './iptables.ts';
 import { formatChainNameWithPrefix, goQuote } from './names.ts';
 import { NftBatch, type NftRule, nftList, supportsNFTables } from './nftables.ts';
-import { natChainsMayExist, probeKernel } from './probe.ts';
+import { natChainsMayExist, probeKernel, removeJumpChainsFast } from './probe.ts';
 
 export const HOSTPORT_DNAT_CHAIN = 'CNI-HOSTPORT-DNAT';
 export const HOSTPORT_SETMARK_CHAIN = 'CNI-HOSTPORT-SETMARK';
@@ -324,6 +324,11 @@ export function teardownPortMap(network: string, containerID: string, opts: Tool
   const may = candidates([dn, sn], opts);
   for (const family of [4, 6] as const) {
     if (!(family === 4 ? may.ipt4 : may.ipt6)) continue;
+    const pairs = [
+      { from: HOSTPORT_DNAT_CHAIN, target: dn },
+      { from: OLD_HOSTPORT_SNAT_CHAIN, target: sn },
+    ];
+    if (removeJumpChainsFast(family, 'nat', pairs, opts)) continue;
     try {
       const b = new IptablesBatch(family, opts);
       b.deleteRulesWhere('nat', HOSTPORT_DNAT_CHAIN, (r) => ruleTarget(r) === dn);

@@ -2,7 +2,13 @@
  * Kernel probes that let teardown code skip tool executions (each a process start) when nothing of its own can
  * exist: a /proc read and nfnetlink GETs, run in `opts.netns` when given. Anything unclear counts as "may exist".
  */
-import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
+import {
+  type JumpChain,
+  nftExists,
+  nftRemoveJumpChains,
+  withNetns,
+  xtablesTableLoaded,
+} from '@cnikit/netlink';
 import type { ToolOptions } from './exec.ts';
 import type { IPFamily } from './iptables.ts';
 
@@ -21,4 +27,23 @@ export function probeKernel<T>(opts: ToolOptions, probe: () => T, fallback: T): 
   } catch {
     return fallback;
   }
+}
+
+/**
+ * Teardown fast path for iptables-nft: when no legacy x_tables `table` of `family` is loaded (so every iptables rule
+ * lives in nf_tables), remove the jumps to each per-container chain and the chain itself in one nf_tables
+ * transaction over nfnetlink, without iptables-save/iptables-restore. True when done; false when the caller must use
+ * the tools (legacy tables in use, or the kernel did not go along — then nothing was changed).
+ */
+export function removeJumpChainsFast(
+  family: IPFamily,
+  table: string,
+  pairs: readonly JumpChain[],
+  opts: ToolOptions,
+): boolean {
+  return probeKernel(
+    opts,
+    () => xtablesTableLoaded(family, table) === false && nftRemoveJumpChains(family, table, pairs) === true,
+    false,
+  );
 }

@@ -90,6 +90,7 @@ export {
   nftExists,
   xtablesTableLoaded,
 } from './nftexists.ts';
+export { type JumpChain, nftRemoveJumpChains, ruleJumpTarget } from './nftjumps.ts';
 export {
   formatMac,
   invalidMacMessage,

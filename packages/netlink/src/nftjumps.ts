@@ -1,0 +1,247 @@
+// iptables-nft teardown without a process: remove the rules of a chain that jump to a per-container chain, then
+// flush and delete that chain — `iptables -t nat -D FROM … -j TARGET; -F TARGET; -X TARGET` — as ONE nf_tables
+// transaction over nfnetlink. iptables-nft keeps its rules in ordinary nf_tables tables (`ip nat`, `ip6 nat`) and
+// encodes `-j CHAIN` as an `immediate` verdict expression, so the jumps are found in a rule dump and deleted by
+// handle. Anything unexpected answers `undefined`: the caller then uses iptables-save/iptables-restore as before.
+import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
+import { nftExists } from './nftexists.ts';
+import {
+  type Attrs,
+  forEachAttr,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  NlBuilder,
+  type NlMessage,
+  parseAttrs,
+  parseMessages,
+} from './nl.ts';
+
+const NFNL_SUBSYS_NFTABLES = 10;
+const NFNL_MSG_BATCH_BEGIN = 16;
+const NFNL_MSG_BATCH_END = 17;
+const NFT_MSG_DELCHAIN = 5;
+const NFT_MSG_NEWRULE = 6;
+const NFT_MSG_GETRULE = 7;
+const NFT_MSG_DELRULE = 8;
+const NFTA_CHAIN_TABLE = 1;
+const NFTA_CHAIN_NAME = 3;
+const NFTA_RULE_TABLE = 1;
+const NFTA_RULE_CHAIN = 2;
+const NFTA_RULE_HANDLE = 3;
+const NFTA_RULE_EXPRESSIONS = 4;
+const NFTA_EXPR_NAME = 1;
+const NFTA_EXPR_DATA = 2;
+const NFTA_IMMEDIATE_DREG = 1;
+const NFTA_IMMEDIATE_DATA = 2;
+const NFTA_DATA_VERDICT = 2;
+const NFTA_VERDICT_CODE = 1;
+const NFTA_VERDICT_CHAIN = 2;
+const NFT_REG_VERDICT = 0;
+const NFT_JUMP = -3;
+const NFT_GOTO = -4;
+const NFPROTO_IPV4 = 2;
+const NFPROTO_IPV6 = 10;
+const ENOENT = 2;
+
+function nftType(msg: number): number {
+  return (NFNL_SUBSYS_NFTABLES << 8) | msg;
+}
+
+/** struct nfgenmsg { u8 family; u8 version; be16 res_id }. */
+function nfgen(b: NlBuilder, family: number, resId = 0): NlBuilder {
+  return b
+    .u8(family)
+    .u8(0)
+    .u8(resId >> 8)
+    .u8(resId & 0xff);
+}
+
+function str(a: Attrs, type: number): string | undefined {
+  const b = a.get(type);
+  if (!b) return undefined;
+  const nul = b.indexOf(0);
+  return b.toString('utf8', 0, nul < 0 ? b.length : nul);
+}
+
+/** The chain a rule jumps or goes to through an `immediate` verdict, or undefined. */
+export function ruleJumpTarget(rule: Attrs): string | undefined {
+  const exprs = rule.get(NFTA_RULE_EXPRESSIONS);
+  if (!exprs) return undefined;
+  let target: string | undefined;
+  forEachAttr(exprs, 0, (_t, elem) => {
+    const e = parseAttrs(elem);
+    if (str(e, NFTA_EXPR_NAME) !== 'immediate') return;
+    const data = e.get(NFTA_EXPR_DATA);
+    if (!data) return;
+    const imm = parseAttrs(data);
+    const dreg = imm.get(NFTA_IMMEDIATE_DREG);
+    if (!dreg || dreg.length < 4 || dreg.readUInt32BE(0) !== NFT_REG_VERDICT) return;
+    const value = imm.get(NFTA_IMMEDIATE_DATA);
+    const verdict = value ? parseAttrs(value).get(NFTA_DATA_VERDICT) : undefined;
+    if (!verdict) return;
+    const v = parseAttrs(verdict);
+    const code = v.get(NFTA_VERDICT_CODE);
+    if (!code || code.length < 4) return;
+    const c = code.readInt32BE(0);
+    if (c === NFT_JUMP || c === NFT_GOTO) target = str(v, NFTA_VERDICT_CHAIN);
+  });
+  return target;
+}
+
+interface Exchange {
+  send(msgs: Buffer[]): void;
+  /** The messages of dump `seq` until NLMSG_DONE; an error throws. */
+  dump(seq: number): NlMessage[];
+  /** Wait for the ACK (NLMSG_ERROR 0) of every sequence number in `seqs`; an error throws. */
+  acks(seqs: readonly number[]): void;
+}
+
+class NftError extends Error {}
+
+function open(): { sock: NetlinkSocket; x: Exchange } {
+  const sock = NetlinkSocket.open(NETLINK_NETFILTER, { receiveBufferSize: 0 });
+  const receive = (): NlMessage[] => {
+    const buf = sock.recv(2000);
+    if (!buf) throw new NftError('no answer from nf_tables');
+    return parseMessages(buf);
+  };
+  const x: Exchange = {
+    send(msgs) {
+      sock.send(Buffer.concat(msgs));
+    },
+    dump(seq) {
+      const out: NlMessage[] = [];
+      for (;;) {
+        for (const m of receive()) {
+          if (m.seq !== seq) continue;
+          if (m.type === NLMSG_ERROR) {
+            const err = -m.payload.readInt32LE(0);
+            if (err === ENOENT) return out; // no such table/chain: no rules
+            throw new NftError(`nf_tables error ${err}`);
+          }
+          if (m.type === NLMSG_DONE) return out;
+          out.push(m);
+        }
+      }
+    },
+    acks(seqs) {
+      const waiting = new Set(seqs);
+      while (waiting.size > 0) {
+        for (const m of receive()) {
+          if (m.type !== NLMSG_ERROR || !waiting.has(m.seq)) continue;
+          const err = -m.payload.readInt32LE(0);
+          if (err !== 0) throw new NftError(`nf_tables error ${err}`);
+          waiting.delete(m.seq);
+        }
+      }
+    },
+  };
+  return { sock, x };
+}
+
+let seqCounter = (Date.now() ^ (process.pid << 8)) >>> 0;
+const nextSeq = () => {
+  seqCounter = (seqCounter + 1) >>> 0 || 1;
+  return seqCounter;
+};
+
+/** Handles (the raw 8-byte attribute) of the rules of `table` `chain` that jump to `target`. */
+function jumpHandles(x: Exchange, family: number, table: string, chain: string, target: string): Buffer[] {
+  const seq = nextSeq();
+  const req = nfgen(new NlBuilder(nftType(NFT_MSG_GETRULE), NLM_F_REQUEST | NLM_F_DUMP, 128), family)
+    .attrStr(NFTA_RULE_TABLE, table)
+    .attrStr(NFTA_RULE_CHAIN, chain)
+    .finish(seq);
+  x.send([req]);
+  const handles: Buffer[] = [];
+  for (const m of x.dump(seq)) {
+    if ((m.type & 0xff) !== NFT_MSG_NEWRULE) continue;
+    const a = parseAttrs(m.payload, 4);
+    if (str(a, NFTA_RULE_CHAIN) !== chain) continue; // older kernels may ignore the chain filter
+    const h = a.get(NFTA_RULE_HANDLE);
+    if (h && ruleJumpTarget(a) === target) handles.push(Buffer.from(h));
+  }
+  return handles;
+}
+
+export interface JumpChain {
+  /** The chain holding the jumps (e.g. POSTROUTING, CNI-HOSTPORT-DNAT). */
+  from: string;
+  /** The per-container chain the jumps lead to; flushed and deleted. */
+  target: string;
+}
+
+/**
+ * In the calling thread's network namespace, for the iptables-nft table `family` `table` (e.g. ip nat): delete every
+ * rule of `from` that jumps to `target`, flush and delete `target`, for each pair, in ONE nf_tables transaction.
+ * Returns true when that is done (or nothing was there), undefined when the kernel did not go along (no nf_tables,
+ * a concurrent change, an unexpected answer): nothing was changed then, and the caller falls back to its tools.
+ * Only for rulesets made by iptables-nft: a legacy x_tables table is not seen here (check xtablesTableLoaded).
+ */
+export function nftRemoveJumpChains(
+  family: 4 | 6,
+  table: string,
+  pairs: readonly JumpChain[],
+): true | undefined {
+  const exists = pairs.map((p) => nftExists(family === 4 ? 'ip' : 'ip6', table, p.target));
+  if (exists.includes(undefined)) return undefined;
+  const present = pairs.filter((_p, i) => exists[i]);
+  if (present.length === 0) return true;
+  const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+  let conn: ReturnType<typeof open>;
+  try {
+    conn = open();
+  } catch {
+    return undefined;
+  }
+  try {
+    const { x } = conn;
+    const msgs: Buffer[] = [];
+    const seqs: number[] = [];
+    const add = (b: NlBuilder) => {
+      const s = nextSeq();
+      seqs.push(s);
+      msgs.push(b.finish(s));
+    };
+    msgs.push(
+      nfgen(new NlBuilder(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 32), 0, NFNL_SUBSYS_NFTABLES).finish(
+        nextSeq(),
+      ),
+    );
+    for (const p of present) {
+      for (const h of jumpHandles(x, nfproto, table, p.from, p.target)) {
+        add(
+          nfgen(new NlBuilder(nftType(NFT_MSG_DELRULE), NLM_F_REQUEST | NLM_F_ACK, 96), nfproto)
+            .attrStr(NFTA_RULE_TABLE, table)
+            .attrStr(NFTA_RULE_CHAIN, p.from)
+            .attr(NFTA_RULE_HANDLE, h),
+        );
+      }
+      // no handle: every rule of the chain (a flush), then the empty chain itself
+      add(
+        nfgen(new NlBuilder(nftType(NFT_MSG_DELRULE), NLM_F_REQUEST | NLM_F_ACK, 96), nfproto)
+          .attrStr(NFTA_RULE_TABLE, table)
+          .attrStr(NFTA_RULE_CHAIN, p.target),
+      );
+      add(
+        nfgen(new NlBuilder(nftType(NFT_MSG_DELCHAIN), NLM_F_REQUEST | NLM_F_ACK, 96), nfproto)
+          .attrStr(NFTA_CHAIN_TABLE, table)
+          .attrStr(NFTA_CHAIN_NAME, p.target),
+      );
+    }
+    msgs.push(
+      nfgen(new NlBuilder(NFNL_MSG_BATCH_END, NLM_F_REQUEST, 32), 0, NFNL_SUBSYS_NFTABLES).finish(nextSeq()),
+    );
+    x.send(msgs);
+    // every message of the batch is acknowledged; an error aborts the whole transaction
+    x.acks(seqs);
+    return true;
+  } catch {
+    return undefined;
+  } finally {
+    conn.sock.close();
+  }
+}
