@@ -9,12 +9,11 @@
  *
  * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns, type Sandbox } from '@cnikit/testing';
-import { printRows, type SideBySideRow, sideBySide } from './side-by-side.ts';
+import { printRows, type SideBySideRow, sideBySide, timedExec } from './side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -86,24 +85,18 @@ try {
         ],
       },
     });
-    const call = (bin: string, cmd: 'ADD' | 'DEL'): number => {
-      const t0 = process.hrtime.bigint();
-      const r = spawnSync(bin, [], {
-        env: {
+    const call = (bin: string, cmd: 'ADD' | 'DEL'): number =>
+      timedExec(
+        bin,
+        {
           CNI_COMMAND: cmd,
           CNI_CONTAINERID: 'bench',
           CNI_NETNS: sb.container.path,
           CNI_IFNAME: 'eth0',
           CNI_PATH: '/usr/lib/cni',
-          PATH: process.env.PATH,
         },
-        input: conf,
-        encoding: 'utf8',
-      });
-      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-      if (r.status !== 0) throw new Error(`${bin} ${cmd} failed: ${r.stdout}${r.stderr}`);
-      return ms;
-    };
+        conf,
+      );
     const times: Record<string, { ADD: number[]; DEL: number[] }> = {};
     for (const i of impls) times[i.name] = { ADD: [], DEL: [] };
     for (let n = 0; n < RUNS + 3; n++) {

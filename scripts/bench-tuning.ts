@@ -11,7 +11,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { printRows, sideBySide } from './side-by-side.ts';
+import { printRows, sideBySide, timedExec } from './side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -48,24 +48,18 @@ try {
     sysctl: { 'net.ipv4.conf.eth0.arp_ignore': '1', 'net.ipv4.conf.all.log_martians': '1' },
     prevResult: { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: `/run/netns/${ns}` }] },
   });
-  const call = (bin: string, cmd: 'ADD' | 'DEL'): number => {
-    const t0 = process.hrtime.bigint();
-    const r = spawnSync(bin, [], {
-      env: {
+  const call = (bin: string, cmd: 'ADD' | 'DEL'): number =>
+    timedExec(
+      bin,
+      {
         CNI_COMMAND: cmd,
         CNI_CONTAINERID: 'bench',
         CNI_NETNS: `/run/netns/${ns}`,
         CNI_IFNAME: 'eth0',
         CNI_PATH: '/usr/lib/cni',
-        PATH: process.env.PATH,
       },
-      input: conf,
-      encoding: 'utf8',
-    });
-    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-    if (r.status !== 0) throw new Error(`${bin} ${cmd} failed: ${r.stdout}${r.stderr}`);
-    return ms;
-  };
+      conf,
+    );
   const times: Record<string, { ADD: number[]; DEL: number[] }> = {};
   for (const i of impls) times[i.name] = { ADD: [], DEL: [] };
   for (let n = 0; n < 3; n++) for (const i of impls) call(i.bin, 'ADD') + call(i.bin, 'DEL'); // warm-up

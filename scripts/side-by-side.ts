@@ -1,7 +1,20 @@
 /**
- * What the side-by-side benchmarks share: quantiles of wall times, one row per operation (cnikit vs Go medians,
- * p90 and the ratio), and printing the rows (or JSON with --json).
+ * What the side-by-side benchmarks share: one timed plugin exec, quantiles of wall times, one row per operation
+ * (cnikit vs Go medians, p90 and the ratio), and printing the rows (or JSON with --json).
  */
+import { spawnSync } from 'node:child_process';
+
+/**
+ * Exec a plugin like a runtime (the CNI_* variables of `env` plus PATH, the configuration on stdin) and return its
+ * wall time in milliseconds; a failure throws with the plugin's output.
+ */
+export function timedExec(bin: string, env: Record<string, string>, input: string): number {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync(bin, [], { env: { ...env, PATH: process.env.PATH }, input, encoding: 'utf8' });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  if (r.status !== 0) throw new Error(`${bin} ${env.CNI_COMMAND} failed: ${r.stdout}${r.stderr}`);
+  return ms;
+}
 
 /** The p-quantile (0..1) of a list of samples (the sample at floor(n·p) of the sorted list). */
 export function quantile(xs: readonly number[], p: number): number {

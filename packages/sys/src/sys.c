@@ -846,20 +846,47 @@ static void *wd_main(void *arg) {
   return NULL;
 }
 
+// The arguments of an exec request (watchdogSet, execReplace): path, argv, envp, optional descriptor to keep.
+// Returns false with a JavaScript exception pending (nothing allocated then).
+typedef struct {
+  char *path;
+  char **argv;
+  char **envp;
+  int32_t keep;
+} exec_args;
+
+static bool parse_exec_args(napi_env env, napi_value *argv, size_t argc, const char *what, exec_args *out) {
+  char msg[128];
+  out->keep = -1;
+  if (argc < 3) {
+    snprintf(msg, sizeof(msg), "%s: path, argv and envp are required", what);
+    throw_type(env, msg);
+    return false;
+  }
+  snprintf(msg, sizeof(msg), "%s: keepFd must be a number", what);
+  if (argc > 3 && !arg_int(env, argv, argc, 3, &out->keep, msg)) return false;
+  out->path = dup_string(env, argv[0]);
+  out->argv = dup_string_array(env, argv[1]);
+  out->envp = dup_string_array(env, argv[2]);
+  if (!out->path || !out->argv || !out->envp) {
+    free(out->path);
+    free_string_array(out->argv);
+    free_string_array(out->envp);
+    snprintf(msg, sizeof(msg), "%s: path must be a string, argv and envp arrays of strings", what);
+    throw_type(env, msg);
+    return false;
+  }
+  return true;
+}
+
 static napi_value js_watchdog_set(napi_env env, napi_callback_info info) {
   ARGS(4);
-  int32_t keep = -1;
-  if (argc < 3) return throw_type(env, "watchdogSet: path, argv and envp are required");
-  if (argc > 3 && !arg_int(env, argv, argc, 3, &keep, "watchdogSet: keepFd must be a number")) return NULL;
-  char *path = dup_string(env, argv[0]);
-  char **args = dup_string_array(env, argv[1]);
-  char **envp = dup_string_array(env, argv[2]);
-  if (!path || !args || !envp) {
-    free(path);
-    free_string_array(args);
-    free_string_array(envp);
-    return throw_type(env, "watchdogSet: path must be a string, argv and envp arrays of strings");
-  }
+  exec_args a;
+  if (!parse_exec_args(env, argv, argc, "watchdogSet", &a)) return NULL;
+  char *path = a.path;
+  char **args = a.argv;
+  char **envp = a.envp;
+  int32_t keep = a.keep;
   pthread_mutex_lock(&wd_mu);
   free(wd_path);
   free_string_array(wd_argv);
@@ -914,18 +941,12 @@ static napi_value js_watchdog_disarm(napi_env env, napi_callback_info info) {
 
 static napi_value js_exec_replace(napi_env env, napi_callback_info info) {
   ARGS(4);
-  int32_t keep = -1;
-  if (argc < 3) return throw_type(env, "execReplace: path, argv and envp are required");
-  if (argc > 3 && !arg_int(env, argv, argc, 3, &keep, "execReplace: keepFd must be a number")) return NULL;
-  char *path = dup_string(env, argv[0]);
-  char **args = dup_string_array(env, argv[1]);
-  char **envp = dup_string_array(env, argv[2]);
-  if (!path || !args || !envp) {
-    free(path);
-    free_string_array(args);
-    free_string_array(envp);
-    return throw_type(env, "execReplace: path must be a string, argv and envp arrays of strings");
-  }
+  exec_args a;
+  if (!parse_exec_args(env, argv, argc, "execReplace", &a)) return NULL;
+  char *path = a.path;
+  char **args = a.argv;
+  char **envp = a.envp;
+  int32_t keep = a.keep;
   replace_image(path, args, envp, keep);
   int e = errno;
   free(path);
