@@ -283,6 +283,7 @@ function buildVariants(): Impl[] {
       '--import',
       'tsx',
       join(ROOT, 'scripts', 'build.ts'),
+      '--with-sea',
       `--variants-out=${dir}`,
     ],
     {
@@ -304,7 +305,10 @@ function main(): void {
     !existsSync(join(DIST, 'sea', 'cnikit')) ||
     !existsSync(join(DIST, 'bun', 'cnikit'))
   ) {
-    const r = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+    const r = spawnSync('npm', ['run', 'build', '--', '--with-sea'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
     if (r.status !== 0) throw new Error('npm run build failed');
   }
   const pluginNames = readdirSync(DIST).filter(

@@ -1,7 +1,7 @@
 /**
  * `npm run build` (after `node scripts/build-native.mjs`): every plugin in plugins/ → one multicall executable,
- * compiled with two back-ends by @cnikit/build (the same kit plugin authors use: `cnikit-build`), plus a hard link
- * per plugin name.
+ * compiled by @cnikit/build (the same kit plugin authors use: `cnikit-build`) with bun, and with Node SEA too when
+ * asked for (`--with-sea`: `npm test` builds both and tests both), plus a hard link per plugin name.
  *
  *   dist-bin/bun/cnikit     `bun build --compile` (Bun from node_modules; no download)
  *   dist-bin/sea/cnikit     Node single executable application: SEA blob injected with postject into a copy of node
@@ -14,12 +14,13 @@
  *   1. plugins/*\/src/index.ts are discovered (no hand-kept list: a new plugin directory is picked up by the next
  *      build), evaluated once for their metadata, and bundled from their TypeScript sources (`cnikit-source`);
  *   2. the executable also carries cnitool (@cnikit/libcni) and, when packages/warm exists, the warm-mode service;
- *   3. bun's bytecode is laid out by training runs of the fresh executable (trainBytecodeOrder);
+ *   3. with `--train` (root), bun's bytecode is laid out by training runs of the fresh executable (trainBytecodeOrder);
  *   4. the links in dist-bin/, BUILD-INFO.json, and the measurement variants for `npm run bench -- --variants`.
  * A back-end whose bundle and addon are unchanged since the last build is not recompiled (`--force` to rebuild).
  *
- * Options: --force, --backend=bun|sea (default back-end for dist-bin/cnikit; env CNIKIT_BACKEND),
- *          --only=bun|sea (compile one back-end), --no-code-cache (SEA without V8 code cache).
+ * Options (parseBuildArgs → RepoBuildOptions): --force, --backend=bun|sea (default back-end for dist-bin/cnikit; env
+ * CNIKIT_BACKEND), --with-sea (also the SEA back-end), --only=bun|sea (compile one back-end), --no-code-cache (SEA
+ * without V8 code cache), --train (bytecode-order training), --variants-out=DIR (measurement variants, for bench).
  */
 import { spawnSync } from 'node:child_process';
 import {
@@ -37,6 +38,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import {
   type Backend,
   buildExecutable,
@@ -282,29 +284,78 @@ async function buildVariants(
  * dist-bin/ while `npm run build` runs) share the work directory, so they take turns; the second one then finds
  * everything up to date.
  */
-export async function build(argv: string[] = process.argv.slice(2)): Promise<void> {
-  if (!existsSync(ADDON)) return buildUnlocked(argv); // reports the missing addon
+/** What `npm run build` builds (scripts/build.ts flags; see the header). */
+export interface RepoBuildOptions {
+  /** Rebuild even when nothing changed (`--force`). */
+  force?: boolean;
+  /** The back-end dist-bin/cnikit links to (`--backend=`, env CNIKIT_BACKEND; default bun). */
+  backend?: Backend;
+  /** Also build the Node SEA back-end (`--with-sea`; `npm test` and CI do, to test both). */
+  withSea?: boolean;
+  /** Build only this back-end (`--only=`). */
+  only?: Backend;
+  /** SEA without V8 code cache (`--no-code-cache`). */
+  codeCache?: boolean;
+  /** Lay out bun's bytecode by training runs of the fresh executable (`--train`; needs root: it runs plugins). */
+  train?: boolean;
+  /** Also build the measurement variants into this directory (`--variants-out=DIR`, used by `npm run bench`). */
+  variantsOut?: string;
+}
+
+export function parseBuildArgs(argv: readonly string[]): RepoBuildOptions {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      force: { type: 'boolean' },
+      backend: { type: 'string' },
+      'with-sea': { type: 'boolean' },
+      only: { type: 'string' },
+      'no-code-cache': { type: 'boolean' },
+      train: { type: 'boolean' },
+      'variants-out': { type: 'string' },
+    },
+  });
+  const backend = (values.backend ?? process.env.CNIKIT_BACKEND ?? DEFAULT_BACKEND) as Backend;
+  for (const b of [backend, values.only ?? 'bun'])
+    if (b !== 'bun' && b !== 'sea') throw new Error(`unknown back-end ${JSON.stringify(b)} (bun | sea)`);
+  return {
+    force: values.force ?? false,
+    backend,
+    withSea: values['with-sea'] ?? false,
+    only: values.only as Backend | undefined,
+    codeCache: !values['no-code-cache'],
+    train: values.train ?? false,
+    variantsOut: values['variants-out'],
+  };
+}
+
+/**
+ * Build under an exclusive lock (build/multicall/.lock): concurrent builds (a test run building a missing
+ * dist-bin/ while `npm run build` runs) share the work directory, so they take turns; the second one then finds
+ * everything up to date.
+ */
+export async function build(opts: RepoBuildOptions = {}): Promise<void> {
+  if (!existsSync(ADDON)) return buildUnlocked(opts); // reports the missing addon
   const { flock } = await import('@cnikit/sys');
   mkdirSync(WORK, { recursive: true });
   const fd = openSync(join(WORK, '.lock'), 'a');
   try {
     flock(fd, 'ex');
-    await buildUnlocked(argv);
+    await buildUnlocked(opts);
   } finally {
     closeSync(fd);
   }
 }
 
-async function buildUnlocked(argv: string[]): Promise<void> {
+async function buildUnlocked(opts: RepoBuildOptions): Promise<void> {
   const t0 = performance.now();
-  const force = argv.includes('--force');
-  const codeCache = !argv.includes('--no-code-cache');
-  const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) as Backend | undefined;
-  const def = (argv.find((a) => a.startsWith('--backend='))?.slice('--backend='.length) ??
-    process.env.CNIKIT_BACKEND ??
-    DEFAULT_BACKEND) as Backend;
-  if (def !== 'bun' && def !== 'sea') throw new Error(`unknown back-end ${JSON.stringify(def)} (bun | sea)`);
-  const backends: Backend[] = only ? [only] : ['bun', 'sea'];
+  const force = opts.force ?? false;
+  const codeCache = opts.codeCache ?? true;
+  const def = opts.backend ?? DEFAULT_BACKEND;
+  // bun always (the default back-end); SEA when asked for or when it is the default
+  const backends: Backend[] = opts.only
+    ? [opts.only]
+    : [...new Set<Backend>(['bun', ...(opts.withSea || def === 'sea' ? (['sea'] as const) : [])])];
 
   if (!existsSync(ADDON)) {
     throw new Error(
@@ -338,7 +389,7 @@ async function buildUnlocked(argv: string[]): Promise<void> {
         addon: ADDON,
         force,
         codeCache,
-        train: backend === 'bun' ? (exe) => trainIn(exe, plugins) : undefined,
+        train: backend === 'bun' && opts.train ? (exe) => trainIn(exe, plugins) : undefined,
         log,
       }),
     ),
@@ -397,8 +448,7 @@ async function buildUnlocked(argv: string[]): Promise<void> {
   log(
     `warm: ${relative(ROOT, warm.client.path)} (${warm.client.size} bytes${warm.client.built ? '' : ', unchanged'})`,
   );
-  const variantsOut = argv.find((a) => a.startsWith('--variants-out='))?.slice('--variants-out='.length);
-  if (variantsOut) await buildVariants(variantsOut, plugins, addonSha, addonCopy);
+  if (opts.variantsOut) await buildVariants(opts.variantsOut, plugins, addonSha, addonCopy);
   log(
     `dist-bin/cnikit → ${def}; links: ${[...pluginNames, TOOL_NAME].join(', ')} (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
   );
@@ -423,8 +473,10 @@ function trainIn(exe: string, plugins: PluginEntry[]): string[] {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  build().catch((err: Error) => {
-    process.stderr.write(`[build] error: ${err.message}\n`);
-    process.exitCode = 1;
-  });
+  Promise.resolve()
+    .then(() => build(parseBuildArgs(process.argv.slice(2))))
+    .catch((err: Error) => {
+      process.stderr.write(`[build] error: ${err.message}\n`);
+      process.exitCode = 1;
+    });
 }

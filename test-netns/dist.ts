@@ -42,20 +42,25 @@ export function ensureBuilt(): BuildInfo {
     // flock(1) serialises concurrent test files (the native addon, and with it @cnikit/sys's flock, may not exist
     // yet); each step is incremental, so the ones that wait find the work done.
     const lock = join(ROOT, 'node_modules', '.cnikit-build.lock');
-    process.stderr.write('test-netns: dist-bin/ is missing; building it (npm run build)\n');
+    process.stderr.write(
+      'test-netns: dist-bin/ is missing or has no SEA build; building it (npm run build -- --with-sea)\n',
+    );
     for (const args of [
       [join(ROOT, 'scripts', 'build-native.mjs')],
-      ['--conditions=cnikit-source', '--import', 'tsx', join(ROOT, 'scripts', 'build.ts')],
+      ['--conditions=cnikit-source', '--import', 'tsx', join(ROOT, 'scripts', 'build.ts'), '--with-sea'],
     ]) {
       const r = spawnSync('flock', [lock, process.execPath, ...args], {
         cwd: ROOT,
         stdio: ['ignore', 'inherit', 'inherit'],
       });
       if (r.error || r.status !== 0) {
-        throw new Error(`build failed (${args.join(' ')}): run \`npm run build\` and read its output`);
+        throw new Error(
+          `build failed (${args.join(' ')}): run \`npm run build -- --with-sea\` and read its output`,
+        );
       }
     }
-    if (!ready()) throw new Error('dist-bin/ is still incomplete after the build: run `npm run build`');
+    if (!ready())
+      throw new Error('dist-bin/ is still incomplete after the build: run `npm run build -- --with-sea`');
   }
   return JSON.parse(readFileSync(info, 'utf8')) as BuildInfo;
 }
