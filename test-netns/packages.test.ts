@@ -472,6 +472,8 @@ test('VERSION and ADD in-process', async () => {
       firewall: /^true$/m,
       testing: /# pass 1\b/,
       buildkit: /^\[ 'ifalias' \] sea \d+ MB$/m,
+      libcni: /^true \[\]$/m,
+      warm: /^1 bridge ADD\ncnikit.socket cnikit.service$/m,
     };
     for (const dir of examples) {
       const file = `src/readme-${dir}.js`;
