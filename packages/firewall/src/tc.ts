@@ -4,7 +4,9 @@
  *
  * Note: unlike iptables-restore and nft, `tc -batch` is not transactional — it stops at the first
  * failing line and the lines before it stay applied. Callers that need all-or-nothing should undo
- * on error (for the bandwidth plugin, deleting the IFB device / the veth removes everything).
+ * on error. The bandwidth plugin does not use this: it sends its qdiscs and filter as rtnetlink messages
+ * (@cnikit/netlink tc.ts), which also lets it give the kernel the exact TBF buffer in ticks that the Go plugin
+ * computes (tc's `burst` is converted with a different rounding).
  */
 import { runTool, StdinBatch, ToolError, type ToolOptions } from './exec.ts';
 
