@@ -386,21 +386,18 @@ describe('warm mode: cold and warm answer byte for byte', () => {
   });
 });
 
-describe('warm mode: a kubelet-style chain', () => {
-  test('bridge + host-local, tuning, portmap, bandwidth: ADD / CHECK / DEL byte for byte', () => {
-    const sb = sandbox();
-    const chain = (mode: Mode): Array<Record<string, unknown>> => [
-      {
-        type: 'bridge',
-        bridge: 'cnwch0',
-        isGateway: true,
-        ipMasq: true,
-        ipam: {
-          type: 'host-local',
-          ranges: [[{ subnet: '10.251.3.0/24' }]],
-          dataDir: join(scratch, `chain-ipam-${mode}`),
-        },
-      },
+interface WarmChain {
+  name: string;
+  /** The plugins after bridge + host-local. */
+  plugins: (mode: Mode) => Array<Record<string, unknown>>;
+  /** What must be in the host while the container is attached. */
+  up: (sb: ReturnType<typeof sandbox>, mode: Mode) => void;
+}
+
+const WARM_CHAINS: WarmChain[] = [
+  {
+    name: 'kubelet-style (bridge + host-local, tuning, portmap, bandwidth)',
+    plugins: (mode) => [
       {
         type: 'tuning',
         dataDir: join(scratch, `chain-tuning-${mode}`),
@@ -419,30 +416,8 @@ describe('warm mode: a kubelet-style chain', () => {
         egressRate: 100_000_000,
         egressBurst: 1_000_000,
       },
-    ];
-    const head = { cniVersion: '1.0.0', name: 'warm-chain' };
-    const outs: Record<string, string[]> = {};
-    for (const mode of ['cold', 'warm'] as const) {
-      const o = {
-        netns: sb.container.path,
-        path: mode === 'warm' ? WARM : DIST,
-        containerId: 'ctr-warm-chain',
-      };
-      const log: string[] = [];
-      let prev: unknown;
-      for (const p of chain(mode)) {
-        const r = call(
-          mode,
-          p.type as string,
-          'ADD',
-          { ...head, ...p, ...(prev ? { prevResult: prev } : {}) },
-          o,
-          sb,
-        );
-        assert.equal(r.code, 0, `${mode} ${p.type} ADD: ${r.stdout}${r.stderr}`);
-        prev = JSON.parse(r.stdout);
-        log.push(`ADD ${p.type} ${r.code} ${normalize(r.stdout)} ${r.stderr}`);
-      }
+    ],
+    up: (sb, mode) => {
       assert.match(
         sb.exec('ip', ['-o', 'link', 'show', 'eth0'], { ns: 'container' }).stdout,
         /mtu 1400/,
@@ -450,30 +425,97 @@ describe('warm mode: a kubelet-style chain', () => {
       );
       assert.match(sb.exec('iptables-save', ['-t', 'nat']).stdout, /--dport 18082/, `${mode}: portmap rule`);
       assert.match(sb.exec('tc', ['qdisc', 'show']).stdout, /tbf/, `${mode}: bandwidth qdisc`);
-      for (const p of chain(mode)) {
-        const r = call(mode, p.type as string, 'CHECK', { ...head, ...p, prevResult: prev }, o, sb);
-        log.push(`CHECK ${p.type} ${r.code} ${r.stdout} ${r.stderr}`);
-      }
-      for (const p of [...chain(mode)].reverse()) {
-        const r = call(mode, p.type as string, 'DEL', { ...head, ...p, prevResult: prev }, o, sb);
-        assert.equal(r.code, 0, `${mode} ${p.type} DEL: ${r.stdout}`);
-        log.push(`DEL ${p.type} ${r.code} ${r.stdout} ${r.stderr}`);
-      }
-      assert.doesNotMatch(
-        sb.exec('iptables-save', ['-t', 'nat']).stdout,
-        /--dport 18082/,
-        `${mode}: portmap rule removed`,
+    },
+  },
+  {
+    name: "podman's default (bridge + host-local, portmap, firewall, tuning)",
+    plugins: (mode) => [
+      {
+        type: 'portmap',
+        capabilities: { portMappings: true },
+        runtimeConfig: { portMappings: [{ hostPort: 18082, containerPort: 80, protocol: 'tcp' }] },
+      },
+      { type: 'firewall', backend: 'iptables', dataDir: join(scratch, `chain-firewall-${mode}`) },
+      { type: 'tuning', dataDir: join(scratch, `chain-tuning-p-${mode}`), mtu: 1400 },
+    ],
+    up: (sb, mode) => {
+      assert.match(sb.exec('iptables-save', ['-t', 'nat']).stdout, /--dport 18082/, `${mode}: portmap rule`);
+      assert.match(
+        sb.exec('iptables-save', ['-t', 'filter']).stdout,
+        /-A CNI-FORWARD -s 10\.251\.3\.\d+\/32 -j ACCEPT/,
+        `${mode}: firewall rule`,
       );
-      assert.equal(
-        sb.exec('ip', ['link', 'show', 'eth0'], { ns: 'container', check: false }).status,
-        1,
-        `${mode}: eth0 gone`,
-      );
-      outs[mode] = log;
-    }
-    assert.deepEqual(outs.warm, outs.cold);
+    },
+  },
+];
+
+for (const wc of WARM_CHAINS) {
+  describe(`warm mode: ${wc.name}`, () => {
+    test('ADD / CHECK / DEL byte for byte', () => {
+      const sb = sandbox();
+      const chain = (mode: Mode): Array<Record<string, unknown>> => [
+        {
+          type: 'bridge',
+          bridge: 'cnwch0',
+          isGateway: true,
+          ipMasq: true,
+          ipam: {
+            type: 'host-local',
+            ranges: [[{ subnet: '10.251.3.0/24' }]],
+            dataDir: join(scratch, `chain-ipam-${wc.name.length}-${mode}`),
+          },
+        },
+        ...wc.plugins(mode),
+      ];
+      const head = { cniVersion: '1.0.0', name: 'warm-chain' };
+      const outs: Record<string, string[]> = {};
+      for (const mode of ['cold', 'warm'] as const) {
+        const o = {
+          netns: sb.container.path,
+          path: mode === 'warm' ? WARM : DIST,
+          containerId: 'ctr-warm-chain',
+        };
+        const log: string[] = [];
+        let prev: unknown;
+        for (const p of chain(mode)) {
+          const r = call(
+            mode,
+            p.type as string,
+            'ADD',
+            { ...head, ...p, ...(prev ? { prevResult: prev } : {}) },
+            o,
+            sb,
+          );
+          assert.equal(r.code, 0, `${mode} ${p.type} ADD: ${r.stdout}${r.stderr}`);
+          prev = JSON.parse(r.stdout);
+          log.push(`ADD ${p.type} ${r.code} ${normalize(r.stdout)} ${r.stderr}`);
+        }
+        wc.up(sb, mode);
+        for (const p of chain(mode)) {
+          const r = call(mode, p.type as string, 'CHECK', { ...head, ...p, prevResult: prev }, o, sb);
+          log.push(`CHECK ${p.type} ${r.code} ${r.stdout} ${r.stderr}`);
+        }
+        for (const p of [...chain(mode)].reverse()) {
+          const r = call(mode, p.type as string, 'DEL', { ...head, ...p, prevResult: prev }, o, sb);
+          assert.equal(r.code, 0, `${mode} ${p.type} DEL: ${r.stdout}`);
+          log.push(`DEL ${p.type} ${r.code} ${r.stdout} ${r.stderr}`);
+        }
+        assert.doesNotMatch(
+          sb.exec('iptables-save', ['-t', 'nat']).stdout,
+          /--dport 18082/,
+          `${mode}: portmap rule removed`,
+        );
+        assert.equal(
+          sb.exec('ip', ['link', 'show', 'eth0'], { ns: 'container', check: false }).status,
+          1,
+          `${mode}: eth0 gone`,
+        );
+        outs[mode] = log;
+      }
+      assert.deepEqual(outs.warm, outs.cold);
+    });
   });
-});
+}
 
 describe('warm mode: failures and fallback', () => {
   test('service absent (no socket, stale socket) → the cold executable answers', () => {
