@@ -377,6 +377,30 @@ static napi_value js_nl_send(napi_env env, napi_callback_info info) {
   return make_undefined(env);
 }
 
+// Waits until `fd` is ready for `events` or the deadline (ms since now_ms epoch; <0 forever) passes.
+// Returns 1 ready, 0 timeout, -1 error (errno set).
+static int wait_fd(int fd, short events, int64_t deadline) {
+  for (;;) {
+    struct pollfd pfd = {.fd = fd, .events = events, .revents = 0};
+    int wait = -1;
+    if (deadline >= 0) {
+      int64_t left = deadline - now_ms();
+      wait = left > 0 ? (int)left : 0;
+    }
+    int pr = poll(&pfd, 1, wait);
+    if (pr < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (pr == 0) return 0;
+    if (pfd.revents & POLLNVAL) {
+      errno = EBADF;
+      return -1;
+    }
+    return 1;
+  }
+}
+
 #define RECV_STATIC 65536
 static _Thread_local unsigned char recv_buf[RECV_STATIC];
 
@@ -390,23 +414,13 @@ static napi_value js_nl_recv(napi_env env, napi_callback_info info) {
   }
   int64_t deadline = timeout >= 0 ? now_ms() + timeout : -1;
   for (;;) {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN, .revents = 0};
-    int wait = -1;
-    if (deadline >= 0) {
-      int64_t left = deadline - now_ms();
-      wait = left > 0 ? (int)left : 0;
-    }
-    int pr = poll(&pfd, 1, wait);
-    if (pr < 0) {
-      if (errno == EINTR) continue;
-      return throw_errno(env, "poll", errno);
-    }
-    if (pr == 0) {
+    int ready = wait_fd(fd, POLLIN, deadline);
+    if (ready < 0) return throw_errno(env, "poll", errno);
+    if (ready == 0) {
       napi_value nul;
       CHECK(napi_get_null(env, &nul));
       return nul;
     }
-    if (pfd.revents & POLLNVAL) return throw_errno(env, "poll", EBADF);
     // Peek at the datagram's real size so a large message is never truncated.
     ssize_t size;
     do {
@@ -501,29 +515,6 @@ static napi_value make_cred(napi_env env, napi_value obj, const struct ucred *cr
   return obj;
 }
 
-// Waits until `fd` is ready for `events` or the deadline (ms since now_ms epoch; <0 forever) passes.
-// Returns 1 ready, 0 timeout, -1 error (errno set).
-static int wait_fd(int fd, short events, int64_t deadline) {
-  for (;;) {
-    struct pollfd pfd = {.fd = fd, .events = events, .revents = 0};
-    int wait = -1;
-    if (deadline >= 0) {
-      int64_t left = deadline - now_ms();
-      wait = left > 0 ? (int)left : 0;
-    }
-    int pr = poll(&pfd, 1, wait);
-    if (pr < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (pr == 0) return 0;
-    if (pfd.revents & POLLNVAL) {
-      errno = EBADF;
-      return -1;
-    }
-    return 1;
-  }
-}
 
 static int64_t deadline_of(int32_t timeout) { return timeout >= 0 ? now_ms() + timeout : -1; }
 
