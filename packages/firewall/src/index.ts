@@ -48,6 +48,7 @@ export {
   systemBusAddress,
   withFirewalld,
 } from './firewalld.ts';
+export { isPerIPForwardRule, removePerIPRulesFast } from './forward.ts';
 export {
   type GCAttachment,
   gcIPMasq,

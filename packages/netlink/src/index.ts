@@ -90,7 +90,14 @@ export {
   nftExists,
   xtablesTableLoaded,
 } from './nftexists.ts';
-export { type JumpChain, nftRemoveJumpChains, ruleJumpTarget } from './nftjumps.ts';
+export {
+  type JumpChain,
+  type NftExpr,
+  nftRemoveJumpChains,
+  nftRemoveRulesWhere,
+  ruleExprs,
+  ruleJumpTarget,
+} from './nftjumps.ts';
 export {
   formatMac,
   invalidMacMessage,

@@ -150,21 +150,119 @@ const nextSeq = () => {
 
 /** Handles (the raw 8-byte attribute) of the rules of `table` `chain` that jump to `target`. */
 function jumpHandles(x: Exchange, family: number, table: string, chain: string, target: string): Buffer[] {
+  return listRules(x, family, table, chain)
+    .filter((r) => ruleJumpTarget(r.attrs) === target)
+    .map((r) => r.handle);
+}
+
+/** One expression of a rule as the kernel dumps it: its name (`payload`, `cmp`, `immediate`, `match`, …) and attributes. */
+export interface NftExpr {
+  name: string;
+  attrs: Attrs;
+}
+
+/** The expressions of a dumped rule, in order. */
+export function ruleExprs(rule: Attrs): NftExpr[] {
+  const out: NftExpr[] = [];
+  const exprs = rule.get(NFTA_RULE_EXPRESSIONS);
+  if (!exprs) return out;
+  forEachAttr(exprs, 0, (_t, elem) => {
+    const e = parseAttrs(elem);
+    const data = e.get(NFTA_EXPR_DATA);
+    out.push({ name: str(e, NFTA_EXPR_NAME) ?? '', attrs: data ? parseAttrs(data) : new Map() });
+  });
+  return out;
+}
+
+/** The rules of `table` `chain`: handle (raw attribute) and attributes. ENOENT (no such chain) = none. */
+function listRules(
+  x: Exchange,
+  family: number,
+  table: string,
+  chain: string,
+): Array<{ handle: Buffer; attrs: Attrs }> {
   const seq = nextSeq();
   const req = nfgen(new NlBuilder(nftType(NFT_MSG_GETRULE), NLM_F_REQUEST | NLM_F_DUMP, 128), family)
     .attrStr(NFTA_RULE_TABLE, table)
     .attrStr(NFTA_RULE_CHAIN, chain)
     .finish(seq);
   x.send([req]);
-  const handles: Buffer[] = [];
+  const out: Array<{ handle: Buffer; attrs: Attrs }> = [];
   for (const m of x.dump(seq)) {
     if ((m.type & 0xff) !== NFT_MSG_NEWRULE) continue;
     const a = parseAttrs(m.payload, 4);
     if (str(a, NFTA_RULE_CHAIN) !== chain) continue; // older kernels may ignore the chain filter
     const h = a.get(NFTA_RULE_HANDLE);
-    if (h && ruleJumpTarget(a) === target) handles.push(Buffer.from(h));
+    if (h) out.push({ handle: Buffer.from(h), attrs: a });
   }
-  return handles;
+  return out;
+}
+
+/** One nf_tables transaction: BATCH_BEGIN, the messages (each acknowledged), BATCH_END. An error aborts it all. */
+function transaction(
+  x: Exchange,
+  build: Array<(b: NlBuilder) => NlBuilder>,
+  nfproto: number,
+  types: number[],
+): void {
+  const msgs: Buffer[] = [];
+  const seqs: number[] = [];
+  msgs.push(
+    nfgen(new NlBuilder(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 32), 0, NFNL_SUBSYS_NFTABLES).finish(nextSeq()),
+  );
+  build.forEach((fill, i) => {
+    const s = nextSeq();
+    seqs.push(s);
+    msgs.push(
+      fill(nfgen(new NlBuilder(nftType(types[i] as number), NLM_F_REQUEST | NLM_F_ACK, 96), nfproto)).finish(
+        s,
+      ),
+    );
+  });
+  msgs.push(
+    nfgen(new NlBuilder(NFNL_MSG_BATCH_END, NLM_F_REQUEST, 32), 0, NFNL_SUBSYS_NFTABLES).finish(nextSeq()),
+  );
+  x.send(msgs);
+  x.acks(seqs);
+}
+
+/**
+ * In the calling thread's network namespace: delete, in ONE nf_tables transaction, the rules of `family` `table`
+ * `chain` (an iptables-nft chain, e.g. ip filter CNI-FORWARD) that `select` picks from their expression lists.
+ * Returns how many were deleted (0: none matched; the chain may not exist), or undefined when the kernel did not
+ * go along (nothing changed then: the caller falls back to its tools).
+ */
+export function nftRemoveRulesWhere(
+  family: 4 | 6,
+  table: string,
+  chain: string,
+  select: (exprs: NftExpr[]) => boolean,
+): number | undefined {
+  const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+  let conn: ReturnType<typeof open>;
+  try {
+    conn = open();
+  } catch {
+    return undefined;
+  }
+  try {
+    const picked = listRules(conn.x, nfproto, table, chain).filter((r) => select(ruleExprs(r.attrs)));
+    if (picked.length === 0) return 0;
+    transaction(
+      conn.x,
+      picked.map(
+        (r) => (b: NlBuilder) =>
+          b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, chain).attr(NFTA_RULE_HANDLE, r.handle),
+      ),
+      nfproto,
+      picked.map(() => NFT_MSG_DELRULE),
+    );
+    return picked.length;
+  } catch {
+    return undefined;
+  } finally {
+    conn.sock.close();
+  }
 }
 
 export interface JumpChain {
@@ -198,46 +296,22 @@ export function nftRemoveJumpChains(
     return undefined;
   }
   try {
-    const { x } = conn;
-    const msgs: Buffer[] = [];
-    const seqs: number[] = [];
-    const add = (b: NlBuilder) => {
-      const s = nextSeq();
-      seqs.push(s);
-      msgs.push(b.finish(s));
-    };
-    msgs.push(
-      nfgen(new NlBuilder(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 32), 0, NFNL_SUBSYS_NFTABLES).finish(
-        nextSeq(),
-      ),
-    );
+    const fills: Array<(b: NlBuilder) => NlBuilder> = [];
+    const types: number[] = [];
     for (const p of present) {
-      for (const h of jumpHandles(x, nfproto, table, p.from, p.target)) {
-        add(
-          nfgen(new NlBuilder(nftType(NFT_MSG_DELRULE), NLM_F_REQUEST | NLM_F_ACK, 96), nfproto)
-            .attrStr(NFTA_RULE_TABLE, table)
-            .attrStr(NFTA_RULE_CHAIN, p.from)
-            .attr(NFTA_RULE_HANDLE, h),
+      for (const h of jumpHandles(conn.x, nfproto, table, p.from, p.target)) {
+        fills.push((b) =>
+          b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, p.from).attr(NFTA_RULE_HANDLE, h),
         );
+        types.push(NFT_MSG_DELRULE);
       }
       // no handle: every rule of the chain (a flush), then the empty chain itself
-      add(
-        nfgen(new NlBuilder(nftType(NFT_MSG_DELRULE), NLM_F_REQUEST | NLM_F_ACK, 96), nfproto)
-          .attrStr(NFTA_RULE_TABLE, table)
-          .attrStr(NFTA_RULE_CHAIN, p.target),
-      );
-      add(
-        nfgen(new NlBuilder(nftType(NFT_MSG_DELCHAIN), NLM_F_REQUEST | NLM_F_ACK, 96), nfproto)
-          .attrStr(NFTA_CHAIN_TABLE, table)
-          .attrStr(NFTA_CHAIN_NAME, p.target),
-      );
+      fills.push((b) => b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, p.target));
+      types.push(NFT_MSG_DELRULE);
+      fills.push((b) => b.attrStr(NFTA_CHAIN_TABLE, table).attrStr(NFTA_CHAIN_NAME, p.target));
+      types.push(NFT_MSG_DELCHAIN);
     }
-    msgs.push(
-      nfgen(new NlBuilder(NFNL_MSG_BATCH_END, NLM_F_REQUEST, 32), 0, NFNL_SUBSYS_NFTABLES).finish(nextSeq()),
-    );
-    x.send(msgs);
-    // every message of the batch is acknowledged; an error aborts the whole transaction
-    x.acks(seqs);
+    transaction(conn.x, fills, nfproto, types);
     return true;
   } catch {
     return undefined;

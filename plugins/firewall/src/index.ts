@@ -21,6 +21,7 @@ import {
   isFirewalldError,
   quoteRuleArg,
   readTable,
+  removePerIPRulesFast,
   supportsIPTables,
   systemBusAddress,
 } from '@cnikit/firewall';
@@ -139,11 +140,23 @@ function deletePerIPRules(b: IptablesBatch, ips: readonly HostIP[]): void {
   for (const { ip } of ips) for (const rule of ipRules(ip)) b.deleteRule(FILTER, PRIV_CHAIN, rule);
 }
 
-/** Remove the per-address rules of `ips` (one iptables-restore per family, none when nothing can be there). */
+/**
+ * Remove the per-address rules of `ips`: with iptables-nft in one nf_tables transaction over nfnetlink (no process),
+ * else one iptables-restore per family; nothing at all when the chain cannot be there.
+ */
 function removeIptablesRules(ips: readonly HostIP[]): void {
   for (const f of FAMILIES) {
     const mine = ofFamily(ips, f);
     if (mine.length === 0 || !filterChainMayExist(f)) continue;
+    if (
+      removePerIPRulesFast(
+        f,
+        PRIV_CHAIN,
+        mine.map((i) => i.ip),
+        {},
+      )
+    )
+      continue;
     const b = iptablesBatch(f);
     deletePerIPRules(b, mine);
     b.commit();
