@@ -35,7 +35,7 @@ describe('warm protocol', () => {
     assert.deepEqual([...b.subarray(4, 12)], [1, 0, 0, 0, 4, 3, 2, 1]);
     assert.deepEqual(decodeHello(b), { version: 1, pid: 0x01020304, deadlineMs: 120000 });
     assert.throws(
-      () => decodeHello(Buffer.from('XXXX0000000000000000', 'latin1').subarray(0, 16)),
+      () => decodeHello(Buffer.from('NOPE0000000000000000', 'latin1').subarray(0, 16)),
       ProtocolError,
     );
     assert.throws(() => decodeHello(b.subarray(0, 15)), ProtocolError);
