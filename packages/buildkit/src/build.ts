@@ -32,7 +32,7 @@ import {
 import { createRequire } from 'node:module';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { Plugin } from '@cnikit/skel';
+import type { AnyPlugin } from '@cnikit/skel';
 import * as esbuild from 'esbuild';
 import { linkAtomic } from './runtime/fs-atomic.ts';
 import type { PluginMeta } from './runtime/multicall.ts';
@@ -451,7 +451,7 @@ export function listPlugins(exe: string): string[] {
   return names.sort();
 }
 
-function metaOf(p: Plugin): PluginMeta {
+function metaOf(p: AnyPlugin): PluginMeta {
   return { about: p.about, versions: p.versions ? [...p.versions] : undefined };
 }
 
@@ -482,7 +482,7 @@ export async function loadPlugins(
         // as in the executable (a tsconfig `paths` mapping can make esbuild bundle @cnikit/skel here)
         define: VERSION_DEFINE,
       });
-      const mod = (await import(pathToFileURL(file).href)) as { plugin?: Plugin; default?: Plugin };
+      const mod = (await import(pathToFileURL(file).href)) as { plugin?: AnyPlugin; default?: AnyPlugin };
       const plugin = mod.plugin ?? mod.default;
       if (!plugin || typeof plugin.name !== 'string' || plugin.name === '') {
         throw new Error(

@@ -21,10 +21,10 @@
  * (`plugins`) — and as processes otherwise; results and errors are the same either way.
  */
 import {
+  type AnyPlugin,
   type AnyResult,
   type Attachment,
   findInPath as findInPathSync,
-  type Plugin,
   parseJsonGo,
   parseResult,
   type Result,
@@ -72,7 +72,7 @@ export interface CniConfigOptions {
    * must still exist, as the lookup is unchanged). They are registered process-wide, so their own delegations
    * (bridge → host-local) run in-process too.
    */
-  plugins?: readonly Plugin[];
+  plugins?: readonly AnyPlugin[];
   /** false: exec every plugin, even a registered one or one that is this executable (default true). */
   inProcess?: boolean;
   /** The environment plugins start from (default process.env); CNI_* variables are set on top. */

@@ -20,6 +20,7 @@ import {
   type NetConf,
   type Plugin,
   type Request,
+  type RequestBase,
   type Result,
 } from './types.ts';
 import { validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
@@ -298,6 +299,15 @@ function validAttachments(conf: Record<string, unknown>): Attachment[] | undefin
   return decode(attachmentsSchema, raw, key);
 }
 
+/**
+ * The handler's request as the SDK builds it: `base` plus `conf`, the plugin's decoder's value for `base.config` (the
+ * raw config when the plugin declares no decoder). For tests that call a handler directly.
+ */
+export function decodeRequest<C>(plugin: Plugin<C>, base: RequestBase): Request<C> {
+  const conf = plugin.conf ? plugin.conf(base.config, base) : (base.config as C);
+  return { ...base, conf };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Output
 
@@ -317,7 +327,7 @@ function versionText(supported: readonly string[]): string {
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
-async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): Promise<void> {
+async function run<C>(plugin: Plugin<C>, io: PluginIO, supported: readonly string[]): Promise<void> {
   let envValues: Record<string, string>;
   try {
     envValues = scanEnv(io.env);
@@ -377,7 +387,7 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
     return;
   }
 
-  const req: Request = {
+  const base: RequestBase = {
     command: verb,
     containerId: envValues.CNI_CONTAINERID!,
     netns: envValues.CNI_NETNS!,
@@ -399,16 +409,17 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
       if (!plugin.prevResultErrorPrefix) throw e;
       throw new Error(`${plugin.prevResultErrorPrefix}${e instanceof Error ? e.message : String(e)}`);
     }
-    if (prev) req.prevResult = prev;
+    if (prev) base.prevResult = prev;
   }
   if (verb === 'GC') {
     const va = validAttachments(conf);
-    if (va) req.validAttachments = va;
+    if (va) base.validAttachments = va;
   }
-  if (guard) checkNetns(req.netns);
+  if (guard) checkNetns(base.netns);
+  const req = decodeRequest(plugin, base);
 
   if (verb === 'ADD') {
-    const result = await (handler as NonNullable<Plugin['add']>)(req);
+    const result = await (handler as NonNullable<Plugin<C>['add']>)(req);
     if (result === undefined || result === null || typeof result !== 'object') {
       throw new CniError(ErrorCode.Internal, `plugin ${plugin.name} returned no result for ADD`);
     }
@@ -418,7 +429,7 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
     const rollback = async () => {
       if (!plugin.del) return;
       try {
-        await plugin.del({ ...req, command: 'DEL' });
+        await plugin.del(decodeRequest(plugin, { ...base, command: 'DEL' }));
       } catch (u) {
         req.log.warn('rollback of an ADD whose result could not be delivered failed: %s', errorReason(u));
       }
@@ -450,7 +461,7 @@ async function run(plugin: Plugin, io: PluginIO, supported: readonly string[]): 
  * Run one invocation of `plugin` against injected env/stdin/stdout/stderr. Returns the exit code
  * (0 success, 1 error). Never throws; errors leave as one CNI error JSON on stdout.
  */
-export async function dispatch(plugin: Plugin, io: PluginIO): Promise<number> {
+export async function dispatch<C>(plugin: Plugin<C>, io: PluginIO): Promise<number> {
   const supported = plugin.versions ?? ALL_VERSIONS;
   try {
     await run(plugin, io, supported);
@@ -491,8 +502,8 @@ export interface InProcessResult {
 }
 
 /** Run `plugin` in-process with the given env and stdin and capture its output (tests, in-process delegation). */
-export async function invokeInProcess(
-  plugin: Plugin,
+export async function invokeInProcess<C>(
+  plugin: Plugin<C>,
   env: Record<string, string | undefined>,
   stdin: Uint8Array | string = '',
 ): Promise<InProcessResult> {
@@ -583,7 +594,7 @@ function closedWriter(why: string): Writable {
  * `process.exitCode`. Never calls `process.exit`. `console.log/info/debug/dir/table` are redirected
  * to stderr so stray logging in plugin code cannot corrupt stdout.
  */
-export async function runPlugin(plugin: Plugin): Promise<void> {
+export async function runPlugin<C>(plugin: Plugin<C>): Promise<void> {
   // Nothing but the result or error JSON may reach stdout: console output from plugin code goes to stderr.
   const toStderr = console.error.bind(console);
   console.log = toStderr;

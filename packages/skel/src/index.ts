@@ -18,6 +18,7 @@ export {
   RuntimeConfigSchema,
 } from './conventions.ts';
 export {
+  decodeRequest,
   dispatch,
   fdWriter,
   type InProcessResult,
@@ -83,11 +84,13 @@ export {
 } from './schema.ts';
 export {
   ALL_VERSIONS,
+  type AnyPlugin,
   type AnyResult,
   type Attachment,
   type BandwidthEntry,
   type CniArgsConvention,
   type Command,
+  type ConfDecoder,
   CURRENT_VERSION,
   type DNS,
   type Interface,
@@ -100,6 +103,7 @@ export {
   type Plugin,
   type PortMapping,
   type Request,
+  type RequestBase,
   type Result,
   type Result020,
   type Result040,

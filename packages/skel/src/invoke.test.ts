@@ -32,7 +32,7 @@ import {
   withDelegateCleanup,
 } from './invoke.ts';
 import { createLogger } from './log.ts';
-import type { Plugin, Request } from './types.ts';
+import type { Plugin, Request, RequestBase } from './types.ts';
 
 let dir: string;
 let bin: string;
@@ -67,8 +67,8 @@ function records(file: string): Array<{ cmd: string; env: Record<string, string>
 
 let stderrSink: string[];
 function request(
-  overrides: Partial<Request> & { conf?: object; extraEnv?: Record<string, string> } = {},
-): Request {
+  overrides: Partial<RequestBase> & { conf?: object; extraEnv?: Record<string, string> } = {},
+): RequestBase {
   const conf = overrides.conf ?? { cniVersion: '1.0.0', name: 'net', type: 'upper', ipam: { type: 'fake' } };
   const stdin = enc.encode(JSON.stringify(conf));
   stderrSink = [];
@@ -80,7 +80,7 @@ function request(
     args: '',
     path: [bin],
     stdin,
-    config: conf as Request['config'],
+    config: conf as RequestBase['config'],
     cniVersion: (conf as { cniVersion?: string }).cniVersion ?? '0.1.0',
     env: {
       PATH: process.env.PATH,

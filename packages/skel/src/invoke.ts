@@ -16,10 +16,10 @@ import { CniError, ErrorCode } from './errors.ts';
 import { configVersion, goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
 import { foldKey } from './schema.ts';
-import { CURRENT_VERSION as CURRENT, type Plugin, type Request, type Result } from './types.ts';
+import { type AnyPlugin, CURRENT_VERSION as CURRENT, type RequestBase, type Result } from './types.ts';
 import { goQuote } from './version.ts';
 
-const registry = new Map<string, Plugin>();
+const registry = new Map<string, AnyPlugin>();
 /** Names registered with `anyPath`: run in-process whatever file CNI_PATH resolves them to. */
 const anyPath = new Set<string>();
 
@@ -28,14 +28,14 @@ const anyPath = new Set<string>();
  * in-process whenever a delegation (or libcni) resolves its name in CNI_PATH, whatever the file is: a program that
  * hands its plugin objects to libcni (a CI sandbox) gets its IPAM delegations in-process too.
  */
-export function registerInProcess(plugin: Plugin, opts: { anyPath?: boolean } = {}): void {
+export function registerInProcess(plugin: AnyPlugin, opts: { anyPath?: boolean } = {}): void {
   registry.set(plugin.name, plugin);
   if (opts.anyPath) anyPath.add(plugin.name);
   else anyPath.delete(plugin.name);
 }
 
 /** The registered in-process plugin of that name, if any. */
-export function getInProcess(name: string): Plugin | undefined {
+export function getInProcess(name: string): AnyPlugin | undefined {
   return registry.get(name);
 }
 
@@ -226,7 +226,7 @@ async function spawnOnce(
 }
 
 async function runInProcess(
-  plugin: Plugin,
+  plugin: AnyPlugin,
   stdin: Uint8Array,
   env: Record<string, string>,
 ): Promise<RawOutcome> {
@@ -249,7 +249,7 @@ export interface ExecPluginOptions {
 }
 
 /** Whether `path` would run in-process (a registered plugin of that name that is this executable, or `anyPath`). */
-export function inProcessPlugin(path: string): Plugin | undefined {
+export function inProcessPlugin(path: string): AnyPlugin | undefined {
   const name = basename(path);
   const self = registry.get(name);
   return self && (anyPath.has(name) || invokeHooks.isSelf(path)) ? self : undefined;
@@ -333,7 +333,7 @@ type Verb = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
 export async function delegate(
   verb: Verb,
   type: string,
-  req: Request,
+  req: RequestBase,
   opts: DelegateOptions = {},
 ): Promise<Uint8Array> {
   const baseEnv = opts.env ?? req.env;
@@ -381,25 +381,37 @@ function delegationChain(
 }
 
 /** Delegate ADD; resolves to the delegate's result in the current (1.1.0) shape. */
-export async function delegateAdd(type: string, req: Request, opts: DelegateOptions = {}): Promise<Result> {
+export async function delegateAdd(
+  type: string,
+  req: RequestBase,
+  opts: DelegateOptions = {},
+): Promise<Result> {
   const out = await delegate('ADD', type, req, opts);
   const stdin = opts.stdin ?? req.stdin;
   return parseDelegateResult(out, typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin);
 }
 
-export async function delegateDel(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+export async function delegateDel(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
   await delegate('DEL', type, req, opts);
 }
 
-export async function delegateCheck(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+export async function delegateCheck(
+  type: string,
+  req: RequestBase,
+  opts: DelegateOptions = {},
+): Promise<void> {
   await delegate('CHECK', type, req, opts);
 }
 
-export async function delegateStatus(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+export async function delegateStatus(
+  type: string,
+  req: RequestBase,
+  opts: DelegateOptions = {},
+): Promise<void> {
   await delegate('STATUS', type, req, opts);
 }
 
-export async function delegateGc(type: string, req: Request, opts: DelegateOptions = {}): Promise<void> {
+export async function delegateGc(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
   await delegate('GC', type, req, opts);
 }
 
@@ -410,7 +422,7 @@ export async function delegateGc(type: string, req: Request, opts: DelegateOptio
  */
 export async function withDelegateCleanup<T>(
   type: string,
-  req: Request,
+  req: RequestBase,
   fn: (result: Result) => T | Promise<T>,
   opts: DelegateOptions = {},
 ): Promise<T> {
@@ -510,7 +522,7 @@ export async function getVersionInfo(
 /** VERSION of delegate `type` found in the request's CNI_PATH. */
 export async function delegateVersion(
   type: string,
-  req: Request,
+  req: RequestBase,
   opts: DelegateOptions = {},
 ): Promise<VersionInfo> {
   const env = opts.env ?? req.env;

@@ -167,8 +167,8 @@ export interface Logger {
   error(msg: string, ...args: unknown[]): void;
 }
 
-/** What a handler receives: the parsed, validated invocation. */
-export interface Request {
+/** The parsed, validated invocation before the plugin's config decoder ran (what `Plugin.conf` receives). */
+export interface RequestBase {
   command: Exclude<Command, 'VERSION'>;
   /** CNI_CONTAINERID ('' for GC/STATUS when unset). */
   containerId: string;
@@ -197,10 +197,27 @@ export interface Request {
   stderr?: { write(s: string): unknown };
 }
 
+/** What a handler receives: the parsed, validated invocation with the config decoded by `Plugin.conf`. */
+export interface Request<C = NetConf> extends RequestBase {
+  /** The config as decoded by the plugin's `conf` decoder (the raw `config` when the plugin declares none). */
+  conf: C;
+}
+
+/**
+ * A plugin's config decoder: the raw stdin object (keys as sent) and the request in, the typed config out. Throw a
+ * `CniError` for a bad config (it becomes the error object; any other error is code 999). `req.command` tells the
+ * verb, for decoders that validate less on DEL/GC/STATUS, like the reference plugins do.
+ */
+export type ConfDecoder<C> = (raw: Record<string, unknown>, req: RequestBase) => C;
+
 export type MaybePromise<T> = T | Promise<T>;
 
-/** A plugin: one options object, handlers return their result and the SDK prints it. */
-export interface Plugin {
+/**
+ * A plugin: one options object, handlers return their result and the SDK prints it. `C` is the type of the decoded
+ * config (`req.conf`); without a `conf` decoder it is the raw `NetConf`. Code that holds plugins of any config type
+ * (registries, the multicall table) uses `AnyPlugin`.
+ */
+export interface Plugin<C = NetConf> {
   /** Plugin name, e.g. 'bridge' (also the multicall name). */
   name: string;
   /** About text printed on a bare invocation, e.g. 'CNI bridge plugin cnikit 0.1.0'. */
@@ -218,9 +235,18 @@ export interface Plugin {
    * (loopback: 'failed to parse prevResult: ', portmap/bandwidth: 'could not parse prevResult: ').
    */
   prevResultErrorPrefix?: string;
-  add?(req: Request): MaybePromise<Result>;
-  del?(req: Request): MaybePromise<void>;
-  check?(req: Request): MaybePromise<void>;
-  gc?(req: Request): MaybePromise<void>;
-  status?(req: Request): MaybePromise<void>;
+  /**
+   * The config decoder (conventionally `parseConf` from the plugin's `config.ts`). The SDK calls it before each
+   * handler it runs (every verb but VERSION; after prevResult parsing and the namespace guard) and hands its value to
+   * the handler as `req.conf`.
+   */
+  conf?: ConfDecoder<C>;
+  add?(req: Request<C>): MaybePromise<Result>;
+  del?(req: Request<C>): MaybePromise<void>;
+  check?(req: Request<C>): MaybePromise<void>;
+  gc?(req: Request<C>): MaybePromise<void>;
+  status?(req: Request<C>): MaybePromise<void>;
 }
+
+/** A plugin with any config type: what registries, dispatchers and multicall tables hold. */
+export type AnyPlugin = Plugin<unknown>;

@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { invokeInProcess, type Plugin } from '@cnikit/skel';
+import { type AnyPlugin, invokeInProcess } from '@cnikit/skel';
 import { setns } from '@cnikit/sys';
 
 export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
@@ -95,7 +95,7 @@ function outcome(code: number, stdout: string, stderr: string, signal?: NodeJS.S
  * node + tsx with the cnikit-source condition, through this package's plugin-main.ts.
  */
 export type CniTarget =
-  | Plugin
+  | AnyPlugin
   | { binary: string; args?: readonly string[] }
   | { source: string; exportName?: string };
 

@@ -7,12 +7,12 @@
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { type Plugin, runPlugin } from '@cnikit/skel';
+import { type AnyPlugin, runPlugin } from '@cnikit/skel';
 
 const modulePath = process.env.CNIKIT_TEST_PLUGIN_MODULE;
 const exportName = process.env.CNIKIT_TEST_PLUGIN_EXPORT || 'plugin';
 if (!modulePath) throw new Error('plugin-main: CNIKIT_TEST_PLUGIN_MODULE is not set');
-const plugin = (await import(pathToFileURL(modulePath).href))[exportName] as Plugin | undefined;
+const plugin = (await import(pathToFileURL(modulePath).href))[exportName] as AnyPlugin | undefined;
 if (!plugin || typeof plugin !== 'object')
   throw new Error(`plugin-main: ${modulePath} has no export ${exportName}`);
 

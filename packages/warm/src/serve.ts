@@ -20,11 +20,11 @@
 import { chmodSync, lstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import {
+  type AnyPlugin,
   CniError,
   dispatch,
   ErrorCode,
   findInPath,
-  type Plugin,
   type PluginIO,
   registerInProcess,
   splitPathList,
@@ -87,7 +87,7 @@ const EX_SOFTWARE = 70;
 
 export interface ServeContext {
   /** Every plugin of the executable (loaded: a warm service evaluates them once, at start). */
-  plugins: readonly Plugin[];
+  plugins: readonly AnyPlugin[];
   /** Answers an invocation under a name that is no plugin, exactly as the cold executable does (exit code). */
   unknown(name: string, io: PluginIO): number;
   /** argv[0] to re-execute the service with (the name that selected the multicall executable). */
@@ -207,7 +207,7 @@ export function isWarmClient(path: string): boolean {
 export class Service {
   readonly opts: ServeOptions;
   readonly ctx: ServeContext;
-  readonly #byName: Map<string, Plugin>;
+  readonly #byName: Map<string, AnyPlugin>;
   #listenFd = -1;
   #homeFd = -1;
   #activated = false;

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { ALL_VERSIONS } from '@cnikit/skel';
+import { ALL_VERSIONS, decodeRequest, type RequestBase } from '@cnikit/skel';
 import { cniRunner, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
 import { goFsError } from './store.ts';
@@ -173,8 +173,8 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
   test('whitespace in the container ID is trimmed in the file (in-process; skel rejects it on the wire)', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
-    const req = {
-      command: 'ADD' as const,
+    const base: RequestBase = {
+      command: 'ADD',
       containerId: '   dummy\n ',
       netns: '/x',
       ifName: 'eth0',
@@ -186,11 +186,11 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
       env: {},
       log: { debug() {}, info() {}, warn() {}, error() {} },
     };
-    const res = await plugin.add!(req);
+    const res = await plugin.add!(decodeRequest(plugin, base));
     assert.equal(res.ips![0]!.address, '10.1.2.2/24');
     assert.equal(readFileSync(join(tmp.path, 'mynet', '10.1.2.2'), 'latin1'), 'dummy\r\neth0');
-    await plugin.check!({ ...req, command: 'CHECK' });
-    await plugin.del!({ ...req, command: 'DEL' });
+    await plugin.check!(decodeRequest(plugin, { ...base, command: 'CHECK' }));
+    await plugin.del!(decodeRequest(plugin, { ...base, command: 'DEL' }));
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), {});
   });
 
@@ -800,9 +800,9 @@ describe('STATUS (spec 1.1.0)', () => {
 
 describe('hostile input (handlers called directly, past skel validation)', () => {
   const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-  function req(config: Record<string, unknown>, containerId = 'c1') {
-    return {
-      command: 'ADD' as const,
+  function req(config: Record<string, unknown>, containerId = 'c1', command: RequestBase['command'] = 'ADD') {
+    return decodeRequest(plugin, {
+      command,
       containerId,
       netns: '/x',
       ifName: 'eth0',
@@ -813,15 +813,22 @@ describe('hostile input (handlers called directly, past skel validation)', () =>
       cniVersion: '1.1.0',
       env: {},
       log: quiet,
-    };
+    });
   }
   for (const name of ['..', '.', '../escape', 'a/b', '']) {
     test(`network name ${JSON.stringify(name)} is rejected, nothing written`, async () => {
       using tmp = tempDir();
       const conf = { ...net(join(tmp.path, 'data'), { subnet: '10.1.2.0/24' }), name };
-      for (const h of [plugin.add!, plugin.del!, plugin.check!, plugin.gc!, plugin.status!]) {
+      const verbs = {
+        ADD: plugin.add!,
+        DEL: plugin.del!,
+        CHECK: plugin.check!,
+        GC: plugin.gc!,
+        STATUS: plugin.status!,
+      };
+      for (const [command, h] of Object.entries(verbs)) {
         await assert.rejects(
-          async () => h(req(conf)),
+          async () => h(req(conf, 'c1', command as RequestBase['command'])),
           (e: { code: number; msg: string }) => {
             assert.ok(e.code === 7 || e.code === 50, e.msg);
             assert.match(e.msg, /invalid network name/);
@@ -836,7 +843,7 @@ describe('hostile input (handlers called directly, past skel validation)', () =>
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });
     await plugin.add!(req(conf, 'c1'));
-    await plugin.del!({ ...req(conf, ' \n '), command: 'DEL' });
+    await plugin.del!(req(conf, ' \n ', 'DEL'));
     assert.deepEqual(reservations(join(tmp.path, 'mynet')), { '10.1.2.2': 'c1\r\neth0' });
   });
   test('a huge /1 IPv4 and ::/1 IPv6 range allocate instantly', async () => {
