@@ -122,6 +122,27 @@ export {
   NetlinkError,
 } from './rtnl.ts';
 export {
+  createIpvlan,
+  createMacvlan,
+  createVlan,
+  defaultRouteInterface,
+  getLinkDetails,
+  type IpvlanFlag,
+  type IpvlanInfo,
+  type IpvlanMode,
+  type IpvlanOptions,
+  type LinkDetails,
+  MACVLAN_FLAG_NODST,
+  MACVLAN_FLAG_NOPROMISC,
+  type MacvlanInfo,
+  type MacvlanMode,
+  type MacvlanOptions,
+  type StackedLinkOptions,
+  type VlanInfo,
+  type VlanOptions,
+  type VlanProtocol,
+} from './sublink.ts';
+export {
   readProcSys,
   sysctlGet,
   sysctlNormalName,

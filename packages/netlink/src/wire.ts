@@ -188,6 +188,26 @@ export {
   withSocket,
 } from './rtnl.ts';
 export {
+  buildIpvlan,
+  buildMacvlan,
+  buildVlan,
+  decodeLinkDetails,
+  IFLA_IPVLAN_FLAGS,
+  IFLA_IPVLAN_MODE,
+  IFLA_MACVLAN_BC_QUEUE_LEN,
+  IFLA_MACVLAN_BC_QUEUE_LEN_USED,
+  IFLA_MACVLAN_FLAGS,
+  IFLA_MACVLAN_MACADDR_COUNT,
+  IFLA_MACVLAN_MODE,
+  IFLA_VLAN_FLAGS,
+  IFLA_VLAN_ID,
+  IFLA_VLAN_PROTOCOL,
+  IPVLAN_FLAGS,
+  IPVLAN_MODES,
+  MACVLAN_MODES,
+  VLAN_PROTOCOLS,
+} from './sublink.ts';
+export {
   buildIngressQdisc,
   buildRedirectFilter,
   buildTbfQdisc,
