@@ -245,3 +245,15 @@ export function execReplace(path: string, argv: string[], envp: string[], keepFd
   const n = loadNative();
   return call(() => n.execReplace(path, argv, envp, keepFd));
 }
+
+/**
+ * A UDP/IPv4 socket for a DHCP client: created in the network namespace the calling thread is in (call it inside
+ * withNetns for a container's namespace; it stays there afterwards), with SO_REUSEADDR, SO_BROADCAST and
+ * SO_BINDTODEVICE `ifName` (so a limited broadcast leaves through that interface even when it has no address and
+ * the namespace no route), bound to 0.0.0.0:`port`, non-blocking and close-on-exec. Hand it to node:dgram with
+ * `socket.bind({ fd })`, which then owns it.
+ */
+export function udpOpenDevice(ifName: string, port: number): number {
+  const n = loadNative();
+  return call(() => n.udpOpenDevice(ifName, port));
+}

@@ -45,6 +45,7 @@ export interface NativeAddon {
   watchdogArm(timeoutMs: number): void;
   watchdogDisarm(): void;
   execReplace(path: string, argv: string[], envp: string[], keepFd: number): never;
+  udpOpenDevice(ifname: string, port: number): number;
 }
 
 /** The credentials of the process at the other end of a Unix socket (SO_PEERCRED). */

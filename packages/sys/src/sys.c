@@ -36,11 +36,17 @@
 //                                        thread does execReplace with the stored arguments (a main thread stuck
 //                                        in synchronous code cannot do it itself)
 //   (both keep descriptors 0-2 open across the exec)
+//   udpOpenDevice(ifname, port)       -> fd       (socket(AF_INET, SOCK_DGRAM) in the calling thread's network
+//                                        namespace, SO_REUSEADDR + SO_BROADCAST + SO_BINDTODEVICE ifname, bound to
+//                                        0.0.0.0:port; non-blocking, close-on-exec: the DHCP client's socket, handed
+//                                        to node:dgram as { fd })
 //   execReplace(path, argv, envp, keepFd) -> never returns (dup2 keepFd to 3 without close-on-exec, execve);
 //                                        throws on failure
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <pthread.h>
@@ -750,6 +756,43 @@ static napi_value js_set_cloexec(napi_env env, napi_callback_info info) {
   return make_undefined(env);
 }
 
+static napi_value js_udp_open_device(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  char ifname[IFNAMSIZ];
+  size_t n = 0;
+  int32_t port;
+  if (argc < 1 || napi_get_value_string_utf8(env, argv[0], NULL, 0, &n) != napi_ok)
+    return throw_type(env, "udpOpenDevice: ifname must be a string");
+  if (n == 0 || n >= IFNAMSIZ) return throw_errno(env, "setsockopt(SO_BINDTODEVICE)", EINVAL);
+  CHECK(napi_get_value_string_utf8(env, argv[0], ifname, sizeof(ifname), &n));
+  if (!arg_int(env, argv, argc, 1, &port, "udpOpenDevice: port must be a number")) return NULL;
+  if (port < 0 || port > 65535) return throw_errno(env, "bind", EINVAL);
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return throw_errno(env, "socket", errno);
+  int one = 1;
+  const char *what = NULL;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) what = "setsockopt(SO_REUSEADDR)";
+  else if (setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof(one)) != 0) what = "setsockopt(SO_BROADCAST)";
+  else if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifname, (socklen_t)(n + 1)) != 0)
+    what = "setsockopt(SO_BINDTODEVICE)";
+  if (!what) {
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) what = "bind";
+  }
+  if (what) {
+    int e = errno;
+    close(fd);
+    return throw_errno(env, what, e);
+  }
+  napi_value out;
+  CHECK(napi_create_int32(env, fd, &out));
+  return out;
+}
+
 static char *dup_string(napi_env env, napi_value v) {
   size_t n = 0;
   if (napi_get_value_string_utf8(env, v, NULL, 0, &n) != napi_ok) return NULL;
@@ -997,6 +1040,7 @@ NAPI_MODULE_INIT() {
       {"watchdogArm", NULL, js_watchdog_arm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"watchdogDisarm", NULL, js_watchdog_disarm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"execReplace", NULL, js_exec_replace, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"udpOpenDevice", NULL, js_udp_open_device, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props) != napi_ok) return NULL;
   return exports;
