@@ -37,7 +37,7 @@ import {
   linkAtomic,
   tmpName,
   writeFileAtomic,
-} from '../packages/buildkit/src/runtime/fs-atomic.ts';
+} from '../packages/build/src/runtime/fs-atomic.ts';
 
 export const MAIN = 'cnikit';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -1,5 +1,5 @@
 /**
- * Run-time extraction of the embedded native addon moved to @cnikit/build (packages/buildkit/src/runtime/native.ts).
+ * Run-time extraction of the embedded native addon moved to @cnikit/build (packages/build/src/runtime/native.ts).
  * Re-exported for the scripts and tests here, by path (scripts/install runs under plain tsx).
  */
 export {
@@ -11,4 +11,4 @@ export {
   type NativeSource,
   seaSource,
   verifyFile,
-} from '../packages/buildkit/src/runtime/native.ts';
+} from '../packages/build/src/runtime/native.ts';

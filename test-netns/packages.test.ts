@@ -471,7 +471,7 @@ test('VERSION and ADD in-process', async () => {
       netlink: /'192\.0\.2\.1\/24'/,
       firewall: /^true$/m,
       testing: /# pass 1\b/,
-      buildkit: /^\[ 'ifalias' \] sea \d+ MB$/m,
+      build: /^\[ 'ifalias' \] sea \d+ MB$/m,
       libcni: /^true \[\]$/m,
       warm: /^1 bridge ADD\ncnikit.socket cnikit.service$/m,
     };
