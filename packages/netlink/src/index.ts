@@ -122,11 +122,22 @@ export {
   NetlinkError,
 } from './rtnl.ts';
 export {
+  addRule,
+  delRule,
+  listRules,
+  type Rule,
+  type RuleSpec,
+} from './rule.ts';
+export {
+  addStackedLinkToContainer,
+  type ContainerLinkRequest,
   createIpvlan,
   createMacvlan,
   createVlan,
   defaultRouteInterface,
+  deleteLinkInNetns,
   getLinkDetails,
+  inMasterNetns,
   type IpvlanFlag,
   type IpvlanInfo,
   type IpvlanMode,
@@ -167,11 +178,14 @@ export {
 export {
   type AddrView,
   addrViews,
+  type ContainerLinkCheck,
   currentNetnsView,
   type ExpectedStateView,
+  findSandboxInterface,
   type RouteView,
   routeText,
   routeViews,
+  validateContainerInterface,
   validateExpectedInterfaceIPs,
   validateExpectedRoutes,
 } from './validate.ts';

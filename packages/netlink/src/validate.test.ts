@@ -3,8 +3,10 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
   type ExpectedStateView,
+  findSandboxInterface,
   type RouteView,
   routeText,
+  validateContainerInterface,
   validateExpectedInterfaceIPs,
   validateExpectedRoutes,
 } from './validate.ts';
@@ -97,6 +99,71 @@ describe('validateExpectedRoutes', () => {
     assert.equal(
       routeText({ dst: 'fd00::/64' }),
       '{Dst:{IP:fd00:: Mask:ffffffffffffffff0000000000000000} GW:<nil>}',
+    );
+  });
+});
+
+describe('findSandboxInterface', () => {
+  const ifs = [
+    { name: 'veth1', mac: 'aa' },
+    { name: 'eth0', mac: 'bb', sandbox: '/run/netns/a' },
+    { name: 'eth0', mac: 'cc', sandbox: '/run/netns/b' },
+  ];
+  test('picks the interface by name and sandbox', () => {
+    assert.equal(findSandboxInterface(ifs, 'eth0', '/run/netns/b').mac, 'cc');
+  });
+  test('no match: the reference message with an empty sandbox', () => {
+    assert.throws(
+      () => findSandboxInterface(ifs, 'eth1', '/run/netns/a'),
+      msg("Sandbox in prevResult  doesn't match configured netns: /run/netns/a"),
+    );
+    assert.throws(
+      () => findSandboxInterface(undefined, 'eth0', '/x'),
+      msg("Sandbox in prevResult  doesn't match configured netns: /x"),
+    );
+  });
+});
+
+describe('validateContainerInterface', () => {
+  const links: Record<string, { kind: string | undefined; mac: string; up: boolean }> = {
+    eth0: { kind: 'veth', mac: '0a:00:00:00:00:01', up: true },
+    d0: { kind: 'dummy', mac: '0a:00:00:00:00:02', up: false },
+  };
+  const look = (n: string) => links[n];
+  const intf = { name: 'eth0', mac: '0a:00:00:00:00:01', sandbox: '/run/netns/a' };
+  test('a matching link passes (kind, MAC, up)', () => {
+    validateContainerInterface(intf, { kind: { kind: 'veth', label: 'veth/p2p' }, requireUp: true }, look);
+    validateContainerInterface({ ...intf, mac: undefined }, {}, look);
+  });
+  test('every failure with the reference wording and prefix', () => {
+    const p = { prefix: 'ptp: ' };
+    assert.throws(
+      () => validateContainerInterface({ ...intf, name: '' }, p, look),
+      msg('Container interface name missing in prevResult: '),
+    );
+    assert.throws(
+      () => validateContainerInterface({ ...intf, name: 'eth9' }, p, look),
+      msg('ptp: Container Interface name in prevResult: eth9 not found'),
+    );
+    assert.throws(
+      () => validateContainerInterface({ ...intf, sandbox: '' }, p, look),
+      msg('ptp: Error: Container interface eth0 should not be in host namespace'),
+    );
+    assert.throws(
+      () => validateContainerInterface(intf, { ...p, kind: { kind: 'dummy', label: 'dummy' } }, look),
+      msg('Error: Container interface eth0 not of type dummy'),
+    );
+    assert.throws(
+      () => validateContainerInterface({ ...intf, mac: '0a:00:00:00:00:09' }, p, look),
+      msg("ptp: Interface eth0 Mac 0a:00:00:00:00:09 doesn't match container Mac: 0a:00:00:00:00:01"),
+    );
+    assert.throws(
+      () => validateContainerInterface({ ...intf, name: 'd0', mac: undefined }, { requireUp: true }, look),
+      msg('Interface d0 is down'),
+    );
+    assert.throws(
+      () => validateContainerInterface({ ...intf, mac: '0a:00:00:00:00:09' }, {}, look),
+      msg("Interface eth0 Mac 0a:00:00:00:00:09 doesn't match container Mac: 0a:00:00:00:00:01"),
     );
   });
 });

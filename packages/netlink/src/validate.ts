@@ -119,3 +119,47 @@ export function validateExpectedRoutes(
     if (!found) fail(`Expected Route ${routeText(route)} not found in routing table`);
   }
 }
+
+/** The interface of prevResult that CHECK looks at: named `ifName` with `sandbox` equal to CNI_NETNS. */
+export function findSandboxInterface<I extends { name: string; sandbox?: string }>(
+  interfaces: readonly I[] | undefined,
+  ifName: string,
+  netns: string,
+): I {
+  const found = (interfaces ?? []).find((i) => i.name === ifName && i.sandbox === netns);
+  // the reference prints the (empty) sandbox of the interface it did not find
+  if (!found || netns !== found.sandbox)
+    fail(`Sandbox in prevResult ${found?.sandbox ?? ''} doesn't match configured netns: ${netns}`);
+  return found;
+}
+
+export interface ContainerLinkCheck {
+  /** Prefix of some of the messages, as the plugin's reference words them ('ptp: ' or ''). */
+  prefix?: string;
+  /** The link kind the interface must have, and how the message names it ('veth' → 'veth/p2p'). */
+  kind?: { kind: string; label: string };
+  /** Fail with "Interface <name> is down" when the link is not administratively up (dummy). */
+  requireUp?: boolean;
+}
+
+/**
+ * The reference plugins' `validateCniContainerInterface` (ptp, host-device, dummy, tap…): the prevResult
+ * interface exists in the container (the calling thread's namespace unless `lookup` says otherwise), has
+ * the expected kind and MAC, and is up when asked.
+ */
+export function validateContainerInterface(
+  intf: { name: string; mac?: string; sandbox?: string },
+  opts: ContainerLinkCheck = {},
+  lookup: (name: string) => { kind: string | undefined; mac: string; up: boolean } | undefined = getLink,
+): void {
+  const p = opts.prefix ?? '';
+  if (intf.name === '') fail('Container interface name missing in prevResult: ');
+  const link = lookup(intf.name);
+  if (!link) fail(`${p}Container Interface name in prevResult: ${intf.name} not found`);
+  if (!intf.sandbox) fail(`${p}Error: Container interface ${intf.name} should not be in host namespace`);
+  if (opts.kind && link.kind !== opts.kind.kind)
+    fail(`Error: Container interface ${intf.name} not of type ${opts.kind.label}`);
+  if (intf.mac && intf.mac !== link.mac)
+    fail(`${p}Interface ${intf.name} Mac ${intf.mac} doesn't match container Mac: ${link.mac}`);
+  if (opts.requireUp && !link.up) fail(`Interface ${intf.name} is down`);
+}

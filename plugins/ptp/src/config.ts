@@ -1,0 +1,69 @@
+/**
+ * ptp network configuration: decoding with the reference's messages, and the ADD-time checks. Pure.
+ */
+import { CniError, DNSSchema, decode, ErrorCode, type Infer, type Request, s } from '@cnikit/skel';
+
+export const ptpSchema = s.object({
+  cniVersion: s.string().default(''),
+  name: s.string().default(''),
+  type: s.string().default(''),
+  ipMasq: s.bool().default(false),
+  ipMasqBackend: s.string().optional(),
+  mtu: s.int().default(0),
+  ipam: s.object({ type: s.string().default('') }).optional(),
+  dns: DNSSchema.optional(),
+});
+
+export type PtpRaw = Infer<typeof ptpSchema>;
+
+export interface PtpConf {
+  cniVersion: string;
+  name: string;
+  ipMasq: boolean;
+  /** As configured: undefined = detect; checked by `masqBackend` (the reference has no "auto" here). */
+  ipMasqBackend: string | undefined;
+  /** Container and host veth MTU; 0 = kernel default (the reference ignores values ≤ 0). */
+  mtu: number;
+  /** The IPAM plugin ('' when the config has none: every verb but GC then fails like the reference). */
+  ipamType: string;
+  dns: PtpRaw['dns'];
+}
+
+/** Decode; errors read "failed to load netconf: …" like the reference (code 6 unless more specific). */
+export function parseConf(raw: unknown, _req?: Pick<Request, 'args'>): PtpConf {
+  let c: PtpRaw;
+  try {
+    c = decode(ptpSchema, raw, 'config');
+  } catch (err) {
+    const e = CniError.from(err);
+    throw new CniError(
+      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
+      `failed to load netconf: ${e.msg}`,
+      e.details,
+    );
+  }
+  return {
+    cniVersion: c.cniVersion,
+    name: c.name,
+    ipMasq: c.ipMasq,
+    ipMasqBackend: c.ipMasqBackend,
+    mtu: Math.max(c.mtu, 0),
+    ipamType: c.ipam?.type ?? '',
+    dns: c.dns,
+  };
+}
+
+/**
+ * The masquerade backend of an ADD, checked before anything changes (the reference finds an unknown backend
+ * only after the veth pair exists and leaves it behind). Same message as the reference.
+ */
+export function masqBackend(conf: PtpConf): 'iptables' | 'nftables' | undefined {
+  const b = conf.ipMasqBackend;
+  if (!conf.ipMasq || b === undefined) return undefined;
+  if (b === 'iptables' || b === 'nftables') return b;
+  throw new CniError(
+    ErrorCode.InvalidNetworkConfig,
+    `unknown ipmasq backend ${JSON.stringify(b)}`,
+    'use "iptables" or "nftables", or leave ipMasqBackend out to detect',
+  );
+}
