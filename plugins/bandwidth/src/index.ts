@@ -9,7 +9,7 @@
  *   A failed ADD removes what it created (the reference leaves it).
  * - DEL: deletes the IFB; idempotent, needs neither the namespace nor prevResult.
  * - CHECK: the reference's TBF rate/limit/buffer checks on the host veth and the IFB; no bandwidth → success.
- * - GC: deletes this network's IFBs (recognised by their alias) whose attachment is not valid. STATUS: success.
+ * - GC: deletes this network's IFBs (recognised by their alias) whose attachment is not valid. STATUS: no handler (success without reading the config, as the reference).
  */
 import { ifbDeviceName, nftNetworkHash } from '@cnikit/firewall';
 import {
@@ -37,6 +37,7 @@ import {
   internalError,
   type Plugin,
   type Request,
+  type RequestBase,
   type Result,
   Rollback,
   CNIKIT_VERSION as VERSION,
@@ -46,10 +47,6 @@ import { type BandwidthConf, type BandwidthEntry, isZero, parseConf, tbfParams }
 /** The IFB's alias names its network (hashed: any name fits), so GC never touches another network's IFB. */
 export function ownerAlias(network: string): string {
   return `cnikit-bandwidth:${nftNetworkHash(network)}`;
-}
-
-function load(req: Request): BandwidthConf {
-  return parseConf(req.config as unknown as Record<string, unknown>);
 }
 
 /** Go's wrapping `<what>: <reason>` (reason = the errno text), code 999, keeping CNI errors as they are. */
@@ -62,7 +59,7 @@ function step<T>(what: string, fn: () => T): T {
 }
 
 /** The container interface's veth peer in this (host) namespace, as listed in prevResult (Go getHostInterface). */
-function hostInterface(interfaces: readonly Interface[], req: Request): Interface {
+function hostInterface(interfaces: readonly Interface[], req: RequestBase): Interface {
   if (interfaces.length === 0) throw internalError('no interfaces provided');
   let peer: { index: number; why: string };
   try {
@@ -91,8 +88,8 @@ function hostLink(name: string): Link {
   return l;
 }
 
-function add(req: Request): Result {
-  const conf = load(req);
+function add(req: Request<BandwidthConf>): Result {
+  const conf = req.conf;
   const bw = conf.bandwidth;
   if (!req.prevResult) throw internalError('must be called as chained plugin');
   const result = req.prevResult;
@@ -124,8 +121,8 @@ function add(req: Request): Result {
   return result;
 }
 
-function del(req: Request): void {
-  const conf = load(req);
+function del(req: Request<BandwidthConf>): void {
+  const conf = req.conf;
   const name = ifbDeviceName(conf.name, req.containerId);
   step('failed to delete the IFB', () => {
     const l = getLink(name);
@@ -149,8 +146,8 @@ function checkTbf(link: Link, rateBits: number, burstBits: number): void {
   }
 }
 
-function check(req: Request): void {
-  const conf = load(req);
+function check(req: Request<BandwidthConf>): void {
+  const conf = req.conf;
   if (!req.prevResult) throw internalError('must be called as a chained plugin');
   const link = hostLink(hostInterface(req.prevResult.interfaces ?? [], req).name);
   const bw: BandwidthEntry | undefined = conf.bandwidth;
@@ -163,8 +160,8 @@ function check(req: Request): void {
   }
 }
 
-function gc(req: Request): void {
-  const conf = load(req);
+function gc(req: Request<BandwidthConf>): void {
+  const conf = req.conf;
   const alias = ownerAlias(conf.name);
   const valid = new Set((req.validAttachments ?? []).map((a) => ifbDeviceName(conf.name, a.containerID)));
   const errors = new ErrorList();
@@ -175,14 +172,14 @@ function gc(req: Request): void {
   errors.throwIfAny();
 }
 
-export const plugin: Plugin = {
+export const plugin: Plugin<BandwidthConf> = {
   name: 'bandwidth',
   about: `CNI bandwidth plugin cnikit ${VERSION}`,
   versions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'],
   prevResultErrorPrefix: 'could not parse prevResult: ',
+  conf: parseConf,
   add,
   del,
   check,
   gc,
-  status: () => undefined,
 };

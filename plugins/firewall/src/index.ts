@@ -72,15 +72,11 @@ type Family = 4 | 6;
 const FAMILIES: readonly Family[] = [4, 6];
 const familyName = (f: Family) => (f === 4 ? 'IPv4' : 'IPv6');
 
-function load(req: Request): FirewallConf {
-  return parseConf(req.config as unknown as Record<string, unknown>);
-}
-
 /** The system bus of one plugin call: connected on first use (one connection for every call), closed at the end. */
 class Bus {
   readonly opts: DBusOptions;
   private fw: Promise<Firewalld> | undefined;
-  constructor(req: Request) {
+  constructor(req: Request<FirewallConf>) {
     this.opts = { env: req.env };
   }
   get address(): string {
@@ -107,7 +103,7 @@ class Bus {
 }
 
 /** Run a verb with a Bus that is closed whatever happens. */
-async function withBus<T>(req: Request, fn: (bus: Bus) => Promise<T>): Promise<T> {
+async function withBus<T>(req: Request<FirewallConf>, fn: (bus: Bus) => Promise<T>): Promise<T> {
   const bus = new Bus(req);
   try {
     return await fn(bus);
@@ -241,12 +237,12 @@ function writeRecord(conf: FirewallConf, rec: AttachmentRecord): void {
   }
 }
 
-function add(req: Request): Promise<Result> {
+function add(req: Request<FirewallConf>): Promise<Result> {
   return withBus(req, (bus) => addWith(req, bus));
 }
 
-async function addWith(req: Request, bus: Bus): Promise<Result> {
-  const conf = load(req);
+async function addWith(req: Request<FirewallConf>, bus: Bus): Promise<Result> {
+  const conf = req.conf;
   const policy = ingressPolicyOf(conf);
   if (!req.prevResult) throw internalError('missing prevResult from earlier plugin');
   const prev = req.prevResult;
@@ -302,7 +298,12 @@ function recordIPs(rec: AttachmentRecord): HostIP[] {
  * Remove the per-address rules / sources of one target. iptables failures are returned (the caller reports
  * them); firewalld failures other than "not bound" are logged and ignored, like the reference.
  */
-async function removeTarget(req: Request, bus: Bus, t: Target, errors: ErrorList): Promise<boolean> {
+async function removeTarget(
+  req: Request<FirewallConf>,
+  bus: Bus,
+  t: Target,
+  errors: ErrorList,
+): Promise<boolean> {
   const before = errors.length;
   if (t.backend === 'iptables') {
     errors.run('failed to remove the firewall rules', () => removeIptablesRules(t.ips));
@@ -328,7 +329,7 @@ async function removeTarget(req: Request, bus: Bus, t: Target, errors: ErrorList
   return true;
 }
 
-function readRecord(req: Request, dir: StateDir, name: string): AttachmentRecord | undefined {
+function readRecord(req: Request<FirewallConf>, dir: StateDir, name: string): AttachmentRecord | undefined {
   let raw: Buffer | undefined;
   try {
     raw = dir.read(name);
@@ -342,12 +343,12 @@ function readRecord(req: Request, dir: StateDir, name: string): AttachmentRecord
   return rec;
 }
 
-function del(req: Request): Promise<void> {
+function del(req: Request<FirewallConf>): Promise<void> {
   return withBus(req, (bus) => delWith(req, bus));
 }
 
-async function delWith(req: Request, bus: Bus): Promise<void> {
-  const conf = load(req);
+async function delWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
+  const conf = req.conf;
   const targets: Target[] = [];
   if (req.prevResult)
     addTarget(targets, await resolveBackend(conf, bus), conf.zone, resultIPs(req.prevResult));
@@ -372,12 +373,12 @@ async function delWith(req: Request, bus: Bus): Promise<void> {
   if (conf.ingressError) throw conf.ingressError;
 }
 
-function check(req: Request): Promise<void> {
+function check(req: Request<FirewallConf>): Promise<void> {
   return withBus(req, (bus) => checkWith(req, bus));
 }
 
-async function checkWith(req: Request, bus: Bus): Promise<void> {
-  const conf = load(req);
+async function checkWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
+  const conf = req.conf;
   ingressPolicyOf(conf);
   if (!req.prevResult) throw internalError('missing prevResult from earlier plugin');
   const ips = resultIPs(req.prevResult);
@@ -421,12 +422,12 @@ async function checkWith(req: Request, bus: Bus): Promise<void> {
   }
 }
 
-function gc(req: Request): Promise<void> {
+function gc(req: Request<FirewallConf>): Promise<void> {
   return withBus(req, (bus) => gcWith(req, bus));
 }
 
-async function gcWith(req: Request, bus: Bus): Promise<void> {
-  const conf = load(req);
+async function gcWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
+  const conf = req.conf;
   ingressPolicyOf(conf);
   const dir = openRecords(conf.dataDir, false);
   if (!dir) return;
@@ -503,12 +504,12 @@ async function gcWith(req: Request, bus: Bus): Promise<void> {
   errors.throwIfAny();
 }
 
-function status(req: Request): Promise<void> {
+function status(req: Request<FirewallConf>): Promise<void> {
   return withBus(req, (bus) => statusWith(req, bus));
 }
 
-async function statusWith(req: Request, bus: Bus): Promise<void> {
-  const conf = load(req);
+async function statusWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
+  const conf = req.conf;
   const policy = ingressPolicyOf(conf);
   const backend = await resolveBackend(conf, bus);
   const iptablesUsable = () => supportsIPTables(4) || supportsIPTables(6);
@@ -535,11 +536,12 @@ async function statusWith(req: Request, bus: Bus): Promise<void> {
   }
 }
 
-export const plugin: Plugin = {
+export const plugin: Plugin<FirewallConf> = {
   name: 'firewall',
   about: `CNI firewall plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS.slice(ALL_VERSIONS.indexOf('0.4.0')),
   prevResultErrorPrefix: 'could not parse prevResult: ',
+  conf: parseConf,
   add,
   del,
   check,
