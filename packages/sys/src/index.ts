@@ -257,3 +257,30 @@ export function udpOpenDevice(ifName: string, port: number): number {
   const n = loadNative();
   return call(() => n.udpOpenDevice(ifName, port));
 }
+
+/**
+ * A new, anonymous network namespace (unshare(CLONE_NEWNET) on the calling thread, which is switched back at once):
+ * returns an fd open on it; the namespace lives until the fd is closed and nothing else holds it. A temporary
+ * place to rename and prepare a device without clashing with names in the host or the container.
+ */
+export function netnsNew(): number {
+  const n = loadNative();
+  return call(() => n.netnsNew());
+}
+
+/** IFF_* flags of TUNSETIFF (linux/if_tun.h). */
+export const IFF_TUN = 0x0001;
+export const IFF_TAP = 0x0002;
+export const IFF_NO_PI = 0x1000;
+export const IFF_VNET_HDR = 0x4000;
+export const IFF_MULTI_QUEUE = 0x0100;
+
+/**
+ * Creates a persistent tun/tap device `name` in the calling thread's network namespace (open /dev/net/tun,
+ * TUNSETIFF with `flags`, TUNSETOWNER/TUNSETGROUP when ≥ 0, TUNSETPERSIST). Returns the kernel's name for it
+ * ('' asks the kernel to pick one). EEXIST/EBUSY when the name is taken.
+ */
+export function tunCreate(name: string, flags: number, owner = -1, group = -1): string {
+  const n = loadNative();
+  return call(() => n.tunCreate(name, flags, owner, group));
+}

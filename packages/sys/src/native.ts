@@ -46,6 +46,8 @@ export interface NativeAddon {
   watchdogDisarm(): void;
   execReplace(path: string, argv: string[], envp: string[], keepFd: number): never;
   udpOpenDevice(ifname: string, port: number): number;
+  netnsNew(): number;
+  tunCreate(name: string, flags: number, owner: number, group: number): string;
 }
 
 /** The credentials of the process at the other end of a Unix socket (SO_PEERCRED). */

@@ -40,6 +40,12 @@
 //                                        namespace, SO_REUSEADDR + SO_BROADCAST + SO_BINDTODEVICE ifname, bound to
 //                                        0.0.0.0:port; non-blocking, close-on-exec: the DHCP client's socket, handed
 //                                        to node:dgram as { fd })
+//   netnsNew()                        -> fd       (a new, anonymous network namespace: unshare(CLONE_NEWNET) on the
+//                                        calling thread, open /proc/thread-self/ns/net, setns back; alive while the
+//                                        fd is open — host-device's temporary namespace)
+//   tunCreate(name, flags, owner, group) -> name   (a persistent tun/tap device in the calling thread's network
+//                                        namespace: open /dev/net/tun, TUNSETIFF with IFF_* flags, TUNSETOWNER /
+//                                        TUNSETGROUP when >= 0, TUNSETPERSIST; returns the kernel's name for it)
 //   execReplace(path, argv, envp, keepFd) -> never returns (dup2 keepFd to 3 without close-on-exec, execve);
 //                                        throws on failure
 #include <errno.h>
@@ -47,6 +53,7 @@
 #include <linux/netlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <linux/if_tun.h>
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <pthread.h>
@@ -793,6 +800,59 @@ static napi_value js_udp_open_device(napi_env env, napi_callback_info info) {
   return out;
 }
 
+static napi_value js_netns_new(napi_env env, napi_callback_info info) {
+  (void)info;
+  int orig = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (orig < 0) return throw_errno(env, "open(/proc/thread-self/ns/net)", errno);
+  if (unshare(CLONE_NEWNET) != 0) {
+    int e = errno;
+    close(orig);
+    return throw_errno(env, "unshare", e);
+  }
+  int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  int e = errno;
+  if (setns(orig, CLONE_NEWNET) != 0) {
+    // the thread would stay in the new namespace: never return normally from here
+    abort();
+  }
+  close(orig);
+  if (fd < 0) return throw_errno(env, "open(/proc/thread-self/ns/net)", e);
+  napi_value out;
+  CHECK(napi_create_int32(env, fd, &out));
+  return out;
+}
+
+static napi_value js_tun_create(napi_env env, napi_callback_info info) {
+  ARGS(4);
+  char name[IFNAMSIZ];
+  size_t n = 0;
+  int32_t flags, owner, group;
+  if (argc < 1 || napi_get_value_string_utf8(env, argv[0], NULL, 0, &n) != napi_ok)
+    return throw_type(env, "tunCreate: name must be a string");
+  if (n >= IFNAMSIZ) return throw_errno(env, "ioctl(TUNSETIFF)", EINVAL);
+  CHECK(napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &n));
+  if (!arg_int(env, argv, argc, 1, &flags, "tunCreate: flags must be a number")) return NULL;
+  if (!arg_int(env, argv, argc, 2, &owner, "tunCreate: owner must be a number")) return NULL;
+  if (!arg_int(env, argv, argc, 3, &group, "tunCreate: group must be a number")) return NULL;
+  int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return throw_errno(env, "open(/dev/net/tun)", errno);
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof(ifr));
+  memcpy(ifr.ifr_name, name, n);
+  ifr.ifr_flags = (short)flags;
+  const char *what = NULL;
+  if (ioctl(fd, TUNSETIFF, &ifr) != 0) what = "ioctl(TUNSETIFF)";
+  else if (owner >= 0 && ioctl(fd, TUNSETOWNER, (unsigned long)owner) != 0) what = "ioctl(TUNSETOWNER)";
+  else if (group >= 0 && ioctl(fd, TUNSETGROUP, (unsigned long)group) != 0) what = "ioctl(TUNSETGROUP)";
+  else if (ioctl(fd, TUNSETPERSIST, 1UL) != 0) what = "ioctl(TUNSETPERSIST)";
+  int e = errno;
+  close(fd);  // a device made persistent stays; one that failed before goes with the descriptor
+  if (what) return throw_errno(env, what, e);
+  napi_value out;
+  CHECK(napi_create_string_utf8(env, ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ), &out));
+  return out;
+}
+
 static char *dup_string(napi_env env, napi_value v) {
   size_t n = 0;
   if (napi_get_value_string_utf8(env, v, NULL, 0, &n) != napi_ok) return NULL;
@@ -1041,6 +1101,8 @@ NAPI_MODULE_INIT() {
       {"watchdogDisarm", NULL, js_watchdog_disarm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"execReplace", NULL, js_exec_replace, NULL, NULL, NULL, napi_enumerable, NULL},
       {"udpOpenDevice", NULL, js_udp_open_device, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"netnsNew", NULL, js_netns_new, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"tunCreate", NULL, js_tun_create, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props) != napi_ok) return NULL;
   return exports;
