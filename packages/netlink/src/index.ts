@@ -148,6 +148,7 @@ export {
   type MacvlanInfo,
   type MacvlanMode,
   type MacvlanOptions,
+  setNotifySysctls,
   type StackedLinkOptions,
   type VlanInfo,
   type VlanOptions,
