@@ -246,6 +246,12 @@ export interface Plugin<C = NetConf> {
   check?(req: Request<C>): MaybePromise<void>;
   gc?(req: Request<C>): MaybePromise<void>;
   status?(req: Request<C>): MaybePromise<void>;
+  /**
+   * Command-line subcommands of the executable (the dhcp plugin's `dhcp daemon …`): when CNI_COMMAND is unset and
+   * the first argument names one, the multicall entry runs it with the remaining arguments instead of the CNI
+   * protocol; the resolved number is the exit code.
+   */
+  commands?: Readonly<Record<string, (args: readonly string[]) => Promise<number>>>;
 }
 
 /** A plugin with any config type: what registries, dispatchers and multicall tables hold. */

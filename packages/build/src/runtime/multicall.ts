@@ -325,6 +325,15 @@ export async function main(sources: readonly PluginSource[], opts: MainOptions =
   }
   const source = sources.find((p) => p.name === sel.plugin?.name) as PluginSource;
   const cmd = process.env.CNI_COMMAND;
+  const word = sel.rest[0];
+  if (!cmd && word !== undefined && !word.startsWith('-')) {
+    // a plugin's own subcommand (`dhcp daemon …`): the module is evaluated only when a plain word follows the name
+    const run = loadPlugin(source).commands?.[word];
+    if (run) {
+      process.exitCode = await run(sel.rest.slice(1));
+      return;
+    }
+  }
   if ((cmd === undefined || cmd === '' || cmd === 'VERSION') && isLazy(source) && source.meta) {
     // VERSION / about text: the SDK reads only name, about and versions.
     await runPlugin({ name: source.name, ...source.meta } as AnyPlugin);
