@@ -1,0 +1,94 @@
+/**
+ * ipvlan network configuration: decoding with the reference's messages, the mode names, and the chained master
+ * (the single interface of prevResult when `master` is unset). Pure: no system access.
+ */
+import type { IpvlanMode } from '@cnikit/netlink';
+import {
+  CniError,
+  DNSSchema,
+  decode,
+  ErrorCode,
+  type Infer,
+  type RequestBase,
+  type Result,
+  s,
+} from '@cnikit/skel';
+
+export const ipvlanSchema = s.object({
+  cniVersion: s.string().default(''),
+  name: s.string().default(''),
+  type: s.string().default(''),
+  master: s.string().default(''),
+  mode: s.string().default(''),
+  mtu: s.int().default(0),
+  linkInContainer: s.bool().default(false),
+  ipam: s.object({ type: s.string().default('') }).optional(),
+  dns: DNSSchema.optional(),
+});
+
+export type IpvlanRaw = Infer<typeof ipvlanSchema>;
+
+export interface IpvlanConf {
+  cniVersion: string;
+  name: string;
+  /** As configured; '' = prevResult's single interface when chained, else the default route's interface. */
+  master: string;
+  /** As configured ('' = l2); checked by `modeFromString`. */
+  mode: string;
+  /** 0 = inherit the master's (the reference does not bound it: the kernel does). */
+  mtu: number;
+  linkInContainer: boolean;
+  /** '' = take the addresses of prevResult (chained after an IPAM-only plugin). */
+  ipamType: string;
+  dns: IpvlanRaw['dns'];
+}
+
+/** The config decoder: "failed to load netconf: …" like the reference (code 6 unless more specific). */
+export function parseConf(raw: unknown, _req?: Pick<RequestBase, 'command'>): IpvlanConf {
+  let c: IpvlanRaw;
+  try {
+    c = decode(ipvlanSchema, raw, 'config');
+  } catch (err) {
+    const e = CniError.from(err);
+    throw new CniError(
+      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
+      `failed to load netconf: ${e.msg}`,
+      e.details,
+    );
+  }
+  return {
+    cniVersion: c.cniVersion,
+    name: c.name,
+    master: c.master,
+    mode: c.mode,
+    mtu: c.mtu,
+    linkInContainer: c.linkInContainer,
+    ipamType: c.ipam?.type ?? '',
+    dns: c.dns,
+  };
+}
+
+/** The reference's `modeFromString`: '' and 'l2' are l2. */
+export function modeFromString(mode: string): IpvlanMode {
+  switch (mode) {
+    case '':
+    case 'l2':
+      return 'l2';
+    case 'l3':
+    case 'l3s':
+      return mode;
+    default:
+      throw new Error(`unknown ipvlan mode: ${JSON.stringify(mode)}`);
+  }
+}
+
+/**
+ * The master of a chained ADD (no `master`, a prevResult): prevResult's interface when it has exactly one, named;
+ * undefined when there is no prevResult (the caller then takes the default route's interface).
+ */
+export function chainedMaster(prev: Result | undefined): string | undefined {
+  if (!prev) return undefined;
+  const ifs = prev.interfaces ?? [];
+  if (ifs.length === 1 && ifs[0]!.name !== '') return ifs[0]!.name;
+  throw new Error('chained master failure. PrevResult lacks a single named interface');
+}

@@ -1,0 +1,147 @@
+/**
+ * vlan: an 802.1Q vlan of the master as the container's interface, addressed by the IPAM plugin (drop-in for the
+ * reference plugin at HEAD).
+ */
+import { closeSync } from 'node:fs';
+import * as nl from '@cnikit/netlink';
+import {
+  ALL_VERSIONS,
+  CniError,
+  delegateAdd,
+  delegateCheck,
+  delegateDel,
+  delegateGc,
+  delegateStatus,
+  ErrorCode,
+  ErrorList,
+  errorReason,
+  internalError,
+  type Plugin,
+  type Request,
+  type Result,
+  Rollback,
+  CNIKIT_VERSION as VERSION,
+} from '@cnikit/skel';
+import { validateVlanInterface } from './check-logic.ts';
+import { checkMtu, parseConf, type VlanConf } from './config.ts';
+
+function openNetns(netns: string): number {
+  try {
+    return nl.openNetnsFd(netns);
+  } catch (err) {
+    throw internalError(`failed to open netns ${JSON.stringify(netns)}: ${errorReason(err)}`, err);
+  }
+}
+
+async function add(req: Request<VlanConf>): Promise<Result> {
+  const conf = req.conf;
+  const masterLink = nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
+  if (!masterLink) throw internalError('Link not found');
+  checkMtu(conf.mtu, masterLink.mtu);
+  const netnsFd = openNetns(req.netns);
+  const undo = new Rollback();
+  try {
+    const link = nl.addStackedLinkToContainer({
+      kind: 'vlan',
+      master: conf.master,
+      linkInContainer: conf.linkInContainer,
+      netnsFd,
+      ifName: req.ifName,
+      create: (name, parent, fd) =>
+        nl.createVlan({
+          name,
+          parent,
+          netnsFd: fd,
+          id: conf.vlanId,
+          mtu: conf.mtu > 0 ? conf.mtu : undefined,
+        }),
+    });
+    undo.push('delete vlan', () => nl.withNetnsFd(netnsFd, () => nl.deleteLinkIfExists(req.ifName)));
+
+    undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+    let result: Result;
+    try {
+      result = await delegateAdd(conf.ipamType, req);
+    } catch (err) {
+      // Go wraps the delegate's error with fmt.Errorf: code 999, its text (msg; details)
+      const e = CniError.from(err);
+      throw internalError(
+        `failed to execute IPAM delegate: ${e.msg}${e.details ? `; ${e.details}` : ''}`,
+        err,
+      );
+    }
+    if (!result.ips || result.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
+    result.cniVersion = '1.1.0';
+    result.ips = result.ips.map((ip) => ({ ...ip, interface: 0 }));
+    result.interfaces = [{ name: req.ifName, mac: link.mac, sandbox: req.netns }];
+    nl.withNetnsFd(netnsFd, () => nl.configureIface(req.ifName, result));
+    // like the reference, the result carries the config's DNS object (printed as {} when empty)
+    result.dns = conf.dns ?? {};
+    return result;
+  } catch (err) {
+    await undo.undoAll(req.log);
+    throw err;
+  } finally {
+    closeSync(netnsFd);
+  }
+}
+
+/**
+ * DEL: IPAM DEL (when configured) and the link's removal both run, every failure reported at the end; a missing
+ * link, an empty CNI_NETNS and a namespace that is gone are success. Unlike the reference, DEL needs neither the
+ * master nor an IPAM type (the reference's DEL looks the master up and fails when it is gone).
+ */
+async function del(req: Request<VlanConf>): Promise<void> {
+  const errors = new ErrorList();
+  if (req.conf.ipamType !== '') await errors.run('', () => delegateDel(req.conf.ipamType, req));
+  if (req.netns !== '') errors.run('', () => nl.deleteLinkInNetns(req.netns, req.ifName));
+  errors.throwIfAny();
+}
+
+async function check(req: Request<VlanConf>): Promise<void> {
+  const conf = req.conf;
+  closeSync(openNetns(req.netns));
+  await delegateCheck(conf.ipamType, req);
+  const prev = req.prevResult;
+  if (!prev) throw internalError('vlan: Required prevResult missing');
+  const intf = nl.findSandboxInterface(prev.interfaces, req.ifName, req.netns);
+  const master =
+    conf.master === ''
+      ? undefined
+      : nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
+  if (!master) throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
+  nl.withNetns(req.netns, () => {
+    validateVlanInterface(intf, conf.vlanId, conf.mtu, (name) => nl.getLinkDetails(name));
+    nl.validateExpectedInterfaceIPs(req.ifName, prev.ips ?? []);
+    nl.validateExpectedRoutes(prev.routes ?? []);
+  });
+}
+
+/** GC (the reference has none): the IPAM's GC. */
+async function gc(req: Request<VlanConf>): Promise<void> {
+  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
+}
+
+/**
+ * STATUS: the IPAM's STATUS (like the reference, also when no IPAM is configured: "no plugin name provided"), then
+ * (beyond the reference's TODO) a master in the host namespace must exist (code 50 otherwise).
+ */
+async function status(req: Request<VlanConf>): Promise<void> {
+  const conf = req.conf;
+  await delegateStatus(conf.ipamType, req);
+  if (conf.linkInContainer) return;
+  if (conf.master === '' || !nl.getLinkDetails(conf.master))
+    throw new CniError(ErrorCode.PluginNotAvailable, `master ${JSON.stringify(conf.master)} not found`);
+}
+
+export const plugin: Plugin<VlanConf> = {
+  name: 'vlan',
+  about: `CNI vlan plugin cnikit ${VERSION}`,
+  versions: ALL_VERSIONS,
+  conf: parseConf,
+  add,
+  del,
+  check,
+  gc,
+  status,
+};
