@@ -6,8 +6,12 @@
  *   prevResult required; in the namespace: sysctls, the backup of just the attributes that change, then MAC,
  *   promisc, MTU, allmulti, txqueuelen. Result = prevResult with the new MAC on the CNI_IFNAME interface. A
  *   failed ADD restores what it changed (sysctls included) and leaves no backup (the reference leaves both).
- * - DEL: restores MTU, MAC, promisc, allmulti, txqueuelen from the backup and removes it; always succeeds after a
- *   successful parse. A backup that can never be restored (namespace or interface gone, unreadable) is removed.
+ * - ADD refuses a link change it could not undo (the current MAC is not a unicast Ethernet address, e.g. lo's
+ *   all-zero one; an MTU of 0): the reference makes it and its DEL silently leaves it (issue 20 item 10).
+ * - DEL: restores MTU, MAC, promisc, allmulti, txqueuelen from the backup and removes it; succeeds after a
+ *   successful parse, except when the kernel refuses a restore: then DEL fails naming each attribute it could not
+ *   restore and keeps just those in the backup for the retry (the reference exits 0 and keeps the whole backup).
+ *   A backup that can never be restored (namespace or interface gone, unreadable) is removed.
  * - CHECK: sysctl values and link attributes against the config, with the reference's messages.
  * - GC: removes backups (of this network) whose attachment is not valid. STATUS: code 50 if the data dir is unusable.
  */
@@ -84,25 +88,45 @@ function currentValues(conf: TuningConf, link: Link): Backup {
   return b;
 }
 
-/** Restore in the reference's order: MTU, MAC, promisc, allmulti, txqueuelen; every failure is reported. */
-function restore(ifName: string, b: Backup): ErrorList {
+/**
+ * Why a value read before ADD could not be written back by DEL, or undefined: the kernel accepts only a unicast,
+ * non-zero Ethernet address (lo reads 00:00:00:00:00:00, a tunnel has no address) and only a positive MTU, and a
+ * backup cannot even record an MTU of 0. ADD refuses such a change instead of making one it cannot undo.
+ */
+function unrestorable(b: Backup): string | undefined {
+  if (b.mac !== undefined) {
+    const bytes = parseMac(b.mac);
+    if (!bytes || bytes.every((x) => x === 0) || (bytes[0] as number) & 1)
+      return `its MAC address ${b.mac || '(none)'} could not be restored (only a unicast Ethernet address can be set)`;
+  }
+  if (b.mtu !== undefined && b.mtu <= 0) return `its MTU ${b.mtu} could not be restored`;
+  return undefined;
+}
+
+/**
+ * Restore in the reference's order: MTU, MAC, promisc, allmulti, txqueuelen; every failure is reported, and
+ * `failed` holds the attributes that were not restored (what a DEL retry still has to do).
+ */
+function restore(ifName: string, b: Backup): { errors: ErrorList; failed: Backup } {
   const errors = new ErrorList();
-  if (b.mtu)
-    errors.run('failed to restore MTU', () => change(ifName, (l) => setMtu(l.index, b.mtu as number)));
-  if (b.mac) errors.run('failed to restore MAC address', () => changeMac(ifName, b.mac as string));
-  if (b.promisc !== undefined)
-    errors.run('failed to restore promiscuous mode', () =>
-      change(ifName, (l) => setPromisc(l.index, b.promisc as boolean)),
-    );
-  if (b.allmulti !== undefined)
-    errors.run('failed to restore all-multicast mode', () =>
-      change(ifName, (l) => setAllMulticast(l.index, b.allmulti as boolean)),
-    );
-  if (b.txQLen !== undefined)
-    errors.run('failed to restore transmit queue length', () =>
-      change(ifName, (l) => setTxQueueLen(l.index, b.txQLen as number)),
-    );
-  return errors;
+  const failed: Backup = {};
+  const step = <K extends keyof Backup>(
+    key: K,
+    what: string,
+    fn: (l: Link, v: NonNullable<Backup[K]>) => void,
+  ) => {
+    const v = b[key];
+    if (v === undefined) return;
+    const before = errors.length;
+    errors.run(`failed to restore ${what}`, () => change(ifName, (l) => fn(l, v as NonNullable<Backup[K]>)));
+    if (errors.length > before) failed[key] = v;
+  };
+  if (b.mtu) step('mtu', 'MTU', (l, v) => setMtu(l.index, v));
+  if (b.mac) step('mac', 'MAC address', (_l, v) => changeMac(ifName, v));
+  step('promisc', 'promiscuous mode', (l, v) => setPromisc(l.index, v));
+  step('allmulti', 'all-multicast mode', (l, v) => setAllMulticast(l.index, v));
+  step('txQLen', 'transmit queue length', (l, v) => setTxQueueLen(l.index, v));
+  return { errors, failed };
 }
 
 /** Run `fn`; a netlink failure prints as Go prints the raw error (`invalid argument`), code 999. */
@@ -144,13 +168,19 @@ function add(req: Request): Result {
           // unreadable: the write below fails with the reference's message
         }
         procSys(() => writeProcSys(file, value));
-        if (old !== undefined) undo.push(`restore ${file}`, () => writeProcSys(file, old as string));
+        // a value that could not be read (e.g. an unset stable_secret) cannot be put back: the rollback says so
+        undo.push(`restore ${file}`, () => {
+          if (old === undefined) throw new Error(`its previous value was unreadable, it stays ${value}`);
+          writeProcSys(file, old);
+        });
       }
       if (changesLink(conf)) {
         const backup = currentValues(
           conf,
           linkOp(() => linkOf(req.ifName)),
         );
+        const why = unrestorable(backup);
+        if (why) throw internalError(`refusing to change ${JSON.stringify(req.ifName)}: ${why} on DEL`);
         const d = procSys(() => openDataDir(conf.dataDir, true) as StateDir);
         dir = d;
         const name = backupName(req.containerId, req.ifName);
@@ -162,7 +192,7 @@ function add(req: Request): Result {
           d.writeAtomic(name, formatBackup(backup));
           d.writeAtomic(ownerName(name), conf.name);
         });
-        undo.push('restore the link', () => restore(req.ifName, backup).throwIfAny());
+        undo.push('restore the link', () => restore(req.ifName, backup).errors.throwIfAny());
         linkOp(() => {
           if (conf.mac !== '') changeMac(req.ifName, conf.mac);
           if (conf.promisc) change(req.ifName, (l) => setPromisc(l.index, true));
@@ -198,6 +228,7 @@ function del(req: Request): void {
   }
   if (!dir) return;
   const name = backupName(req.containerId, req.ifName);
+  let failure: CniError | undefined;
   const drop = () => {
     dir.remove(name);
     dir.remove(ownerName(name));
@@ -230,10 +261,12 @@ function del(req: Request): void {
     try {
       restored = withNetns(req.netns, () => {
         if (!getLink(req.ifName)) return true; // interface gone: nothing to restore
-        const errors = restore(req.ifName, backup);
-        const e = errors.combined();
-        if (e) req.log.warn('DEL: %s', e.msg);
-        return !e;
+        const { errors, failed } = restore(req.ifName, backup);
+        failure = errors.combined();
+        if (!failure) return true;
+        // a half-restore is reported, never silent: the backup keeps just what is still to be restored
+        dir.writeAtomic(name, formatBackup(failed));
+        return false;
       });
     } catch (err) {
       if (!isNetnsGoneForDel(err, req.netns)) req.log.warn('DEL: %s', errorReason(err));
@@ -241,11 +274,12 @@ function del(req: Request): void {
     }
     if (restored) drop();
   } catch (err) {
-    // DEL always succeeds after a successful parse, like the reference
+    // DEL succeeds after a successful parse, like the reference, unless an attribute could not be restored
     req.log.warn('DEL: %s', errorReason(err));
   } finally {
     dir.close();
   }
+  if (failure) throw failure;
 }
 
 function check(req: Request): void {

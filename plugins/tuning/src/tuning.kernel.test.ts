@@ -263,6 +263,51 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     assert.deepEqual(readdirSync(data.path), []);
   });
 
+  test('a change that cannot be undone is refused; a restore the kernel refuses fails DEL (issue 20 item 10)', async () => {
+    const lo = () => link('lo');
+    const before = lo();
+    assert.equal(before.mac, '00:00:00:00:00:00');
+    // lo's all-zero MAC can never be set again: ADD changes nothing (no MTU, no MAC) and writes no backup
+    expectCniError(
+      await cni().add(conf('1.0.0', { mac: 'c2:00:00:00:00:0e', mtu: 1400 }), { ifName: 'lo' }),
+      999,
+      'refusing to change "lo": its MAC address 00:00:00:00:00:00 could not be restored (only a unicast Ethernet address can be set) on DEL',
+    );
+    assert.deepEqual(lo(), before);
+    assert.deepEqual(readdirSync(data.path), []);
+    // other attributes of lo are restorable and still change and come back
+    expectOk(await cni().add(conf('1.0.0', { mtu: 1400, txQLen: 7 }), { ifName: 'lo' }));
+    assert.equal(lo().mtu, 1400);
+    expectOk(await cni().del(conf('1.0.0', { mtu: 1400, txQLen: 7 }), { ifName: 'lo' }));
+    assert.deepEqual(lo(), before);
+    // a backup the kernel refuses in part (written by the Go tuning after changing lo's MAC): DEL restores what
+    // it can, fails naming what it could not, and keeps only that for a retry
+    freshEth0();
+    env.sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1400', 'address', 'c2:00:00:00:00:0f'], {
+      ns: 'container',
+    });
+    writeFileSync(join(data.path, 'ctr1_eth0.json'), '{\n "mac": "00:00:00:00:00:00",\n "mtu": 1500\n}');
+    const r = await cni().del(conf('1.0.0', { mtu: 1400 }));
+    expectCniError(r, 999, /^failed to restore MAC address: .*cannot assign requested address/);
+    assert.equal(link().mtu, 1500, 'the MTU is restored');
+    assert.equal(link().mac, 'c2:00:00:00:00:0f');
+    assert.equal(
+      readFileSync(join(data.path, 'ctr1_eth0.json'), 'utf8'),
+      '{\n "mac": "00:00:00:00:00:00"\n}',
+    );
+    // a sysctl whose old value cannot be read (an unset stable_secret) cannot be rolled back: the rollback says so
+    const secret = 'net.ipv6.conf.IFNAME.stable_secret';
+    const failed = await cni().add(conf('1.0.0', { sysctl: { [secret]: '::1' }, mtu: 70000 }));
+    expectCniError(failed, 999, /invalid argument/);
+    assert.match(
+      failed.stderr,
+      /rollback: restore \/proc\/sys\/net\/ipv6\/conf\/eth0\/stable_secret failed: its previous value was unreadable, it stays ::1/,
+    );
+    // the namespace gone for the runtime: nothing can be restored any more, DEL succeeds and drops the backup
+    expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }), { netns: '' }));
+    assert.deepEqual(readdirSync(data.path), []);
+  });
+
   test('DEL succeeds with the namespace gone, an empty CNI_NETNS, or a corrupt backup — and drops the backup', async () => {
     freshEth0();
     const c = conf('1.0.0', { mtu: 1400 });
