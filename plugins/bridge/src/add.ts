@@ -13,7 +13,7 @@ import {
   type Result,
   Rollback,
 } from '@cnikit/skel';
-import { type BridgeConf, loadNetConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
+import { type BridgeConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
 import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
 import * as k from './kernel.ts';
 import { chooseDns, interfaceSkeleton, mergeIpamResult } from './result.ts';
@@ -243,8 +243,8 @@ async function waitPortUp(hostName: string): Promise<k.LinkInfo> {
   }
 }
 
-export async function cmdAdd(req: Request): Promise<Result> {
-  const conf = loadNetConf(req.config, req.args);
+export async function cmdAdd(req: Request<BridgeConf>): Promise<Result> {
+  const conf = req.conf;
   const { mac, backend } = validateForAdd(conf);
   const l3 = conf.ipamType !== '';
 

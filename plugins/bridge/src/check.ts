@@ -3,7 +3,7 @@ import { closeSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
 import { CniError, delegateCheck, ErrorCode, errorReason, internalError, type Request } from '@cnikit/skel';
 import { type CheckEnv, checkAttachment } from './check-logic.ts';
-import { loadNetConf } from './config.ts';
+import type { BridgeConf } from './config.ts';
 import { linkByName } from './kernel.ts';
 
 /** The real views: host links here, the container's links, addresses and routes inside its namespace. */
@@ -16,8 +16,8 @@ export function checkEnv(netns: string): CheckEnv {
   };
 }
 
-export async function cmdCheck(req: Request): Promise<void> {
-  const conf = loadNetConf(req.config, req.args);
+export async function cmdCheck(req: Request<BridgeConf>): Promise<void> {
+  const conf = req.conf;
   if (!nl.isNetns(req.netns)) {
     // reproduce the reference's message for a bad path
     try {

@@ -4,8 +4,8 @@ import { CniError } from '@cnikit/skel';
 import {
   canonicalMac,
   collectVlanTrunk,
-  decodeNetConf,
   loadNetConf,
+  parseConf,
   validateForAdd,
   wantsVlanFiltering,
 } from './config.ts';
@@ -237,16 +237,29 @@ describe('canonicalMac', () => {
   }
 });
 
-describe('decodeNetConf (STATUS/GC)', () => {
-  test('no VLAN validation, like the reference STATUS', () => {
-    assert.deepEqual(decodeNetConf({ ...base, vlan: 5000, ipam: { type: 'host-local' } }), {
-      name: 'mynet',
-      ipamType: 'host-local',
-      ipMasq: false,
-      macspoofchk: false,
+describe('parseConf for STATUS/GC', () => {
+  for (const command of ['STATUS', 'GC'] as const) {
+    test(`${command}: no VLAN validation, no CNI_ARGS, like the reference STATUS`, () => {
+      const c = parseConf(
+        { ...base, vlan: 5000, ipam: { type: 'host-local' } },
+        { command, args: 'MAC=bogus' },
+      );
+      assert.deepEqual(
+        { name: c.name, ipamType: c.ipamType, ipMasq: c.ipMasq, macspoofchk: c.macspoofchk, mac: c.mac },
+        { name: 'mynet', ipamType: 'host-local', ipMasq: false, macspoofchk: false, mac: '' },
+      );
     });
-  });
-  test('type errors still reported', () => {
-    cniErr(() => decodeNetConf({ ...base, ipam: { type: 5 } }), 7, /^failed to load netconf: .*ipam\.type/);
+    test(`${command}: type errors still reported`, () => {
+      cniErr(
+        () => parseConf({ ...base, ipam: { type: 5 } }, { command, args: '' }),
+        7,
+        /^failed to load netconf: .*ipam\.type/,
+      );
+    });
+  }
+  test('ADD, DEL and CHECK validate the VLAN', () => {
+    for (const command of ['ADD', 'DEL', 'CHECK'] as const) {
+      cniErr(() => parseConf({ ...base, vlan: 5000 }, { command, args: '' }), 7, /invalid VLAN ID 5000/);
+    }
   });
 });

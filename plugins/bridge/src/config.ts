@@ -3,7 +3,16 @@
  * container MAC choice. Pure: no system access.
  */
 import { formatMac, invalidMacMessage, parseMac } from '@cnikit/netlink';
-import { CniError, decode, ErrorCode, type Infer, interfaceNameProblem, loadArgs, s } from '@cnikit/skel';
+import {
+  CniError,
+  decode,
+  ErrorCode,
+  type Infer,
+  interfaceNameProblem,
+  loadArgs,
+  type RequestBase,
+  s,
+} from '@cnikit/skel';
 
 const trunkSchema = s.object({
   minID: s.int().optional(),
@@ -124,17 +133,16 @@ function validateBridgeName(name: string): void {
 }
 
 /**
- * Decode only (no VLAN/trunk validation, no CNI_ARGS): what the reference's STATUS does, and enough
- * for GC.
+ * The plugin's config decoder. ADD, DEL and CHECK: the reference's `loadNetConf`. GC and STATUS decode only (no
+ * VLAN/trunk validation, no CNI_ARGS: what the reference's STATUS does, and enough for GC; `vlans` is then empty
+ * and `mac` '').
  */
-export function decodeNetConf(config: unknown): {
-  name: string;
-  ipamType: string;
-  ipMasq: boolean;
-  macspoofchk: boolean;
-} {
-  const raw = decodeRaw(config);
-  return { name: raw.name, ipamType: raw.ipam?.type ?? '', ipMasq: raw.ipMasq, macspoofchk: raw.macspoofchk };
+export function parseConf(
+  raw: Record<string, unknown>,
+  req: Pick<RequestBase, 'command' | 'args'>,
+): BridgeConf {
+  if (req.command === 'GC' || req.command === 'STATUS') return fromRaw(decodeRaw(raw), [], '');
+  return loadNetConf(raw, req.args);
 }
 
 /** Decode the network configuration; errors become "failed to load netconf: …" (code 6 unless more specific). */
@@ -169,7 +177,10 @@ export function loadNetConf(config: unknown, cniArgs: string): BridgeConf {
   }
   if (raw.args?.cni?.mac) mac = raw.args.cni.mac;
   if (raw.runtimeConfig?.mac) mac = raw.runtimeConfig.mac;
+  return fromRaw(raw, vlans, mac);
+}
 
+function fromRaw(raw: RawNetConf, vlans: number[], mac: string): BridgeConf {
   return {
     cniVersion: raw.cniVersion,
     name: raw.name,

@@ -7,10 +7,10 @@
 import * as fw from '@cnikit/firewall';
 import * as nl from '@cnikit/netlink';
 import { delegateDel, ErrorList, errorReason, type Request } from '@cnikit/skel';
-import { loadNetConf, uniqueID } from './config.ts';
+import { type BridgeConf, uniqueID } from './config.ts';
 
-export async function cmdDel(req: Request): Promise<void> {
-  const conf = loadNetConf(req.config, req.args);
+export async function cmdDel(req: Request<BridgeConf>): Promise<void> {
+  const conf = req.conf;
   const l3 = conf.ipamType !== '';
   const errors = new ErrorList();
   let addrs: string[] = [];

@@ -17,7 +17,7 @@ import {
   routeSchema,
   toRoute,
 } from '@cnikit/ipam';
-import { decode, type Infer, loadArgs, type Request, type Route, s } from '@cnikit/skel';
+import { decode, type Infer, loadArgs, type RequestBase, type Route, s } from '@cnikit/skel';
 import { canonicalizeRangeSet, mayOverlap, type RangeSet, type RawRange, rangeSetsOverlap } from './range.ts';
 
 /** JSON `pkg/ip.IP` (`ip` or `ip/prefix`): '' means "no address" (rejected later as `IP <nil>`). */
@@ -83,9 +83,9 @@ function parseArgIP(text: string): IP | undefined {
   return parsed.ip;
 }
 
-/** Go `LoadIPAMConfig(stdin, CNI_ARGS)`. */
-export function loadIPAMConfig(req: Pick<Request, 'config' | 'args'>): IPAMConfig {
-  const n = decode(netSchema, req.config);
+/** The plugin's config decoder: Go `LoadIPAMConfig(stdin, CNI_ARGS)`. */
+export function parseConf(raw: Record<string, unknown>, req: Pick<RequestBase, 'args'>): IPAMConfig {
+  const n = decode(netSchema, raw);
   const { name, cniVersion, ipam } = requireIpam(n);
 
   const requested: Array<IP | null> = [];

@@ -23,13 +23,13 @@ import {
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { AddSession, AllocError } from './allocator.ts';
-import { loadIPAMConfig } from './config.ts';
+import { type IPAMConfig, parseConf } from './config.ts';
 import { parseResolvConf } from './dns.ts';
 import { rangeContains } from './range.ts';
 import { type Entry, entryIP, reservationKey, Store } from './store.ts';
 
-function add(req: Request): Result {
-  const conf = loadIPAMConfig(req);
+function add(req: Request<IPAMConfig>): Result {
+  const conf = req.conf;
   // the reference's result always carries a (possibly empty) dns object, printed last
   const dns = conf.resolvConf !== '' ? parseResolvConf(conf.resolvConf) : {};
   const ips: IPConfig[] = [];
@@ -123,8 +123,8 @@ function releaseAll(
   }
 }
 
-function del(req: Request): void {
-  const conf = loadIPAMConfig(req);
+function del(req: Request<IPAMConfig>): void {
+  const conf = req.conf;
   const store = Store.open(conf.dataDir, conf.name);
   const errors = new ErrorList();
   try {
@@ -138,8 +138,8 @@ function del(req: Request): void {
   errors.throwIfAny({ code: ErrorCode.IOFailure, separator: ';' });
 }
 
-function check(req: Request): void {
-  const conf = loadIPAMConfig(req);
+function check(req: Request<IPAMConfig>): void {
+  const conf = req.conf;
   const store = Store.open(conf.dataDir, conf.name);
   let found: boolean;
   try {
@@ -160,8 +160,8 @@ function check(req: Request): void {
  * Only files named by an IP address in `<dataDir>/<name>/` are considered; a legacy ID-only file is kept
  * when any valid attachment has its container ID. Keeps going past errors and reports them all.
  */
-function gc(req: Request): void {
-  const conf = loadIPAMConfig(req);
+function gc(req: Request<IPAMConfig>): void {
+  const conf = req.conf;
   Store.dirFor(conf.dataDir, conf.name); // validates the name and dataDir first
   // skel sets validAttachments only when the runtime sent a non-null list (either key, any case).
   const valid = req.validAttachments;
@@ -201,8 +201,8 @@ function gc(req: Request): void {
  * created, is a directory, its `lock` file can be opened, and a file can be created, written and removed
  * in it. Any failure of the store → code 50 (plugin not available) with the reason.
  */
-function status(req: Request): void {
-  const conf = loadIPAMConfig(req);
+function status(req: Request<IPAMConfig>): void {
+  const conf = req.conf;
   let store: Store | undefined;
   try {
     store = Store.open(conf.dataDir, conf.name);
@@ -222,9 +222,10 @@ function status(req: Request): void {
   }
 }
 
-export const plugin: Plugin = {
+export const plugin: Plugin<IPAMConfig> = {
   name: 'host-local',
   about: `CNI host-local plugin cnikit ${VERSION}`,
+  conf: parseConf,
   add,
   del,
   check,

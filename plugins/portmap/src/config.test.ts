@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Result } from '@cnikit/skel';
-import { containerIPs, parseConf } from './config.ts';
+import { containerIPs, decodeConf } from './config.ts';
 
 describe('portmap config', () => {
   test('container IPs: first per family on CNI_IFNAME with a sandbox; an IP without interface index counts', () => {
@@ -31,25 +31,28 @@ describe('portmap config', () => {
       probes++;
       return 'nftables' as const;
     };
-    const c = parseConf({ name: 'n' }, { detect });
+    const c = decodeConf({ name: 'n' }, { detect });
     assert.deepEqual(
       [c.backend, c.snat, c.masqAll, c.markMasqBit, c.mappings],
       ['nftables', true, false, 13, []],
     );
     assert.equal(probes, 1);
-    parseConf({ name: 'n' }, { detect, needBackend: false });
+    decodeConf({ name: 'n' }, { detect, needBackend: false });
     assert.equal(probes, 1, 'DEL without backend-specific options needs no detection');
-    assert.throws(() => parseConf({ name: 'n', externalSetMarkChain: 'X' }, { detect, needBackend: false }), {
-      msg: 'nftables backend was requested but configuration contains iptables-specific options [externalSetMarkChain]',
-    });
+    assert.throws(
+      () => decodeConf({ name: 'n', externalSetMarkChain: 'X' }, { detect, needBackend: false }),
+      {
+        msg: 'nftables backend was requested but configuration contains iptables-specific options [externalSetMarkChain]',
+      },
+    );
     assert.equal(
-      parseConf({ name: 'n', conditionsV4: [''] }, { detect: () => 'iptables' }).backend,
+      decodeConf({ name: 'n', conditionsV4: [''] }, { detect: () => 'iptables' }).backend,
       'iptables',
     );
   });
 
   test('mappings: capitalised keys, protocol lower-cased, host IP canonical', () => {
-    const c = parseConf(
+    const c = decodeConf(
       {
         name: 'n',
         backend: 'iptables',

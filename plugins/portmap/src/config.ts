@@ -5,7 +5,7 @@
  */
 import { detectBackend, type FirewallBackend, type PortMapping } from '@cnikit/firewall';
 import { formatIP, parseCIDR, parseIP } from '@cnikit/ip';
-import { CniError, decode, ErrorCode, type Infer, type Result, s } from '@cnikit/skel';
+import { CniError, decode, ErrorCode, type Infer, type RequestBase, type Result, s } from '@cnikit/skel';
 
 export const DEFAULT_MARK_BIT = 13;
 
@@ -59,7 +59,7 @@ function fail(msg: string): CniError {
  * options-of-the-other-backend error; port numbers > 0. cnikit also refuses what would only fail later inside
  * iptables/nft: ports above 65535, a protocol other than tcp/udp/sctp (any case; lower-cased), a hostIP that is not an IP.
  */
-export function parseConf(
+export function decodeConf(
   config: Record<string, unknown>,
   opts: { detect?: () => FirewallBackend; needBackend?: boolean } = {},
 ): PortMapConf {
@@ -122,6 +122,21 @@ export function parseConf(
     conditionsV6: raw.conditionsV6,
     mappings,
   };
+}
+
+/**
+ * The plugin's config decoder: CHECK decodes as the reference's parseConfig does; ADD, DEL, GC and STATUS wrap a
+ * failure like the reference (`failed to parse config: …`, keeping the code), and only ADD needs a backend when none
+ * is configured or implied (DEL, GC and STATUS tear down or probe both).
+ */
+export function parseConf(raw: Record<string, unknown>, req: Pick<RequestBase, 'command'>): PortMapConf {
+  if (req.command === 'CHECK') return decodeConf(raw);
+  try {
+    return decodeConf(raw, { needBackend: req.command === 'ADD' });
+  } catch (err) {
+    const e = CniError.from(err);
+    throw new CniError(e.code, `failed to parse config: ${e.msg}`, e.details, { cause: err });
+  }
 }
 
 /**

@@ -32,17 +32,12 @@ import {
 } from '@cnikit/skel';
 import { containerIPs, type PortMapConf, parseConf } from './config.ts';
 
-/** ADD/DEL wrap parse errors like the reference (`failed to parse config: …`), keeping the code. */
-function load(req: Request, opts: { needBackend?: boolean } = {}): PortMapConf {
-  try {
-    return parseConf(req.config as unknown as Record<string, unknown>, opts);
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(e.code, `failed to parse config: ${e.msg}`, e.details, { cause: err });
-  }
-}
-
-function argsFor(conf: PortMapConf, req: Request, containerIP: string, family: 4 | 6): PortMapArgs {
+function argsFor(
+  conf: PortMapConf,
+  req: Request<PortMapConf>,
+  containerIP: string,
+  family: 4 | 6,
+): PortMapArgs {
   return {
     network: conf.name,
     containerID: req.containerId,
@@ -66,7 +61,7 @@ function routableHostIf(ip: string): string {
   }
 }
 
-function flushUdpConntrack(req: Request, conf: PortMapConf, family: 4 | 6, ip: string): void {
+function flushUdpConntrack(req: Request<PortMapConf>, conf: PortMapConf, family: 4 | 6, ip: string): void {
   for (const m of conf.mappings) {
     if (m.protocol !== 'udp') continue;
     try {
@@ -77,8 +72,8 @@ function flushUdpConntrack(req: Request, conf: PortMapConf, family: 4 | 6, ip: s
   }
 }
 
-function add(req: Request): Result {
-  const conf = load(req);
+function add(req: Request<PortMapConf>): Result {
+  const conf = req.conf;
   if (!req.prevResult) throw internalError('must be called as chained plugin');
   const prev = req.prevResult;
   if (conf.mappings.length === 0) return prev;
@@ -117,8 +112,8 @@ function add(req: Request): Result {
   return prev;
 }
 
-function del(req: Request): void {
-  const conf = load(req, { needBackend: false });
+function del(req: Request<PortMapConf>): void {
+  const conf = req.conf;
   try {
     teardownPortMap(conf.name, req.containerId);
   } catch (err) {
@@ -126,8 +121,8 @@ function del(req: Request): void {
   }
 }
 
-function check(req: Request): void {
-  const conf = parseConf(req.config as unknown as Record<string, unknown>);
+function check(req: Request<PortMapConf>): void {
+  const conf = req.conf;
   if (!req.prevResult) throw internalError('Required prevResult missing');
   if (conf.mappings.length === 0) return;
   for (const { family, ip } of containerIPs(req.prevResult, req.ifName)) {
@@ -139,8 +134,8 @@ function check(req: Request): void {
   }
 }
 
-function gc(req: Request): void {
-  const conf = load(req, { needBackend: false });
+function gc(req: Request<PortMapConf>): void {
+  const conf = req.conf;
   const valid = new Set((req.validAttachments ?? []).map((a) => a.containerID));
   try {
     gcPortMap(conf.name, valid);
@@ -149,17 +144,17 @@ function gc(req: Request): void {
   }
 }
 
-function status(req: Request): void {
-  load(req, { needBackend: false });
+function status(): void {
   if (!supportsIPTables(4) && !supportsNFTables()) {
     throw new CniError(ErrorCode.PluginNotAvailable, 'neither iptables nor nftables is usable');
   }
 }
 
-export const plugin: Plugin = {
+export const plugin: Plugin<PortMapConf> = {
   name: 'portmap',
   about: `CNI portmap plugin cnikit ${VERSION}`,
   prevResultErrorPrefix: 'could not parse prevResult: ',
+  conf: parseConf,
   add,
   del,
   check,

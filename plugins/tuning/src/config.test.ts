@@ -2,25 +2,25 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { CniError } from '@cnikit/skel';
 import { formatBackup, parseBackup } from './backup.ts';
-import { checkDuplicateSysctlKeys, parseConf, sysctlFileName, validateSysctls } from './config.ts';
+import { checkDuplicateSysctlKeys, decodeConf, sysctlFileName, validateSysctls } from './config.ts';
 
 describe('tuning config', () => {
   test('MAC precedence: args.cni > runtimeConfig > CNI_ARGS > mac', () => {
     const base = { name: 'n', mac: 'c2:00:00:00:00:01' };
-    assert.equal(parseConf(base, '').mac, 'c2:00:00:00:00:01');
-    assert.equal(parseConf(base, 'MAC=c2:00:00:00:00:02').mac, 'c2:00:00:00:00:02');
+    assert.equal(decodeConf(base, '').mac, 'c2:00:00:00:00:01');
+    assert.equal(decodeConf(base, 'MAC=c2:00:00:00:00:02').mac, 'c2:00:00:00:00:02');
     const rc = { ...base, runtimeConfig: { mac: 'c2:00:00:00:00:03' } };
-    assert.equal(parseConf(rc, 'MAC=c2:00:00:00:00:02').mac, 'c2:00:00:00:00:03');
+    assert.equal(decodeConf(rc, 'MAC=c2:00:00:00:00:02').mac, 'c2:00:00:00:00:03');
     assert.equal(
-      parseConf({ ...rc, args: { cni: { mac: 'c2:00:00:00:00:04' } } }, 'MAC=x').mac,
+      decodeConf({ ...rc, args: { cni: { mac: 'c2:00:00:00:00:04' } } }, 'MAC=x').mac,
       'c2:00:00:00:00:04',
     );
-    assert.throws(() => parseConf(base, 'FOO=1'), /ARGS: unknown args/);
-    assert.equal(parseConf(base, 'IgnoreUnknown=1;FOO=1').mac, 'c2:00:00:00:00:01');
+    assert.throws(() => decodeConf(base, 'FOO=1'), /ARGS: unknown args/);
+    assert.equal(decodeConf(base, 'IgnoreUnknown=1;FOO=1').mac, 'c2:00:00:00:00:01');
   });
 
   test('args.cni overrides every attribute and merges sysctls, also without a top-level sysctl', () => {
-    const c = parseConf(
+    const c = decodeConf(
       {
         name: 'n',
         sysctl: { 'net.a': '1', 'net.b': '2' },
@@ -46,14 +46,14 @@ describe('tuning config', () => {
       [c.promisc, c.mtu, c.allmulti, c.txQLen, c.dataDir],
       [true, 1300, false, 7, '/run/cni/tuning'],
     );
-    assert.deepEqual(parseConf({ name: 'n', args: { cni: { sysctl: { 'net.x': '1' } } } }, '').sysctl, [
+    assert.deepEqual(decodeConf({ name: 'n', args: { cni: { sysctl: { 'net.x': '1' } } } }, '').sysctl, [
       ['net.x', '1'],
     ]);
   });
 
   test('a value of the wrong type is error 7 naming the key', () => {
     assert.throws(
-      () => parseConf({ name: 'n', sysctl: { 'net.a': 1 } }, ''),
+      () => decodeConf({ name: 'n', sysctl: { 'net.a': 1 } }, ''),
       (e: CniError) => e.code === 7 && /sysctl/.test(e.msg),
     );
   });

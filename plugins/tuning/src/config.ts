@@ -5,7 +5,16 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { posix } from 'node:path';
-import { CniError, decode, ErrorCode, errorReason, type Infer, loadArgs, s } from '@cnikit/skel';
+import {
+  CniError,
+  decode,
+  ErrorCode,
+  errorReason,
+  type Infer,
+  loadArgs,
+  type RequestBase,
+  s,
+} from '@cnikit/skel';
 import { RegexpError, re2ToRegExp } from './re2.ts';
 
 export const DEFAULT_DATA_DIR = '/run/cni/tuning';
@@ -52,7 +61,7 @@ export type RawConf = Infer<typeof confSchema>;
  * (so MAC precedence is args.cni > runtimeConfig > CNI_ARGS > mac — unlike the bridge). A top-level `sysctl`
  * that is absent while `args.cni.sysctl` is set works (the reference panics).
  */
-export function parseConf(config: Record<string, unknown>, cniArgs: string): TuningConf {
+export function decodeConf(config: Record<string, unknown>, cniArgs: string): TuningConf {
   const raw = decode(confSchema, config);
   const conf: TuningConf = {
     name: typeof config.name === 'string' ? config.name : '',
@@ -83,6 +92,19 @@ export function parseConf(config: Record<string, unknown>, cniArgs: string): Tun
     if (a.txQLen !== undefined) conf.txQLen = a.txQLen;
   }
   return conf;
+}
+
+/**
+ * The plugin's config decoder: ADD and CHECK first refuse a sysctl key given twice in the raw bytes (JSON decoding
+ * keeps only the last), then every verb decodes the config and applies CNI_ARGS.
+ */
+export function parseConf(
+  raw: Record<string, unknown>,
+  req: Pick<RequestBase, 'command' | 'stdin' | 'args'>,
+): TuningConf {
+  if (req.command === 'ADD' || req.command === 'CHECK')
+    checkDuplicateSysctlKeys(new TextDecoder().decode(req.stdin));
+  return decodeConf(raw, req.args);
 }
 
 /** Whether ADD changes link attributes (and so writes a backup first). */

@@ -47,18 +47,12 @@ import type { StateDir } from '@cnikit/sys';
 import { type Backup, backupName, formatBackup, openDataDir, ownerName, parseBackup } from './backup.ts';
 import {
   changesLink,
-  checkDuplicateSysctlKeys,
   parseConf,
   readAllowlist,
   sysctlFileName,
   type TuningConf,
   validateSysctls,
 } from './config.ts';
-
-function load(req: Request, duplicateCheck: boolean): TuningConf {
-  if (duplicateCheck) checkDuplicateSysctlKeys(new TextDecoder().decode(req.stdin));
-  return parseConf(req.config as unknown as Record<string, unknown>, req.args);
-}
 
 function linkOf(ifName: string): Link {
   const link = getLink(ifName);
@@ -147,8 +141,8 @@ function procSys<T>(fn: () => T): T {
   }
 }
 
-function add(req: Request): Result {
-  const conf = load(req, true);
+function add(req: Request<TuningConf>): Result {
+  const conf = req.conf;
   validateSysctls(
     conf.sysctl.map(([k]) => k),
     readAllowlist(),
@@ -216,8 +210,8 @@ function add(req: Request): Result {
   return prev;
 }
 
-function del(req: Request): void {
-  const conf = load(req, false);
+function del(req: Request<TuningConf>): void {
+  const conf = req.conf;
   let dir: StateDir | undefined;
   try {
     dir = openDataDir(conf.dataDir, false);
@@ -282,8 +276,8 @@ function del(req: Request): void {
   if (failure) throw failure;
 }
 
-function check(req: Request): void {
-  const conf = load(req, true);
+function check(req: Request<TuningConf>): void {
+  const conf = req.conf;
   if (!req.prevResult) throw internalError('Required prevResult missing');
   withNetns(req.netns, () =>
     linkOp(() => {
@@ -325,8 +319,8 @@ function check(req: Request): void {
   );
 }
 
-function gc(req: Request): void {
-  const conf = load(req, false);
+function gc(req: Request<TuningConf>): void {
+  const conf = req.conf;
   const dir = openDataDir(conf.dataDir, false);
   if (!dir) return;
   try {
@@ -347,8 +341,8 @@ function gc(req: Request): void {
   }
 }
 
-function status(req: Request): void {
-  const conf = load(req, false);
+function status(req: Request<TuningConf>): void {
+  const conf = req.conf;
   try {
     const dir = openDataDir(conf.dataDir, true) as StateDir;
     try {
@@ -365,9 +359,10 @@ function status(req: Request): void {
   }
 }
 
-export const plugin: Plugin = {
+export const plugin: Plugin<TuningConf> = {
   name: 'tuning',
   about: `CNI tuning plugin cnikit ${VERSION}`,
+  conf: parseConf,
   add,
   del,
   check,
