@@ -121,6 +121,7 @@ export {
   isNotFoundError,
   NetlinkError,
 } from './rtnl.ts';
+export { buildVrf, createVrf, listVrfs, type Vrf } from './vrf.ts';
 export {
   addRule,
   delRule,
