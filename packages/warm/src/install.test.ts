@@ -46,7 +46,7 @@ function opts(
   source: string,
   mode: 'warm' | 'cold',
   extra: Partial<ModeInstallOptions> = {},
-): ModeInstallOptions {
+): ModeInstallOptions & { systemdDir: string } {
   const target = extra.target ?? join(base, `dst-${n}`);
   return {
     mode,
@@ -57,7 +57,7 @@ function opts(
     dryRun: false,
     out: () => {},
     ...extra,
-  };
+  } as ModeInstallOptions & { systemdDir: string };
 }
 
 const ino = (p: string) => statSync(p).ino;
@@ -156,6 +156,45 @@ describe('install --warm / --cold', () => {
     const o = parseModeArgs(['--cold', '--target=/t', '--systemd-dir', '/u', '--socket', '/s.sock'], d);
     assert.deepEqual([o.mode, o.target, o.systemdDir, o.socket], ['cold', '/t', '/u', '/s.sock']);
     assert.throws(() => installMode(opts(join(base, 'missing'), 'warm')), /run `npm run build` first/);
+  });
+
+  test('a scratch --target never touches /etc: units only with --systemd-dir, every planned file named in full', () => {
+    const d = { source: '/x', out: () => {} };
+    assert.equal(parseModeArgs(['--warm', '--target', join(base, 'scratch')], d).systemdDir, undefined);
+    assert.equal(parseModeArgs(['--warm'], d).systemdDir, '/etc/systemd/system');
+    assert.equal(parseModeArgs(['--warm', '--target=/opt/cni/bin/'], d).systemdDir, '/etc/systemd/system');
+    assert.equal(parseModeArgs(['--warm', '--target', '/t', '--systemd-dir', '/u'], d).systemdDir, '/u');
+    const src = fakeDist();
+    const target = join(base, `scratch-${n++}`);
+    const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+    const run = (...extra: string[]) =>
+      spawnSync(join(root, 'scripts', 'install'), ['--warm', '--source', src, '--target', target, ...extra], {
+        encoding: 'utf8',
+      });
+    const dry = run('--dry-run');
+    assert.equal(dry.status, 0, dry.stderr);
+    assert.doesNotMatch(dry.stdout, /\/etc\//);
+    const plan = dry.stdout.split('\n').filter((l) => l.startsWith('  '));
+    assert.equal(plan.length, NAMES.length + 5, dry.stdout); // cnikit, client, links, cnitool, two units
+    for (const l of plan) {
+      const [action, file] = l.trim().split(/\s+/);
+      if (action === 'skip')
+        assert.match(l, /cnikit\.(socket|service): systemd unit not written .*--systemd-dir/);
+      else assert.ok(file?.startsWith(`${target}/`), `${l} names its destination`);
+    }
+    assert.ok(!existsSync(target));
+    const real = run();
+    assert.equal(real.status, 0, real.stderr);
+    assert.match(real.stdout, /units were not written: run again with --systemd-dir DIR/);
+    assert.deepEqual(readdirSync(target).sort(), [...NAMES, 'cnikit', 'cnikit-client', 'cnitool'].sort());
+    // with --systemd-dir the dry run names each unit's path, and says when an existing unit would be replaced
+    const units = join(base, `scratch-units-${n++}`);
+    mkdirSync(units);
+    writeFileSync(join(units, 'cnikit.service'), 'mine');
+    const withUnits = run('--systemd-dir', units, '--dry-run');
+    assert.match(withUnits.stdout, new RegExp(`unit +${units}/cnikit\\.service: replace the existing unit`));
+    assert.match(withUnits.stdout, new RegExp(`unit +${units}/cnikit\\.socket: write unit`));
+    assert.equal(readFileSync(join(units, 'cnikit.service'), 'utf8'), 'mine');
   });
 
   test('scripts/install --warm runs end to end (temporary target, temporary systemd dir)', () => {

@@ -6,13 +6,20 @@ import { DEFAULT_SOCKET } from './protocol.ts';
 import { SERVICE_UNIT, SOCKET_UNIT, systemdUnits } from './systemd.ts';
 
 export const TOOL_FILE = 'cnitool';
+export const SYSTEM_TARGET = '/opt/cni/bin';
+export const SYSTEM_UNITS = '/etc/systemd/system';
 
 export interface ModeInstallOptions {
   mode: 'warm' | 'cold';
   /** dist-bin (holds cnikit and warm/). */
   source: string;
   target: string;
-  systemdDir: string;
+  /**
+   * Where the systemd units go; undefined: they are not written (an install into a scratch --target never
+   * touches /etc unless asked with --systemd-dir). parseModeArgs defaults it to /etc/systemd/system only for the
+   * system target /opt/cni/bin.
+   */
+  systemdDir: string | undefined;
   socket: string;
   dryRun: boolean;
   out: (line: string) => void;
@@ -50,8 +57,9 @@ export function warmPlugins(source: string): string[] {
 }
 
 export interface ModeStep {
+  /** A file name in the target directory, or the absolute path of a unit. */
   name: string;
-  action: 'write' | 'unchanged' | 'link' | 'remove' | 'unit';
+  action: 'write' | 'unchanged' | 'link' | 'remove' | 'unit' | 'skip';
   detail: string;
 }
 
@@ -96,23 +104,34 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
   if (o.mode === 'cold' && existsSync(dstClient))
     steps.push({ name: CLIENT_FILE, action: 'remove', detail: 'warm mode off' });
   const units = systemdUnits({ exe: dstCold, socket: o.socket });
-  if (o.mode === 'warm') {
+  const systemdDir = o.systemdDir;
+  if (o.mode === 'warm' && systemdDir === undefined) {
+    for (const unit of Object.keys(units))
+      steps.push({
+        name: unit,
+        action: 'skip',
+        detail: `systemd unit not written (no --systemd-dir for the target ${target}); pass --systemd-dir DIR to write it`,
+      });
+  } else if (o.mode === 'warm' && systemdDir !== undefined) {
     for (const [unit, text] of Object.entries(units)) {
-      const p = join(o.systemdDir, unit);
+      const p = join(systemdDir, unit);
       const cur = existsSync(p) ? readFileSync(p, 'utf8') : undefined;
       steps.push({
         name: p,
         action: cur === text ? 'unchanged' : 'unit',
-        detail: cur === text ? 'same content' : 'write unit',
+        detail: cur === text ? 'same content' : cur === undefined ? 'write unit' : 'replace the existing unit',
       });
     }
   }
 
   o.out(`${o.dryRun ? 'would switch' : 'switching'} ${target} to ${o.mode} mode`);
-  for (const s of steps) o.out(`  ${s.action.padEnd(9)} ${s.name}: ${s.detail}`);
+  // every line names the file's full destination
+  const where = (s: ModeStep) =>
+    s.action === 'unit' || s.action === 'skip' || s.name.startsWith('/') ? s.name : join(target, s.name);
+  for (const s of steps) o.out(`  ${s.action.padEnd(9)} ${where(s)}: ${s.detail}`);
   if (o.dryRun) return steps;
 
-  for (const dir of o.mode === 'warm' ? [target, o.systemdDir] : [target]) {
+  for (const dir of o.mode === 'warm' && systemdDir !== undefined ? [target, systemdDir] : [target]) {
     try {
       mkdirSync(dir, { recursive: true, mode: 0o755 });
     } catch (e) {
@@ -132,15 +151,20 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
     fsyncDir(target);
     for (const s of steps) {
       if (s.action !== 'unit') continue;
-      const unit = s.name.slice(o.systemdDir.length + 1);
+      const unit = s.name.slice((systemdDir as string).length + 1);
       writeFileAtomic(s.name, Buffer.from(units[unit] as string), 0o644);
     }
-    if (o.mode === 'warm') fsyncDir(o.systemdDir);
+    if (o.mode === 'warm' && systemdDir !== undefined) fsyncDir(systemdDir);
   } catch (e) {
     if (e instanceof ModeInstallError) throw e;
     throw new ModeInstallError(`cannot install into ${target}: ${(e as Error).message}`);
   }
-  if (o.mode === 'warm') {
+  if (o.mode === 'warm' && systemdDir === undefined) {
+    o.out(`done. The service units were not written: run again with --systemd-dir DIR to install them`);
+    o.out(
+      `(until the service runs, every plugin call execs ${dstCold}; check it with: ${dstCold} serve --check)`,
+    );
+  } else if (o.mode === 'warm') {
     o.out(`done. Enable the service: systemctl daemon-reload && systemctl enable --now ${SOCKET_UNIT}`);
     o.out(`(until it runs, every plugin call execs ${dstCold}; check it with: ${dstCold} serve --check)`);
   } else {
@@ -159,8 +183,8 @@ export function parseModeArgs(
   const o: ModeInstallOptions = {
     mode: 'warm',
     source: defaults.source,
-    target: '/opt/cni/bin',
-    systemdDir: '/etc/systemd/system',
+    target: SYSTEM_TARGET,
+    systemdDir: undefined,
     socket: DEFAULT_SOCKET,
     dryRun: false,
     out: defaults.out,
@@ -188,6 +212,8 @@ export function parseModeArgs(
       throw new ModeInstallError(`unknown argument ${JSON.stringify(a)} with --warm/--cold\n${MODE_USAGE}`);
   }
   if (modes !== 1) throw new ModeInstallError(`give exactly one of --warm and --cold\n${MODE_USAGE}`);
+  // the units go to /etc only for a system install: a scratch --target never touches /etc unless asked
+  if (o.systemdDir === undefined && resolve(o.target) === SYSTEM_TARGET) o.systemdDir = SYSTEM_UNITS;
   return o;
 }
 
