@@ -3,6 +3,8 @@
 //   node scripts/run-tests.mjs            all tests (unit, kernel, black-box)
 //   node scripts/run-tests.mjs --unit     only tests that need no root/kernel (files not named *.kernel.test.ts / in test-netns/)
 //   node scripts/run-tests.mjs FILE...    just these files
+//   node scripts/run-tests.mjs --release  only the release tests (*.release.test.ts: `npm run test:release`, slow;
+//                                         every other run leaves them out unless they are named)
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -10,6 +12,7 @@ import { join, relative } from 'node:path';
 const root = new URL('..', import.meta.url).pathname;
 const args = process.argv.slice(2);
 const unitOnly = args.includes('--unit');
+const releaseOnly = args.includes('--release');
 const explicit = args.filter((a) => !a.startsWith('--'));
 
 function walk(dir, out) {
@@ -25,6 +28,7 @@ function walk(dir, out) {
 let files = explicit.length
   ? explicit
   : ['packages', 'plugins', 'scripts', 'test-netns'].flatMap((d) => walk(join(root, d), [])).sort();
+if (!explicit.length) files = files.filter((f) => f.endsWith('.release.test.ts') === releaseOnly);
 if (unitOnly) files = files.filter((f) => !f.endsWith('.kernel.test.ts') && !f.startsWith('test-netns/'));
 if (files.length === 0) {
   console.error('no test files found');

@@ -30,6 +30,7 @@ export {
   toolArgs,
   usage,
 } from './multicall.ts';
+export { type BuildStamp, type RuntimeFacts, releaseArch, runtimeFacts, versionText } from './version.ts';
 export {
   bunSource,
   candidateDirs,

@@ -22,6 +22,7 @@
 import type { AnyPlugin } from '@cnikit/skel';
 import { registerInProcess, runPlugin } from '@cnikit/skel';
 import { installNativeOverride, type NativeSource } from './native.ts';
+import { type BuildStamp, runtimeFacts, versionText } from './version.ts';
 
 export const MULTICALL_NAME = 'cnikit';
 /** The name (hard link) and the `cnikit <word>` that select the cnitool CLI. */
@@ -246,6 +247,8 @@ export interface MainOptions {
   tool?: () => Promise<ToolMain>;
   /** Loads the warm-mode service; without it, `cnikit serve` is an unknown name. */
   serve?: () => Promise<ServeMain>;
+  /** Version, commit and build date for `cnikit --version` (set by the build). */
+  stamp?: BuildStamp;
 }
 
 /** Process entry of the multicall executable. */
@@ -284,13 +287,18 @@ export async function main(sources: readonly PluginSource[], opts: MainOptions =
   const names = sources.map((p) => ({ name: p.name }) as AnyPlugin);
   const args = process.argv.slice(2);
   const only = sources.length === 1 ? names[0] : undefined;
-  const buildCheck = !process.env.CNI_COMMAND && (args[0] === '--native-selftest' || args[0] === '--list');
+  const buildCheck = !process.env.CNI_COMMAND && ['--native-selftest', '--list', '--version'].includes(args[0] ?? '');
   const sel: Selection =
     only && !buildCheck
       ? { plugin: only, name: only.name, explicit: false, rest: args }
       : only
         ? { plugin: undefined, name: '', explicit: false, rest: args }
         : selectPlugin(names, process.argv0, process.execPath, args, opts.name);
+  if (!sel.plugin && !sel.name && sel.rest[0] === '--version' && !process.env.CNI_COMMAND) {
+    // the executable's own version (a plugin's VERSION stays the spec's JSON through CNI_COMMAND=VERSION)
+    process.stdout.write(versionText(opts.name ?? MULTICALL_NAME, opts.stamp, runtimeFacts()));
+    return;
+  }
   if (!sel.plugin && !sel.name && sel.rest[0] === '--native-selftest') {
     // Build smoke test: extract (if embedded) and load the addon, then call into it.
     const { gettid, loadNative } = await import('@cnikit/sys');
