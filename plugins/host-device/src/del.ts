@@ -1,0 +1,48 @@
+/**
+ * DEL: IPAM DEL, then the device back to the host under its original name, with the addresses and up state it had
+ * before ADD. Idempotent: a missing namespace or a device no longer in the container is not an error (the reference
+ * fails in both cases). Keeps going after a failure and reports every failure at the end.
+ */
+import { closeSync } from 'node:fs';
+import * as nl from '@cnikit/netlink';
+import { delegateDel, ErrorList, type Request } from '@cnikit/skel';
+import { openNetns } from './add.ts';
+import type { HostDeviceConf } from './config.ts';
+import { moveLinkOut } from './move.ts';
+import { readState, removeState, restoreDevice, stateName } from './state.ts';
+
+export async function cmdDel(req: Request<HostDeviceConf>): Promise<void> {
+  const conf = req.conf;
+  const errors = new ErrorList();
+  const state = stateName(req.containerId, req.ifName);
+  if (conf.ipamType !== '') await errors.run('', () => delegateDel(conf.ipamType, req));
+  let done = true;
+  if (req.netns !== '') {
+    errors.run('', () => {
+      let fd: number;
+      try {
+        fd = openNetns(req.netns);
+      } catch (err) {
+        if (nl.isNetnsGoneForDel(err, req.netns)) return;
+        throw err;
+      }
+      try {
+        const original = moveLinkOut(fd, req.ifName);
+        if (original === undefined) return;
+        const saved = readState(conf.dataDir, conf.name, state);
+        if (saved && saved.device === original) {
+          const errs = restoreDevice(saved);
+          if (errs.length) throw new Error(errs.join('; '));
+        }
+      } catch (err) {
+        done = false;
+        throw err;
+      } finally {
+        closeSync(fd);
+      }
+    });
+  }
+  // the saved state is dropped once the device is back (or cannot come back: its namespace is gone)
+  if (done) errors.run('', () => removeState(conf.dataDir, conf.name, state));
+  errors.throwIfAny();
+}

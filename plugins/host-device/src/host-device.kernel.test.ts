@@ -1,0 +1,424 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, beforeEach, describe, test } from 'node:test';
+import { ALL_VERSIONS } from '@cnikit/skel';
+import {
+  cniCall,
+  deleteNamedNetns,
+  diffSnapshots,
+  expectCniError,
+  formatDiff,
+  sandboxForFile,
+  tempDir,
+} from '@cnikit/testing';
+import { plugin } from './index.ts';
+import { sysfs } from './sysfs.ts';
+
+const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const GO = '/usr/lib/cni/host-device';
+const env = sandboxForFile({ enterHost: true, containers: 2 });
+
+// biome-ignore lint/suspicious/noExplicitAny: ip -json output
+type J = any;
+const link = (ns: 'host' | number, name: string): J | undefined =>
+  (
+    JSON.parse(
+      env.sb.exec('ip', ['-j', '-d', 'addr', 'show'], { ns: ns === 'host' ? 'host' : env.sb.containers[ns]! })
+        .stdout,
+    ) as J[]
+  ).find((l) => l.ifname === name);
+const addrs = (l: J) =>
+  (l?.addr_info ?? []).filter((a: J) => a.scope !== 'link').map((a: J) => `${a.local}/${a.prefixlen}`);
+const host = (args: string[]) => env.sb.exec('ip', args);
+
+/** A veth end in the host with two addresses, up: the "physical" device of the tests. */
+function makeDevice(name: string, mac: string): void {
+  host(['link', 'add', name, 'address', mac, 'type', 'veth', 'peer', 'name', `${name}p`]);
+  host(['addr', 'add', '192.168.90.7/24', 'dev', name]);
+  host(['addr', 'add', 'fd90::7/64', 'dev', name, 'nodad']);
+  host(['link', 'set', name, 'up']);
+  host(['link', 'set', `${name}p`, 'up']);
+}
+
+/**
+ * The host's snapshot without what IPv6 redoes on its own after a link moves or its peer changes carrier (link-local
+ * addresses, their DAD state, their local and multicast routes): everything else must be identical.
+ */
+function stableHost() {
+  const snap = env.sb.snapshot('host');
+  snap.addresses = snap.addresses.filter((l) => !l.includes('"scope":"link"'));
+  snap.routes = snap.routes.filter((l) => !/"dst":"(fe80:|ff00::\/8)/.test(l));
+  return snap;
+}
+
+const states = () => {
+  const d = join(env.dir, 'state', 'hdnet');
+  return existsSync(d) ? readdirSync(d) : [];
+};
+const conf = (extra: object = {}): J => ({
+  cniVersion: '1.0.0',
+  name: 'hdnet',
+  type: 'host-device',
+  dataDir: join(env.dir, 'state'),
+  ...extra,
+});
+const staticIpam = (routes: object[] = []) => ({
+  type: 'static',
+  addresses: [{ address: '10.72.0.5/24', gateway: '10.72.0.1' }],
+  routes,
+});
+const call = (cmd: 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS', c: object, o: object = {}) =>
+  cniCall(plugin, cmd, c, {
+    path: DIST,
+    netns: env.sb.containers[0]!.path,
+    ifName: 'net1',
+    containerId: 'hd1',
+    ...o,
+  });
+
+/** The device is back in the host under its name, with its addresses, up, and no alias. */
+function assertBack(name: string, mac: string): void {
+  const l = link('host', name);
+  assert.ok(l, `${name} is back in the host`);
+  assert.equal(l.address, mac);
+  assert.ok(l.flags.includes('UP'), 'up again');
+  assert.equal(l.ifalias, undefined);
+  assert.deepEqual(addrs(l).sort(), ['192.168.90.7/24', 'fd90::7/64']);
+  assert.equal(link(0, 'net1'), undefined);
+}
+
+describe('host-device on the real kernel (in-process)', () => {
+  beforeEach(() => {
+    for (const n of ['hd0', 'hd1']) env.sb.exec('ip', ['link', 'del', n], { check: false });
+    for (const c of env.sb.containers)
+      env.sb.exec('ip', ['-n', c.name, 'link', 'del', 'net1'], { check: false });
+  });
+
+  test('by name, L2: moved in renamed (alias = original name), up; DEL puts it back with its addresses', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:01');
+    const c = conf({ device: 'hd0' });
+    const r = await call('ADD', c);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(r.json, {
+      cniVersion: '1.0.0',
+      interfaces: [{ name: 'net1', mac: '0a:72:00:00:00:01', sandbox: env.sb.containers[0]!.path }],
+    });
+    assert.equal(link('host', 'hd0'), undefined);
+    const l = link(0, 'net1');
+    assert.equal(l.ifalias, 'hd0');
+    assert.ok(l.flags.includes('UP'));
+    assert.deepEqual(addrs(l), []);
+    assert.deepEqual(states(), ['hd1-net1']);
+    assert.equal((await call('CHECK', { ...c, prevResult: r.json })).code, 0);
+    const d = await call('DEL', c);
+    assert.equal(d.code, 0, d.stdout);
+    assertBack('hd0', '0a:72:00:00:00:01');
+    assert.deepEqual(states(), []);
+    assert.equal((await call('DEL', c)).code, 0, 'DEL again: nothing to do');
+  });
+
+  test('with IPAM (static): addresses and routes in the container, CHECK, every spec version', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:02');
+    for (const v of ALL_VERSIONS) {
+      const c = conf({ cniVersion: v, device: 'hd0', ipam: staticIpam([{ dst: '10.99.0.0/16' }]) });
+      const r = await call('ADD', c);
+      assert.equal(r.code, 0, `${v}: ${r.stdout}`);
+      assert.equal(r.json.cniVersion, v);
+      if (v.startsWith('0.1') || v.startsWith('0.2')) assert.equal(r.json.ip4.ip, '10.72.0.5/24');
+      else {
+        assert.deepEqual(r.json.ips, [
+          {
+            address: '10.72.0.5/24',
+            gateway: '10.72.0.1',
+            interface: 0,
+            ...(v === '0.3.0' || v === '0.3.1' || v === '0.4.0' ? { version: '4' } : {}),
+          },
+        ]);
+        assert.equal(r.json.interfaces[0].mac, '0a:72:00:00:00:02');
+      }
+      const l = link(0, 'net1');
+      assert.deepEqual(addrs(l), ['10.72.0.5/24']);
+      assert.match(
+        env.sb.exec('ip', ['route', 'show', '10.99.0.0/16'], { ns: env.sb.containers[0]! }).stdout,
+        /via 10\.72\.0\.1 dev net1/,
+      );
+      if (!['0.1.0', '0.2.0', '0.3.0', '0.3.1'].includes(v)) {
+        const chk = await call('CHECK', { ...c, prevResult: r.json });
+        assert.equal(chk.code, 0, `${v}: ${chk.stdout}`);
+      }
+      assert.equal((await call('DEL', c)).code, 0);
+      assertBack('hd0', '0a:72:00:00:00:02');
+    }
+  });
+
+  test('CHECK after tampering: the reference messages', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:03');
+    const c = conf({ device: 'hd0', ipam: staticIpam() });
+    const r = await call('ADD', c);
+    assert.equal(r.code, 0, r.stdout);
+    const check = (p: J) => call('CHECK', { ...c, prevResult: p });
+    expectCniError(await call('CHECK', c), 999, 'Required prevResult missing');
+    const mac = structuredClone(r.json);
+    mac.interfaces[0].mac = '0a:00:00:00:00:99';
+    expectCniError(
+      await check(mac),
+      999,
+      "Interface net1 Mac 0a:00:00:00:00:99 doesn't match container Mac: 0a:72:00:00:00:03",
+    );
+    const other = structuredClone(r.json);
+    other.interfaces[0].sandbox = '/run/netns/x';
+    expectCniError(
+      await check(other),
+      999,
+      `Sandbox in prevResult  doesn't match configured netns: ${env.sb.containers[0]!.path}`,
+    );
+    env.sb.exec('ip', ['addr', 'del', '10.72.0.5/24', 'dev', 'net1'], { ns: env.sb.containers[0]! });
+    expectCniError(await check(r.json), 999, 'Failed to match addr 10.72.0.5/24 on interface net1');
+    assert.equal((await call('DEL', c)).code, 0);
+    assertBack('hd0', '0a:72:00:00:00:03');
+  });
+
+  test('by hwaddr; errors for an unknown device, a bad MAC, no device key, a bad netns', async () => {
+    makeDevice('hd1', '0a:72:00:00:00:04');
+    const c = conf({ hwaddr: '0A:72:00:00:00:04' });
+    const r = await call('ADD', c);
+    assert.equal(r.code, 0, r.stdout);
+    assert.equal(link(0, 'net1').ifalias, 'hd1');
+    assert.equal((await call('DEL', c)).code, 0);
+    assertBack('hd1', '0a:72:00:00:00:04');
+
+    const before = stableHost();
+    expectCniError(
+      await call('ADD', conf({ device: 'nope0' })),
+      999,
+      'failed to find host device: Link not found',
+    );
+    expectCniError(
+      await call('ADD', conf({ hwaddr: '0a:72:00:00:00:77' })),
+      999,
+      'failed to find host device: failed to find physical interface',
+    );
+    expectCniError(
+      await call('ADD', conf({ hwaddr: 'zz' })),
+      999,
+      'failed to find host device: failed to parse MAC address "zz": address zz: invalid MAC address',
+    );
+    expectCniError(
+      await call('ADD', conf({ kernelpath: '/tmp/x' })),
+      999,
+      'failed to find host device: kernel device path "/tmp/x" must be absolute and begin with /sys/devices/',
+    );
+    for (const verb of ['ADD', 'DEL', 'CHECK'] as const)
+      expectCniError(
+        await call(verb, conf()),
+        7,
+        'specify either "device", "hwaddr", "kernelpath" or "pciBusID"',
+      );
+    expectCniError(
+      await call('ADD', conf({ device: 7 })),
+      7,
+      /^failed to load netconf: config\.device: expected string/,
+    );
+    expectCniError(
+      await call('ADD', conf({ device: 'hd1' }), { netns: '/run/netns/none' }),
+      999,
+      /^failed to open netns "\/run\/netns\/none"/,
+    );
+    assert.equal(formatDiff(diffSnapshots(before, stableHost())), '');
+    assert.equal((await call('STATUS', conf({ cniVersion: '1.1.0' }))).code, 0, 'STATUS needs no device key');
+  });
+
+  describe('sysfs lookups against a fake tree (no PCI or auxiliary device can exist in a test namespace)', () => {
+    const fake = tempDir('hd-sysfs');
+    const root = fake.path;
+    after(() => {
+      sysfs.root = '/sys';
+      fake.remove();
+    });
+    const pci = (addr: string, driver: string, net: string | undefined, virtio = false) => {
+      const dev = join(root, 'devices', 'pci0000:00', addr);
+      const netParent = virtio ? join(dev, 'virtio3') : dev;
+      if (net) mkdirSync(join(netParent, 'net', net), { recursive: true });
+      else mkdirSync(dev, { recursive: true });
+      mkdirSync(join(root, 'bus', 'pci', 'drivers', driver), { recursive: true });
+      symlinkSync(join(root, 'bus', 'pci', 'drivers', driver), join(dev, 'driver'));
+      mkdirSync(join(root, 'bus', 'pci', 'devices'), { recursive: true });
+      symlinkSync(dev, join(root, 'bus', 'pci', 'devices', addr));
+    };
+    pci('0000:03:00.0', 'ixgbe', 'hd0');
+    pci('0000:04:00.0', 'virtio-pci', 'hd0', true);
+    pci('0000:05:00.0', 'vfio-pci', undefined);
+    pci('0000:06:00.0', 'ixgbe', undefined);
+    mkdirSync(join(root, 'bus', 'auxiliary', 'devices', 'mlx5_core.sf.2', 'net', 'hd0'), { recursive: true });
+
+    const roundTrip = async (c: J, expectAlias = 'hd0') => {
+      makeDevice('hd0', '0a:72:00:00:00:05');
+      sysfs.root = root;
+      try {
+        const r = await call('ADD', c);
+        assert.equal(r.code, 0, r.stdout);
+        assert.equal(link(0, 'net1').ifalias, expectAlias);
+        assert.equal((await call('DEL', c)).code, 0);
+        assertBack('hd0', '0a:72:00:00:00:05');
+      } finally {
+        sysfs.root = '/sys';
+      }
+    };
+    test('kernelpath', () => roundTrip(conf({ kernelpath: '/sys/devices/pci0000:00/0000:03:00.0' })));
+    test('pciBusID', () => roundTrip(conf({ pciBusID: '0000:03:00.0' })));
+    test('pciBusID of a virtio device (net under virtio*/)', () =>
+      roundTrip(conf({ pciBusID: '0000:04:00.0' })));
+    test('runtimeConfig.deviceID: a PCI address', () =>
+      roundTrip(conf({ runtimeConfig: { deviceID: '0000:03:00.0' } })));
+    test('runtimeConfig.deviceID: an auxiliary device', () =>
+      roundTrip(conf({ runtimeConfig: { deviceID: 'mlx5_core.sf.2' } })));
+
+    test('DPDK (vfio-pci): nothing is moved, IPAM still runs, DEL releases', async () => {
+      sysfs.root = root;
+      try {
+        const before = env.sb.snapshot(env.sb.containers[0]!);
+        const c = conf({ pciBusID: '0000:05:00.0', ipam: staticIpam() });
+        const r = await call('ADD', c);
+        assert.equal(r.code, 0, r.stdout);
+        assert.deepEqual(r.json.interfaces, [{ name: 'net1', sandbox: env.sb.containers[0]!.path }]);
+        assert.equal(r.json.ips[0].address, '10.72.0.5/24');
+        assert.deepEqual(env.sb.snapshot(env.sb.containers[0]!), before);
+        assert.equal((await call('CHECK', { ...c, prevResult: r.json })).code, 0);
+        assert.equal((await call('DEL', c)).code, 0);
+      } finally {
+        sysfs.root = '/sys';
+      }
+    });
+
+    test('lookup errors: the reference texts', async () => {
+      sysfs.root = root;
+      try {
+        expectCniError(
+          await call('ADD', conf({ runtimeConfig: { deviceID: '0000:09:00.0' } })),
+          7,
+          'runtime config DeviceID 0000:09:00.0 not found or unsupported',
+        );
+        expectCniError(
+          await call('ADD', conf({ pciBusID: '0000:09:00.0' })),
+          7,
+          'error with host device: lstat /sys/bus/pci/devices/0000:09:00.0: no such file or directory',
+        );
+        expectCniError(
+          await call('ADD', conf({ pciBusID: '0000:06:00.0' })),
+          999,
+          'failed to find host device: no net directory under pci device 0000:06:00.0',
+        );
+        expectCniError(
+          await call('ADD', conf({ kernelpath: '/sys/devices/pci0000:00/0000:09:00.0' })),
+          999,
+          'failed to find host device: failed to read directory /sys/devices/pci0000:00/0000:09:00.0/net: "open /sys/devices/pci0000:00/0000:09:00.0/net: no such file or directory"',
+        );
+        expectCniError(
+          await call('ADD', conf({ kernelpath: '/sys/devices/pci0000:00/0000:03:00.0' })),
+          999,
+          'failed to find host device: Link not found',
+        );
+      } finally {
+        sysfs.root = '/sys';
+      }
+    });
+  });
+
+  test('rollback: a failing IPAM route leaves the device in the host as it was, no state, no reservation', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:06');
+    const before = stableHost();
+    const c = conf({ device: 'hd0', ipam: staticIpam([{ dst: '10.98.0.0/16', gw: '172.31.0.1' }]) });
+    const r = await call('ADD', c);
+    assert.notEqual(r.code, 0);
+    assert.match(r.json.msg, /failed to add route '10\.98\.0\.0\/16 via 172\.31\.0\.1 dev net1/);
+    assertBack('hd0', '0a:72:00:00:00:06');
+    // the link-local address comes back after the move with a new DAD round; the rest is identical at once
+    assert.equal(formatDiff(diffSnapshots(before, stableHost())), '');
+    assert.deepEqual(states(), []);
+  });
+
+  test('DEL with the namespace gone, GC of stale states, STATUS', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:07');
+    const cn = env.sb.newContainer();
+    const c = conf({ device: 'hd0', cniVersion: '1.1.0' });
+    assert.equal((await call('ADD', c, { netns: cn.path, containerId: 'gone' })).code, 0);
+    deleteNamedNetns(cn);
+    const d = await call('DEL', c, { netns: cn.path, containerId: 'gone' });
+    assert.equal(d.code, 0, d.stdout);
+    assert.deepEqual(states(), []);
+
+    makeDevice('hd1', '0a:72:00:00:00:08');
+    const c1 = conf({ device: 'hd1', cniVersion: '1.1.0' });
+    assert.equal((await call('ADD', c1, { containerId: 'stale' })).code, 0);
+    assert.deepEqual(states(), ['stale-net1']);
+    const g = await cniCall(
+      plugin,
+      'GC',
+      { ...c1, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'net1' }] },
+      { path: DIST },
+    );
+    assert.equal(g.code, 0, g.stdout);
+    assert.deepEqual(states(), []);
+    assert.equal((await cniCall(plugin, 'STATUS', c1, { path: DIST })).code, 0);
+    const st = await cniCall(plugin, 'STATUS', { ...c1, ipam: { type: 'nope' } }, { path: DIST });
+    assert.match(st.json.msg, /failed to find plugin "nope"/);
+    // without its state the device still comes back by its alias (like the reference: down, no addresses)
+    assert.equal((await call('DEL', c1, { containerId: 'stale' })).code, 0);
+    const l = link('host', 'hd1');
+    assert.ok(l);
+    assert.ok(!l.flags.includes('UP'));
+  });
+
+  describe('interoperability with the Go reference host-device', () => {
+    assert.ok(existsSync(GO), 'Go reference plugins not installed in /usr/lib/cni');
+    const goCall = (cmd: 'ADD' | 'DEL' | 'CHECK', c: object) =>
+      cniCall({ binary: GO }, cmd, c, {
+        path: '/usr/lib/cni',
+        netns: env.sb.containers[1]!.path,
+        ifName: 'net1',
+        containerId: 'io',
+      });
+    const ours = (cmd: 'ADD' | 'DEL' | 'CHECK', c: object) =>
+      call(cmd, c, { path: '/usr/lib/cni', netns: env.sb.containers[1]!.path, containerId: 'io' });
+    const c = () => conf({ device: 'hd0', ipam: staticIpam() });
+
+    test('ADD by Go, CHECK and DEL by cnikit', async () => {
+      makeDevice('hd0', '0a:72:00:00:00:09');
+      const r = await goCall('ADD', c());
+      assert.equal(r.code, 0, r.stdout);
+      assert.equal(link(1, 'net1').ifalias, 'hd0');
+      const chk = await ours('CHECK', { ...c(), prevResult: r.json });
+      assert.equal(chk.code, 0, chk.stdout);
+      const d = await ours('DEL', c());
+      assert.equal(d.code, 0, d.stdout);
+      const l = link('host', 'hd0');
+      assert.ok(l, 'back under its name');
+      assert.equal(l.ifalias, undefined);
+      assert.equal(link(1, 'net1'), undefined);
+    });
+
+    test('ADD by cnikit, CHECK and DEL by Go', async () => {
+      makeDevice('hd0', '0a:72:00:00:00:0a');
+      const r = await ours('ADD', c());
+      assert.equal(r.code, 0, r.stdout);
+      const chk = await goCall('CHECK', { ...c(), prevResult: r.json });
+      assert.equal(chk.code, 0, chk.stdout + chk.stderr);
+      const d = await goCall('DEL', c());
+      assert.equal(d.code, 0, d.stdout + d.stderr);
+      const l = link('host', 'hd0');
+      assert.ok(l, 'back under its name');
+      assert.equal(l.address, '0a:72:00:00:00:0a');
+      assert.equal(link(1, 'net1'), undefined);
+      // the Go DEL leaves our saved state: GC drops it
+      const g = await cniCall(
+        plugin,
+        'GC',
+        { ...c(), cniVersion: '1.1.0', 'cni.dev/valid-attachments': [] },
+        { path: DIST },
+      );
+      assert.equal(g.code, 0, g.stdout);
+      assert.deepEqual(states(), []);
+    });
+  });
+});
