@@ -251,11 +251,12 @@ export function execReplace(path: string, argv: string[], envp: string[], keepFd
  * withNetns for a container's namespace; it stays there afterwards), with SO_REUSEADDR, SO_BROADCAST and
  * SO_BINDTODEVICE `ifName` (so a limited broadcast leaves through that interface even when it has no address and
  * the namespace no route), bound to 0.0.0.0:`port`, non-blocking and close-on-exec. Hand it to node:dgram with
- * `socket.bind({ fd })`, which then owns it.
+ * `socket.bind({ fd })`, which then owns it. With `chaddr` (6 bytes), a socket filter keeps only datagrams whose
+ * BOOTP client hardware address is `chaddr`: replies broadcast to the other clients of a segment never reach it.
  */
-export function udpOpenDevice(ifName: string, port: number): number {
+export function udpOpenDevice(ifName: string, port: number, chaddr?: Uint8Array): number {
   const n = loadNative();
-  return call(() => n.udpOpenDevice(ifName, port));
+  return call(() => n.udpOpenDevice(ifName, port, chaddr));
 }
 
 /**

@@ -45,7 +45,7 @@ export interface NativeAddon {
   watchdogArm(timeoutMs: number): void;
   watchdogDisarm(): void;
   execReplace(path: string, argv: string[], envp: string[], keepFd: number): never;
-  udpOpenDevice(ifname: string, port: number): number;
+  udpOpenDevice(ifname: string, port: number, chaddr?: Uint8Array): number;
   netnsNew(): number;
   tunCreate(name: string, flags: number, owner: number, group: number): string;
 }

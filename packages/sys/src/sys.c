@@ -36,10 +36,12 @@
 //                                        thread does execReplace with the stored arguments (a main thread stuck
 //                                        in synchronous code cannot do it itself)
 //   (both keep descriptors 0-2 open across the exec)
-//   udpOpenDevice(ifname, port)       -> fd       (socket(AF_INET, SOCK_DGRAM) in the calling thread's network
+//   udpOpenDevice(ifname, port[, chaddr]) -> fd (socket(AF_INET, SOCK_DGRAM) in the calling thread's network
 //                                        namespace, SO_REUSEADDR + SO_BROADCAST + SO_BINDTODEVICE ifname, bound to
 //                                        0.0.0.0:port; non-blocking, close-on-exec: the DHCP client's socket, handed
-//                                        to node:dgram as { fd })
+//                                        to node:dgram as { fd }). With a 6-byte chaddr, a socket filter keeps only
+//                                        datagrams whose BOOTP chaddr is that address (replies broadcast to other
+//                                        clients on the segment are dropped in the kernel)
 //   netnsNew()                        -> fd       (a new, anonymous network namespace: unshare(CLONE_NEWNET) on the
 //                                        calling thread, open /proc/thread-self/ns/net, setns back; alive while the
 //                                        fd is open — host-device's temporary namespace)
@@ -50,6 +52,7 @@
 //                                        throws on failure
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -763,8 +766,25 @@ static napi_value js_set_cloexec(napi_env env, napi_callback_info info) {
   return make_undefined(env);
 }
 
+// BOOTP chaddr filter: for a UDP socket the filter sees the datagram from the UDP header (8 bytes), so the BOOTP
+// chaddr (payload offset 28) is at 36..41.
+static int attach_chaddr_filter(int fd, const uint8_t *mac) {
+  uint32_t hi = ((uint32_t)mac[0] << 24) | ((uint32_t)mac[1] << 16) | ((uint32_t)mac[2] << 8) | mac[3];
+  uint32_t lo = ((uint32_t)mac[4] << 8) | mac[5];
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 36),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, hi, 0, 3),
+      BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 40),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, lo, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, 0xffff),
+      BPF_STMT(BPF_RET | BPF_K, 0),
+  };
+  struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+  return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
+}
+
 static napi_value js_udp_open_device(napi_env env, napi_callback_info info) {
-  ARGS(2);
+  ARGS(3);
   char ifname[IFNAMSIZ];
   size_t n = 0;
   int32_t port;
@@ -774,6 +794,23 @@ static napi_value js_udp_open_device(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_string_utf8(env, argv[0], ifname, sizeof(ifname), &n));
   if (!arg_int(env, argv, argc, 1, &port, "udpOpenDevice: port must be a number")) return NULL;
   if (port < 0 || port > 65535) return throw_errno(env, "bind", EINVAL);
+  uint8_t *mac = NULL;
+  if (argc > 2) {
+    napi_valuetype t;
+    CHECK(napi_typeof(env, argv[2], &t));
+    if (t != napi_undefined && t != napi_null) {
+      bool is_typed = false;
+      napi_typedarray_type tt;
+      size_t length, offset;
+      napi_value ab;
+      void *data = NULL;
+      if (napi_is_typedarray(env, argv[2], &is_typed) != napi_ok || !is_typed ||
+          napi_get_typedarray_info(env, argv[2], &tt, &length, &data, &ab, &offset) != napi_ok ||
+          tt != napi_uint8_array || length != 6)
+        return throw_type(env, "udpOpenDevice: chaddr must be a Uint8Array of 6 bytes");
+      mac = data;
+    }
+  }
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return throw_errno(env, "socket", errno);
   int one = 1;
@@ -782,6 +819,8 @@ static napi_value js_udp_open_device(napi_env env, napi_callback_info info) {
   else if (setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof(one)) != 0) what = "setsockopt(SO_BROADCAST)";
   else if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifname, (socklen_t)(n + 1)) != 0)
     what = "setsockopt(SO_BINDTODEVICE)";
+  else if (mac && attach_chaddr_filter(fd, mac) != 0)
+    what = "setsockopt(SO_ATTACH_FILTER)";
   if (!what) {
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof(sa));

@@ -113,27 +113,32 @@ export function hasAddress(netns: string, ifName: string, address: string): bool
 /** A UDP socket on port 68 of `ifName` inside `netns`. */
 export class DhcpSocket {
   readonly #sock: dgram.Socket;
-  #waiters = new Set<(m: DhcpMessage) => boolean>();
+  /** Waiters by transaction ID: on a shared segment every client sees every broadcast reply, most not its own. */
+  #waiters = new Map<number, Set<(m: DhcpMessage) => boolean>>();
   #closed = false;
 
   private constructor(sock: dgram.Socket) {
     this.#sock = sock;
     sock.on('message', (buf) => {
+      if (buf.length < 8) return;
+      const waiting = this.#waiters.get(buf.readUInt32BE(4));
+      if (!waiting) return;
       let m: DhcpMessage;
       try {
         m = decodeMessage(buf);
       } catch {
         return;
       }
-      for (const w of this.#waiters) if (w(m)) return;
+      for (const w of waiting) if (w(m)) return;
     });
     sock.on('error', () => {});
   }
 
-  static async open(netns: string, ifName: string): Promise<DhcpSocket> {
+  /** `mac`: receive only messages for this client hardware address (a socket filter in the kernel). */
+  static async open(netns: string, ifName: string, mac?: Uint8Array): Promise<DhcpSocket> {
     let fd: number;
     try {
-      fd = withNetns(netns, () => udpOpenDevice(ifName, CLIENT_PORT));
+      fd = withNetns(netns, () => udpOpenDevice(ifName, CLIENT_PORT, mac?.length === 6 ? mac : undefined));
     } catch (err) {
       if (isGone(err)) throw new LinkGoneError(`${netns} ${ifName}: ${(err as Error).message}`);
       throw err;
@@ -167,7 +172,9 @@ export class DhcpSocket {
     return new Promise<DhcpMessage | undefined>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const done = (v: DhcpMessage | undefined, err?: unknown) => {
-        this.#waiters.delete(waiter);
+        const set = this.#waiters.get(msg.xid);
+        set?.delete(waiter);
+        if (set?.size === 0) this.#waiters.delete(msg.xid);
         if (timer) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         if (err) reject(err);
@@ -181,7 +188,9 @@ export class DhcpSocket {
       const onAbort = () => done(undefined, new DhcpError('aborted'));
       if (signal?.aborted) return onAbort();
       signal?.addEventListener('abort', onAbort);
-      this.#waiters.add(waiter);
+      const set = this.#waiters.get(msg.xid) ?? new Set();
+      set.add(waiter);
+      this.#waiters.set(msg.xid, set);
       timer = setTimeout(() => done(undefined), timeoutMs);
       this.send(msg, dest).catch((err) => done(undefined, err));
     });
@@ -279,7 +288,7 @@ export async function requestLease(
   );
   if (!reply) throw new DhcpError(`no DHCPACK within ${s.timeoutMs / 1000}s`);
   if (messageType(reply) === MessageType.NAK)
-    throw new DhcpError(`DHCPNAK from ${serverId}: ${optString(reply, Opt.MESSAGE) ?? 'no message'}`);
+    throw new DhcpNak(`DHCPNAK from ${serverId}: ${optString(reply, Opt.MESSAGE) ?? 'no message'}`);
   return reply;
 }
 

@@ -151,7 +151,7 @@ export class Lease {
     const mac = prepareLink(req.netns, req.ifName, true);
     const id: Identity = { clientId: req.clientId, mac, provide: req.provide, request: req.request };
     hooks.log(`${req.clientId}: acquiring lease`);
-    const sock = await DhcpSocket.open(req.netns, req.ifName);
+    const sock = await DhcpSocket.open(req.netns, req.ifName, mac);
     const deadline = Date.now() + s.resendTimeoutMs;
     const delay = backoffDelays(s.resendMaxMs);
     let lastErr: unknown;
@@ -184,7 +184,8 @@ export class Lease {
           if (signal.aborted) throw err;
           hooks.log(`${req.clientId}: ${(err as Error).message}`);
         }
-        const wait = delay();
+        // a NAK in SELECTING (the offered address went to another client meanwhile) restarts at once (RFC 2131 3.1)
+        const wait = lastErr instanceof DhcpNak ? Math.random() * 200 : delay();
         if (Date.now() + wait >= deadline) break;
         await sleep(wait, signal);
         if (signal.aborted) throw new Error('lease acquisition cancelled');
@@ -265,7 +266,7 @@ export class Lease {
       }
       let sock: DhcpSocket | undefined;
       try {
-        sock = await DhcpSocket.open(r.netns, r.ifName);
+        sock = await DhcpSocket.open(r.netns, r.ifName, macBytes(r.mac));
         const unicast = !rebinding && hasAddress(r.netns, r.ifName, r.address);
         const ack = await extendLease(
           sock,
@@ -329,7 +330,7 @@ export class Lease {
     this.#hooks.log(`${r.clientId}: releasing lease`);
     let sock: DhcpSocket | undefined;
     try {
-      sock = await DhcpSocket.open(r.netns, r.ifName);
+      sock = await DhcpSocket.open(r.netns, r.ifName, macBytes(r.mac));
       await releaseLease(sock, this.identity, r.address, r.server, hasAddress(r.netns, r.ifName, r.address));
     } catch (err) {
       this.#hooks.log(`${r.clientId}: failed to release DHCP lease: ${(err as Error).message}`);

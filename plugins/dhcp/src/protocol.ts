@@ -20,7 +20,7 @@ export const METHODS = ['allocate', 'release', 'check', 'gc', 'status', 'ping'] 
 export type Method = (typeof METHODS)[number];
 
 /** How long a client waits for the daemon to accept a request (the daemon answers before any DHCP traffic). */
-export const ACCEPT_TIMEOUT_MS = 5000;
+export const ACCEPT_TIMEOUT_MS = 15_000;
 /** Longest request line the daemon reads (a network config with its prevResult). */
 export const MAX_LINE = 1 << 20;
 

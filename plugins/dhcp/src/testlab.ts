@@ -7,6 +7,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 export const SUBNET = '10.77.0';
 export const SERVER_IP = `${SUBNET}.2`;
@@ -28,6 +29,8 @@ export interface Container {
 
 export interface DnsmasqOptions {
   leaseTime?: string;
+  /** `start,end,netmask` of the dhcp-range (default ${SUBNET}.10-250 /24; the server has a /16). */
+  range?: string;
   t1?: number;
   t2?: number;
   extra?: string[];
@@ -57,7 +60,7 @@ export class Lab {
     run(
       'ip',
       ['-n', this.srv, '-batch', '-'],
-      ['link set lo up', 'link set srv0 up', `addr add ${SERVER_IP}/24 dev srv0`].join('\n'),
+      ['link set lo up', 'link set srv0 up', `addr add ${SERVER_IP}/16 dev srv0`].join('\n'),
     );
   }
 
@@ -114,7 +117,7 @@ export class Lab {
       `--log-facility=${join(this.dir, 'dnsmasq.log')}`,
       `--dhcp-leasefile=${this.leaseFile}`,
       `--pid-file=${join(this.dir, 'dnsmasq.pid')}`,
-      `--dhcp-range=${SUBNET}.10,${SUBNET}.250,255.255.255.0,${o.leaseTime ?? '2m'}`,
+      `--dhcp-range=${o.range ?? `${SUBNET}.10,${SUBNET}.250,255.255.255.0`},${o.leaseTime ?? '2m'}`,
       `--dhcp-option=option:router,${ROUTER}`,
       `--dhcp-option=option:dns-server,${SUBNET}.53,${SUBNET}.54`,
       '--dhcp-option=option:domain-name,corp.test',
@@ -187,4 +190,58 @@ export class Lab {
 /** dnsmasq writes client IDs as hex pairs: `00:63:74:72…` for type 0 + the text. */
 export function dnsmasqClientId(clientId: string): string {
   return ['00', ...Buffer.from(clientId).toString('hex').match(/../g)!].join(':');
+}
+
+/**
+ * `dhcp daemon ARGS` from source in a child process (node + tsx, as the executable would run daemonMain); resolves
+ * once the socket answers. `binary` runs a compiled executable instead (argv: its path, `daemon`, ARGS).
+ */
+export async function startDaemon(
+  socketPath: string,
+  args: string[],
+  binary?: string,
+): Promise<{ child: ChildProcess; stderr: () => string }> {
+  const daemonModule = pathToFileURL(join(import.meta.dirname, 'daemon.ts')).href;
+  const child = binary
+    ? spawn(binary, ['daemon', '-socketpath', socketPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
+    : spawn(
+        process.execPath,
+        [
+          '--conditions=cnikit-source',
+          '--import',
+          'tsx',
+          '--input-type=module',
+          '-e',
+          `const { daemonMain } = await import(${JSON.stringify(daemonModule)}); process.exitCode = await daemonMain(process.argv.slice(1));`,
+          '--',
+          '-socketpath',
+          socketPath,
+          ...args,
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`dhcp daemon exited ${child.exitCode}: ${stderr}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`dhcp daemon did not listen on ${socketPath}: ${stderr}`);
+    }
+    if (stderr.includes('listening on')) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { child, stderr: () => stderr };
+}
+
+/** Stops a child with `signal` and waits for it to exit. */
+export async function stopProcess(
+  child: ChildProcess,
+  signal: NodeJS.Signals = 'SIGTERM',
+): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  child.kill(signal);
+  return exited;
 }
