@@ -3,7 +3,7 @@
  * (/usr/lib/cni/tuning), side by side, alternating calls, in private namespaces (a container namespace with a
  * veth `eth0`; nothing touches the machine's own namespace).
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-tuning.ts [--runs=30] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/tuning.ts [--runs=30] [--json]
  *
  * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
  */
@@ -11,7 +11,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { printRows, sideBySide, timedExec } from './side-by-side.ts';
+import { printRows, sideBySide, timedExec } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>

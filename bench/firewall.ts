@@ -1,5 +1,5 @@
 // Firewall micro-benchmarks, inside a private netns sandbox (never the root namespace).
-//   node --conditions=cnikit-source --import tsx scripts/bench-firewall.ts [rounds]
+//   node --conditions=cnikit-source --import tsx bench/firewall.ts [rounds]
 // Compares one iptables-restore per call with one iptables exec per rule (what go-iptables does:
 // -N, then -C and -A per rule), and times the high-level helpers for both backends.
 import {
@@ -13,16 +13,14 @@ import {
 // the exec counter is not part of the public API: import it from the module (same instance as the package's)
 import { execStats } from '@cnikit/firewall/testing';
 import { createSandbox } from '@cnikit/testing';
+import { quantile } from './lib/side-by-side.ts';
 
 const rounds = Number(process.argv[2] ?? 10);
 const N = 10;
 const sb = createSandbox();
 const ns = { netns: sb.host.path };
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
+const median = (xs: number[]) => quantile(xs, 0.5);
 
 function time(fn: () => void): { ms: number; execs: number } {
   const e0 = execStats.count;

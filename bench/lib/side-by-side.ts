@@ -1,6 +1,7 @@
 /**
- * What the side-by-side benchmarks share: one timed plugin exec, quantiles of wall times, one row per operation
- * (cnikit vs Go medians, p90 and the ratio), and printing the rows (or JSON with --json).
+ * What the side-by-side benchmarks (bench/*.ts) share: one timed plugin exec, the median and quantiles of wall times,
+ * one row per operation (cnikit vs Go medians, p90 and the ratio), and printing the rows (or JSON with --json).
+ * A new benchmark imports these instead of writing its own.
  */
 import { spawnSync } from 'node:child_process';
 
@@ -19,6 +20,14 @@ export function timedExec(bin: string, env: Record<string, string>, input: strin
 /** The p-quantile (0..1) of a list of samples (the sample at floor(n·p) of the sorted list). */
 export function quantile(xs: readonly number[], p: number): number {
   return [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? 0;
+}
+
+/** The median of a list of samples (the mean of the two middle samples when their number is even; NaN when empty). */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 export interface SideBySideRow {

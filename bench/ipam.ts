@@ -1,7 +1,7 @@
 /**
  * Benchmark: host-local ADD and DEL latency, cnikit vs the Go reference (/usr/lib/cni/host-local), side by side.
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-ipam.ts [--runs=30] [--preload=1000] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/ipam.ts [--runs=30] [--preload=1000] [--json]
  *
  * cnikit runs as dist-bin/host-local when built (npm run build), else as an esbuild bundle of
  * plugins/host-local/src/run.ts under node (the kind is printed). Each implementation gets its own store
@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { invokeInProcess } from '@cnikit/skel';
 import { goHostLocal, type Impl, ipamEnv, ourHostLocal } from '../plugins/host-local/src/exec-helpers.ts';
 import { plugin } from '../plugins/host-local/src/index.ts';
+import { median, quantile } from './lib/side-by-side.ts';
 
 const arg = (name: string, def: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
@@ -63,15 +64,7 @@ function timeExec(cmd: Impl, env: Record<string, string>, stdin: string): number
   return ms;
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-function p90(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.9) - 1)]!;
-}
+const p90 = (xs: number[]) => quantile(xs, 0.9);
 
 interface Series {
   add: number[];

@@ -3,7 +3,7 @@
  * (/usr/lib/cni/portmap), side by side, with 1 and with `--preload` containers already mapped (the reference's cost
  * grows with the table). Everything runs in a private network namespace that this process's main thread enters.
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-portmap.ts [--runs=20] [--preload=200] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/portmap.ts [--runs=20] [--preload=200] [--json]
  *
  * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
  */
@@ -11,6 +11,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { setns } from '@cnikit/sys';
+import { quantile } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -74,8 +75,7 @@ const orig = openSync('/proc/thread-self/ns/net', 'r');
 const fd = openSync(`/run/netns/${ns}`, 'r');
 setns(fd);
 closeSync(fd);
-const q = (xs: number[], p: number) =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? 0;
+const q = quantile;
 const rows: Array<Record<string, number | string>> = [];
 try {
   let loaded = 0;

@@ -4,7 +4,7 @@
  * reference plugins (/usr/lib/cni), alternating, inside private namespaces (this process's main thread moves into a
  * private "host" namespace; nothing touches the machine's own namespace).
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-chain.ts [--runs=20] [--json] [--detail]
+ *   node --conditions=cnikit-source --import tsx bench/chain.ts [--runs=20] [--json] [--detail]
  *
  * Chains:
  *   kubelet: bridge (ipMasq) + host-local, tuning, portmap, bandwidth
@@ -16,7 +16,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
-import { printRows, quantile, type SideBySideRow, sideBySide } from './side-by-side.ts';
+import { printRows, quantile, type SideBySideRow, sideBySide } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: cnikit's compiled executables vs the Go reference plugins (/usr/lib/cni), side by side in one run.
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench.ts [--runs=30] [--only=core] [--variants] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/run.ts [--runs=30] [--only=core] [--variants] [--json]
  *
  * Core (this file):
  *   - VERSION wall time (median, p10, p90 over --runs execs) and peak RSS (maxrss of the child, via GNU time),
@@ -12,7 +12,7 @@
  *   for the Go reference, cnikit/bun and cnikit/sea; ratios ours/Go and the targets (VERSION ≤ 4× Go, RSS ≤ 2.5× Go).
  * --variants additionally builds and measures start-up variants: SEA without V8 code cache, SEA with a start-up
  * snapshot, bun without bytecode, bun without lazy plugin/built-in loading (bun-eager).
- * Then every scripts/bench-*.ts present (bridge, host-local, firewall, netlink, tuning, portmap) runs in
+ * Then every other bench/*.ts (bridge, chain, firewall, ipam, libcni, meta, netlink, portmap, tuning, warm, …) runs in
  * turn, unless --only=core.
  */
 import { spawnSync } from 'node:child_process';
@@ -28,7 +28,9 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { createSandbox, type Sandbox } from '@cnikit/testing';
-import { ROOT } from './build.ts';
+import { median, quantile } from './lib/side-by-side.ts';
+
+const ROOT = join(import.meta.dirname, '..');
 
 const arg = (name: string, def: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
@@ -67,17 +69,8 @@ interface Row {
   files: number;
 }
 
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const pos = (sorted.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (pos - lo);
-}
-
 function stats(xs: number[]): Stats {
-  const s = [...xs].sort((a, b) => a - b);
-  return { median: quantile(s, 0.5), p10: quantile(s, 0.1), p90: quantile(s, 0.9) };
+  return { median: median(xs), p10: quantile(xs, 0.1), p90: quantile(xs, 0.9) };
 }
 
 const BASE_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' };
@@ -352,13 +345,13 @@ function main(): void {
   if (JSON_OUT) process.stdout.write(`${JSON.stringify(rows)}\n`);
 
   if (ONLY_CORE) return;
-  for (const f of readdirSync(join(ROOT, 'scripts'))
-    .filter((n) => /^bench-.+\.ts$/.test(n))
+  for (const f of readdirSync(join(ROOT, 'bench'))
+    .filter((n) => n.endsWith('.ts') && n !== 'run.ts')
     .sort()) {
     process.stdout.write(`\n=== ${f} ===\n`);
     const r = spawnSync(
       process.execPath,
-      ['--conditions=cnikit-source', '--import', 'tsx', join(ROOT, 'scripts', f)],
+      ['--conditions=cnikit-source', '--import', 'tsx', join(ROOT, 'bench', f)],
       {
         cwd: ROOT,
         stdio: ['ignore', 'inherit', 'inherit'],

@@ -2,7 +2,7 @@
  * Benchmark: bridge + host-local ADD and DEL latency, cnikit (dist-bin/bridge, IPAM delegated in-process
  * through the multicall binary) vs the Go reference (/usr/lib/cni/bridge + host-local), side by side.
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-bridge.ts [--runs=20] [--preload=200] [--masq]
+ *   node --conditions=cnikit-source --import tsx bench/bridge.ts [--runs=20] [--preload=200] [--masq]
  *
  * Everything runs in private network namespaces: this process moves its main thread into a private
  * "host" namespace and executes the plugin binaries directly from there (as a runtime would on a node),
@@ -16,6 +16,7 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeF
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setns } from '@cnikit/sys';
+import { median, quantile } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -92,13 +93,7 @@ function call(i: Impl, cmd: 'ADD' | 'DEL', ns: string, id: string): number {
   return ms;
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const p90 = (xs: number[]) =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.9))]!;
+const p90 = (xs: number[]) => quantile(xs, 0.9);
 
 function measure(label: string): Record<string, { add: number[]; del: number[] }> {
   const out: Record<string, { add: number[]; del: number[] }> = {};

@@ -1,10 +1,11 @@
 // Benchmark: create a veth pair (peer placed in a second namespace) + an address + link up + a default route
 // inside a fresh namespace, with @cnikit/netlink vs the same with `ip` commands (one spawnSync each) and with
 // one `ip -batch`. Namespaces are created and removed outside the timed section.
-//   node --conditions=cnikit-source --import tsx scripts/bench-netlink.ts [runs=30]
+//   node --conditions=cnikit-source --import tsx bench/netlink.ts [runs=30]
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { addAddr, addRoute, createVethPair, randomVethName, setLinkUp, withNetns } from '@cnikit/netlink';
+import { quantile } from './lib/side-by-side.ts';
 
 const runs = Math.max(20, Number(process.argv[2] ?? 30) || 30);
 
@@ -84,10 +85,7 @@ function once(v: Variant): number {
   }
 }
 
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((s.length - 1) * p))]!;
-}
+const pct = quantile;
 
 const names = Object.keys(variants);
 const samples: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));

@@ -5,7 +5,7 @@
  * this process's main thread moves into a private "host" namespace, so the executables are spawned there directly
  * (no `ip netns exec` in the measured path); the container namespace holds the veth peer.
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-meta.ts [--runs=30] [--only=bandwidth|firewall] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/meta.ts [--runs=30] [--only=bandwidth|firewall] [--json]
  *
  * Reported: median and p90 wall time per exec and the ours/Go ratio. Requires `npm run build` and root.
  */
@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns, type Sandbox } from '@cnikit/testing';
-import { printRows, type SideBySideRow, sideBySide, timedExec } from './side-by-side.ts';
+import { printRows, type SideBySideRow, sideBySide, timedExec } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>

@@ -7,7 +7,7 @@
  * container namespace (a different container ID each round). The list is 1.0.0 (Debian's Go plugins stop there),
  * portmap uses iptables with one mapping, tuning sets one sysctl.
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-libcni.ts [--runs=20] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/libcni.ts [--runs=20] [--json]
  *
  * Reported: median and p90 wall time of one ADD and one DEL of the whole chain, and the ratio to Go. Requires
  * `npm run build` and root.

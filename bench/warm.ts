@@ -4,7 +4,7 @@
  * runtime from a private "host" namespace against a private container namespace (the machine's own namespace is never
  * touched). The service runs on a socket in a temporary directory for the duration of the run.
  *
- *   node --conditions=cnikit-source --import tsx scripts/bench-warm.ts [--runs=30] [--chain-runs=15] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/warm.ts [--runs=30] [--chain-runs=15] [--json]
  *
  * Per call: VERSION, loopback ADD and DEL, bridge + host-local ADD and DEL; the kubelet-style chain (bridge +
  * host-local, tuning, portmap, bandwidth) ADD and DEL. Medians (p90) and ratios to Go. Each plugin is started by a
@@ -27,7 +27,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
-import { quantile } from './side-by-side.ts';
+import { quantile } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>

@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { AnyPlugin } from '@cnikit/skel';
+import { handleNoPlugin, selectPlugin } from './multicall.ts';
+
+const plugins: AnyPlugin[] = [{ name: 'bridge' }, { name: 'loopback' }, { name: 'host-local' }];
+
+describe('multicall name selection', () => {
+  test('argv0 basename wins (hard link or symlink name)', () => {
+    assert.equal(
+      selectPlugin(plugins, '/opt/cni/bin/bridge', '/opt/cni/bin/bridge', []).plugin?.name,
+      'bridge',
+    );
+    // symlink: execPath resolves to the target, argv0 keeps the link name
+    assert.equal(
+      selectPlugin(plugins, '/opt/cni/bin/loopback', '/opt/cni/bin/cnikit', []).plugin?.name,
+      'loopback',
+    );
+    assert.equal(selectPlugin(plugins, 'host-local', '/x/host-local', ['a']).rest[0], 'a');
+  });
+  test('the executed hard link wins over an arbitrary argv0 (exec -a)', () => {
+    const s = selectPlugin(plugins, 'weird', '/opt/cni/bin/bridge', []);
+    assert.equal(s.plugin?.name, 'bridge');
+    assert.equal(s.explicit, false);
+  });
+  test('explicit form: cnikit <plugin>', () => {
+    const s = selectPlugin(plugins, '/opt/cni/bin/cnikit', '/opt/cni/bin/cnikit', ['loopback', 'x']);
+    assert.equal(s.plugin?.name, 'loopback');
+    assert.equal(s.explicit, true);
+    assert.deepEqual(s.rest, ['x']);
+  });
+  test('unknown names', () => {
+    const a = selectPlugin(plugins, '/usr/bin/portmap', '/usr/bin/portmap', []);
+    assert.equal(a.plugin, undefined);
+    assert.equal(a.name, 'portmap');
+    const b = selectPlugin(plugins, 'cnikit', '/bin/cnikit', ['nope']);
+    assert.equal(b.plugin, undefined);
+    assert.equal(b.name, 'nope');
+    const c = selectPlugin(plugins, 'cnikit', '/bin/cnikit', []);
+    assert.equal(c.plugin, undefined);
+    assert.equal(c.name, '');
+  });
+  test('unknown plugin: message on stderr, CNI error JSON on stdout only when CNI_COMMAND is set', () => {
+    const run = (env: Record<string, string>, args: string[], argv0 = 'cnikit') => {
+      let out = '';
+      let err = '';
+      const code = handleNoPlugin(plugins, selectPlugin(plugins, argv0, '/bin/cnikit', args), {
+        env,
+        stdout: { write: (s: string) => (out += s) },
+        stderr: { write: (s: string) => (err += s) },
+      });
+      return { code, out, err };
+    };
+    const a = run({}, ['nope']);
+    assert.equal(a.code, 1);
+    assert.equal(a.out, '');
+    assert.match(a.err, /unknown plugin "nope"/);
+    assert.match(a.err, /plugins: bridge, host-local, loopback/);
+    const b = run({ CNI_COMMAND: 'ADD' }, [], 'portmap');
+    assert.equal(b.code, 1);
+    assert.deepEqual(JSON.parse(b.out), {
+      code: 999,
+      msg: 'cnikit: unknown plugin "portmap"',
+      details: 'available plugins: bridge, host-local, loopback',
+    });
+    const c = run({}, []);
+    assert.equal(c.code, 1);
+    assert.match(c.err, /no plugin selected/);
+    const d = run({}, ['--list']);
+    assert.equal(d.code, 0);
+    assert.equal(d.out, 'bridge\nhost-local\nloopback\n');
+    const e = run({}, ['--help']);
+    assert.equal(e.code, 0);
+    assert.match(e.out, /usage: cnikit <plugin>/);
+  });
+});
