@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { AnyPlugin } from '@cnikit/skel';
-import { handleNoPlugin, selectPlugin } from './multicall.ts';
+import { type AnyPlugin, invokeInProcess, type Plugin } from '@cnikit/skel';
+import { handleNoPlugin, lazyFacade, selectPlugin } from './multicall.ts';
 
 const plugins: AnyPlugin[] = [{ name: 'bridge' }, { name: 'loopback' }, { name: 'host-local' }];
 
@@ -72,5 +72,44 @@ describe('multicall name selection', () => {
     const e = run({}, ['--help']);
     assert.equal(e.code, 0);
     assert.match(e.out, /usage: cnikit <plugin>/);
+  });
+});
+
+describe('lazy facade (in-process delegates of the executable)', () => {
+  test('forwards every key of the plugin, the config decoder included, and loads the module once', async () => {
+    let loads = 0;
+    const seen: unknown[] = [];
+    const real: Plugin<{ dir: string }> = {
+      name: 'ipam-x',
+      about: 'x',
+      versions: ['1.1.0'],
+      parsePrevResult: false,
+      prevResultErrorPrefix: 'p: ',
+      conf: (raw) => ({ dir: `decoded:${String(raw.dataDir)}` }),
+      del(req) {
+        seen.push(req.conf.dir);
+      },
+      commands: { daemon: async () => 0 },
+    };
+    const facade = lazyFacade({
+      name: 'ipam-x',
+      load: () => {
+        loads++;
+        return real as AnyPlugin;
+      },
+    });
+    assert.equal(loads, 0);
+    for (const key of Object.keys(real) as Array<keyof AnyPlugin>) {
+      if (typeof real[key] !== 'function') assert.deepEqual(facade[key], real[key], key);
+      else assert.equal(typeof facade[key], 'function', key);
+    }
+    const r = await invokeInProcess(
+      facade,
+      { CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'c', CNI_IFNAME: 'eth0', CNI_PATH: '/x' },
+      JSON.stringify({ cniVersion: '1.1.0', name: 'n', type: 'ipam-x', dataDir: '/d' }),
+    );
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(seen, ['decoded:/d']);
+    assert.equal(loads, 1);
   });
 });

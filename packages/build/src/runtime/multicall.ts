@@ -192,7 +192,20 @@ export function loadPlugin(p: PluginSource): AnyPlugin {
   return real;
 }
 
-const PLUGIN_KEYS = ['about', 'versions', 'add', 'del', 'check', 'gc', 'status'] as const;
+/** Every key of a Plugin but its name: the type check fails when Plugin gains a key the facade would not forward. */
+const PLUGIN_KEYS = Object.keys({
+  about: 0,
+  versions: 0,
+  parsePrevResult: 0,
+  prevResultErrorPrefix: 0,
+  conf: 0,
+  add: 0,
+  del: 0,
+  check: 0,
+  gc: 0,
+  status: 0,
+  commands: 0,
+} satisfies Record<Exclude<keyof AnyPlugin, 'name'>, 0>);
 
 /**
  * A stand-in Plugin whose properties load the real plugin on first access (for registerInProcess: a delegate is
