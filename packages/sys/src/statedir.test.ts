@@ -1,5 +1,6 @@
 // StateDir: nothing is ever opened, created, read or written through a symlink below the opened directory.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import {
   constants as C,
   closeSync,
@@ -8,10 +9,12 @@ import {
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
   symlinkSync,
+  utimesSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
@@ -129,6 +132,62 @@ describe('StateDir', () => {
     const d = StateDir.open(t.path);
     try {
       assert.equal(d.read('big')?.toString(), big);
+    } finally {
+      d.close();
+    }
+  });
+
+  test('a writer killed before its rename leaves a temp file that removeStaleTemps removes (issue 20 item 9)', () => {
+    using t = temp();
+    // the real write, killed by the kernel on entering rename(2) (strace fault injection): no name, a temp file
+    const code = `import { StateDir } from ${JSON.stringify(join(import.meta.dirname, 'statedir.ts'))};
+      StateDir.open(${JSON.stringify(t.path)}).writeAtomic('rec.json', 'data');`;
+    const r = spawnSync(
+      'strace',
+      [
+        '-f',
+        '-qq',
+        '-o',
+        '/dev/null',
+        '-e',
+        'trace=rename,renameat,renameat2',
+        '-e',
+        'inject=rename,renameat,renameat2:signal=SIGKILL',
+        process.execPath,
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        code,
+      ],
+      { encoding: 'utf8' },
+    );
+    // strace ends itself with the signal that ended the tracee
+    assert.equal(r.signal, 'SIGKILL', `the writer was killed at its rename: ${r.status} ${r.stderr}`);
+    const left = readdirSync(t.path);
+    assert.equal(left.length, 1, String(left));
+    const pidns = String(statSync('/proc/self/ns/pid').ino);
+    assert.match(left[0] as string, new RegExp(`^\\.rec\\.json\\.${pidns}-\\d+\\.[0-9a-f]{12}\\.tmp$`));
+    // writes that are still running, or that are not temp files of StateDir, stay
+    const keep = [
+      `.live.json.${pidns}-${process.pid}.0123456789ab.tmp`, // this process: alive
+      `.other.json.1-1.0123456789ab.tmp`, // another pid namespace, recent
+      '.legacy.json.0123456789ab.tmp', // an earlier version's name, recent
+      'a.json.0123456789ab.tmp',
+      '.hidden',
+      'rec.json',
+    ];
+    const old = ['.other-old.json.1-1.0123456789ab.tmp', '.legacy-old.json.0123456789ab.tmp'];
+    for (const n of [...keep, ...old]) writeFileSync(join(t.path, n), '');
+    const hour = Date.now() / 1000 - 3600;
+    for (const n of old) utimesSync(join(t.path, n), hour, hour);
+    const d = StateDir.open(t.path);
+    try {
+      assert.deepEqual(d.removeStaleTemps().sort(), [left[0], ...old].sort());
+      assert.deepEqual(readdirSync(t.path).sort(), [...keep].sort());
+      // a temp name for a name near NAME_MAX still fits (hashed)
+      d.writeAtomic('x'.repeat(250), 'long');
+      assert.equal(readFileSync(join(t.path, 'x'.repeat(250)), 'utf8'), 'long');
     } finally {
       d.close();
     }

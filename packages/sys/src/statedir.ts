@@ -5,12 +5,18 @@
  * a symlinked (or dangling) file name is refused too. Writes are atomic: a new temp file (O_EXCL), fsync,
  * rename, fsync of the directory; a reader never sees an empty or partial file.
  *
+ * The temp file of a write is named `.<name>.<pidns>-<pid>.<hex>.tmp` (the writer's pid namespace and pid), so a
+ * writer killed between creating it and the rename leaves a file that `removeStaleTemps` (run by the owner's
+ * DEL/GC) recognises as garbage: its writer is gone (or, from another pid namespace, it is older than any write
+ * takes). An O_TMPFILE + linkat write would leave nothing, but linkat of a /proc/self/fd name needs
+ * AT_SYMLINK_FOLLOW, which Node does not expose, and replacing an existing name still needs a named step.
+ *
  * Sub-directories are opened relative to the parent's descriptor (`openDir`), so a store laid out as
  * `<root>/<name>/<files>` is symlink-proof below the root; link, rename, remove and listing never follow the
  * last component either (link(2), rename(2) and unlink(2) act on a symlink itself, never on its target).
  */
 
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   constants as C,
   closeSync,
@@ -23,6 +29,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
@@ -82,6 +89,48 @@ function openDirFd(path: string, display: string, follow: boolean): number {
 
 /** ELOOP on Linux (fs.constants has no errno values). */
 const ELOOP = 40;
+
+/** `.<name>.<pidns>-<pid>.<hex>.tmp`, and the `.<name>.<hex>.tmp` of earlier versions (no writer recorded). */
+const TEMP = /^\..+?\.(?:(\d+)-(\d+)\.)?[0-9a-f]{12}\.tmp$/;
+/** No atomic write takes this long: an older temp file is garbage whoever wrote it. */
+export const STALE_TEMP_AGE_MS = 10 * 60_000;
+
+let pidNamespace: string | undefined;
+/** The inode of this process's pid namespace ('0' when /proc does not tell). */
+function ownPidNamespace(): string {
+  if (pidNamespace === undefined) {
+    try {
+      pidNamespace = String(statSync('/proc/self/ns/pid').ino);
+    } catch {
+      pidNamespace = '0';
+    }
+  }
+  return pidNamespace;
+}
+
+/** Whether `pid` is a running process (a zombie, waiting to be reaped, is not: it writes nothing any more). */
+function processAlive(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch (err) {
+    if (codeOf(err) === 'ENOENT') return false;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (e) {
+      return codeOf(e) === 'EPERM';
+    }
+  }
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+}
+
+/** The temp name of a write of `name` (a hash stands for a name too long to fit in 255 bytes with the rest). */
+function tempName(name: string): string {
+  const base =
+    Buffer.byteLength(name) <= 200 ? name : createHash('sha256').update(name).digest('hex').slice(0, 32);
+  return `.${base}.${ownPidNamespace()}-${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+}
 
 export interface StateDirOptions {
   /** Create the directory (and missing parents) with this mode when it does not exist. */
@@ -195,7 +244,7 @@ export class StateDir {
   /** Replace `name` atomically with `data` (temp file, fsync, rename, fsync of the directory). */
   writeAtomic(name: string, data: string | Uint8Array, mode = 0o600): void {
     this.at(name);
-    const tmp = `.${name}.${randomBytes(6).toString('hex')}.tmp`;
+    const tmp = tempName(name);
     let fd: number | undefined;
     try {
       fd = openSync(this.at(tmp), C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, mode);
@@ -215,6 +264,31 @@ export class StateDir {
       }
       throw pathError(err, 'write', this.display(name));
     }
+  }
+
+  /**
+   * Remove the temp files of writes that can never finish (issue 20 item 9): those of a writer that is gone
+   * (same pid namespace, pid not alive), and any older than `maxAgeMs` (a writer in another pid namespace, an
+   * earlier version's name without a writer, a reused pid). A write in progress is never touched. Returns the
+   * names removed. Owners call it from DEL and GC.
+   */
+  removeStaleTemps(maxAgeMs = STALE_TEMP_AGE_MS): string[] {
+    const removed: string[] = [];
+    const now = Date.now();
+    for (const e of this.entries()) {
+      const m = TEMP.exec(e.name);
+      if (!m || !(e.isFile() || e.isSymbolicLink())) continue;
+      let stale = m[1] === ownPidNamespace() && !processAlive(Number(m[2]));
+      if (!stale) {
+        try {
+          stale = now - lstatSync(this.at(e.name)).mtimeMs > maxAgeMs;
+        } catch {
+          continue; // gone meanwhile: renamed by its writer
+        }
+      }
+      if (stale && this.remove(e.name)) removed.push(e.name);
+    }
+    return removed;
   }
 
   /** Remove `name` (a symlink itself, never its target); false when it did not exist. */

@@ -343,6 +343,15 @@ function readRecord(req: Request<FirewallConf>, dir: StateDir, name: string): At
   return rec;
 }
 
+/** Remove the temp files of record writes killed before their rename (issue 20 item 9); a failure only warns. */
+function sweepTemps(req: Request<FirewallConf>, dir: StateDir): void {
+  try {
+    dir.removeStaleTemps();
+  } catch (err) {
+    req.log.warn('firewall records: stale temp files not removed: %s', errorReason(err));
+  }
+}
+
 function del(req: Request<FirewallConf>): Promise<void> {
   return withBus(req, (bus) => delWith(req, bus));
 }
@@ -360,6 +369,7 @@ async function delWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
   }
   const errors = new ErrorList();
   try {
+    if (dir) sweepTemps(req, dir);
     const name = recordName(conf.name, req.containerId, req.ifName);
     const rec = dir ? readRecord(req, dir, name) : undefined;
     if (rec) addTarget(targets, rec.backend, rec.zone, recordIPs(rec));
@@ -433,6 +443,7 @@ async function gcWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
   if (!dir) return;
   const errors = new ErrorList();
   try {
+    sweepTemps(req, dir);
     const valid = new Set(
       (req.validAttachments ?? []).map((a) => recordName(conf.name, a.containerID, a.ifname)),
     );

@@ -13,6 +13,7 @@
  *   restore and keeps just those in the backup for the retry (the reference exits 0 and keeps the whole backup).
  *   A backup that can never be restored (namespace or interface gone, unreadable) is removed.
  * - CHECK: sysctl values and link attributes against the config, with the reference's messages.
+ * - DEL and GC also remove the temp files of backup writes killed before their rename.
  * - GC: removes backups (of this network) whose attachment is not valid. STATUS: code 50 if the data dir is unusable.
  */
 import {
@@ -221,6 +222,11 @@ function del(req: Request<TuningConf>): void {
     return;
   }
   if (!dir) return;
+  try {
+    dir.removeStaleTemps(); // temp files of backup writes killed before their rename (issue 20 item 9)
+  } catch (err) {
+    req.log.warn('DEL: stale temp files not removed: %s', errorReason(err));
+  }
   const name = backupName(req.containerId, req.ifName);
   let failure: CniError | undefined;
   const drop = () => {
@@ -326,6 +332,7 @@ function gc(req: Request<TuningConf>): void {
   try {
     const valid = new Set((req.validAttachments ?? []).map((a) => backupName(a.containerID, a.ifname)));
     const errors = new ErrorList();
+    errors.run('failed to remove stale temp files', () => dir.removeStaleTemps());
     for (const file of dir.list()) {
       if (!file.endsWith('.json.network')) continue;
       const backup = file.slice(0, -'.network'.length);

@@ -308,6 +308,45 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     assert.deepEqual(readdirSync(data.path), []);
   });
 
+  test('an ADD killed at its backup write leaves a temp file that DEL and GC remove (issue 20 item 9)', async () => {
+    const orig = freshEth0();
+    const dir = join(data.path, 'killed');
+    // the real plugin process, killed by the kernel on entering rename(2) (strace fault injection)
+    const main = join(import.meta.dirname, '..', '..', '..', 'packages', 'testing', 'src', 'plugin-main.ts');
+    const killed = () =>
+      cniRunner(
+        {
+          binary: 'strace',
+          args: [
+            '-f',
+            '-qq',
+            '-o',
+            '/dev/null',
+            '-e',
+            'inject=rename,renameat,renameat2:signal=SIGKILL',
+          ].concat([process.execPath, '--conditions=cnikit-source', '--import', 'tsx', main]),
+        },
+        {
+          netns: env.sb.container.path,
+          containerId: 'ctr1',
+          ifName: 'eth0',
+          env: { CNIKIT_TEST_PLUGIN_MODULE: join(import.meta.dirname, 'index.ts') },
+        },
+      );
+    const c = conf('1.1.0', { mtu: 1400 }, dir);
+    const r = await killed().add(c);
+    assert.equal(r.signal, 'SIGKILL', `killed at the rename: ${r.code} ${r.stderr}`);
+    assert.deepEqual(link(), orig, 'killed before the link changed');
+    assert.match(readdirSync(dir).join(','), /^\.ctr1_eth0\.json\..*\.tmp$/);
+    expectOk(await cni().del(c));
+    assert.deepEqual(readdirSync(dir), []);
+    const r2 = await killed().add(c);
+    assert.equal(r2.signal, 'SIGKILL');
+    assert.equal(readdirSync(dir).length, 1);
+    expectOk(await cni().gc({ ...c, 'cni.dev/valid-attachments': [] }));
+    assert.deepEqual(readdirSync(dir), []);
+  });
+
   test('DEL succeeds with the namespace gone, an empty CNI_NETNS, or a corrupt backup — and drops the backup', async () => {
     freshEth0();
     const c = conf('1.0.0', { mtu: 1400 });
