@@ -253,6 +253,57 @@ describe('firewall iptables backend', () => {
     assert.equal(filter(4), shared);
   });
 
+  test('an ADD killed midway leaves nothing that DEL without prevResult misses, no temp file either (issue 20 items 8, 9)', async () => {
+    // the real plugin process, killed by the kernel on entering a system call (strace fault injection)
+    const main = join(import.meta.dirname, '..', '..', '..', 'packages', 'testing', 'src', 'plugin-main.ts');
+    const killedAt = (inject: string) =>
+      cniRunner(
+        {
+          binary: 'strace',
+          args: [
+            '-f',
+            '-qq',
+            '-o',
+            '/dev/null',
+            '-e',
+            `inject=${inject}:signal=SIGKILL`,
+            process.execPath,
+          ].concat(['--conditions=cnikit-source', '--import', 'tsx', main]),
+        },
+        {
+          containerId: 'ctr-k',
+          ifName: 'eth0',
+          netns: '/run/netns/x',
+          inNetns: env.sb.host.name,
+          env: { CNIKIT_TEST_PLUGIN_MODULE: join(import.meta.dirname, 'index.ts') },
+        },
+      );
+    const dir = join(data.path, 'killed');
+    const c = conf({ dataDir: dir });
+    const record = 'fwnet:ctr-k:eth0.json';
+    const ours = /10\.1\.2\.2|fd00::2/;
+    // killed at the record's rename: before the fix the rules were already in place and no record existed
+    reset();
+    let r = await killedAt('rename,renameat,renameat2').add(c);
+    assert.equal(r.signal, 'SIGKILL', `killed at the rename: ${r.code} ${r.stderr}`);
+    const temps = readdirSync(dir);
+    assert.equal(temps.length, 1, String(temps));
+    assert.match(temps[0] as string, /^\.fwnet:ctr-k:eth0\.json\..*\.tmp$/);
+    expectOk(await cni.del(noPrev(c), { containerId: 'ctr-k' }));
+    assert.doesNotMatch(filter(4), ours);
+    assert.doesNotMatch(filter(6), ours);
+    assert.deepEqual(readdirSync(dir), [], 'DEL removed the temp file of the killed write');
+    // killed right after the record became durable (the directory fsync): DEL finds the attachment through it
+    reset();
+    r = await killedAt('fsync:when=2').add(c);
+    assert.equal(r.signal, 'SIGKILL', `killed at the second fsync: ${r.code} ${r.stderr}`);
+    assert.deepEqual(readdirSync(dir), [record]);
+    expectOk(await cni.del(noPrev(c), { containerId: 'ctr-k' }));
+    assert.doesNotMatch(filter(4), ours);
+    assert.doesNotMatch(filter(6), ours);
+    assert.deepEqual(readdirSync(dir), []);
+  });
+
   test('GC removes the rules and records of stale attachments of this network only', async () => {
     reset();
     for (const [id, ip] of [
@@ -338,9 +389,10 @@ describe('firewall iptables backend', () => {
     reset();
     const file = join(data.path, 'not-a-dir');
     writeFileSync(file, '');
+    // the record is written before any rule: its failure changes nothing
     expectCniError(await cni.add(conf({ dataDir: file })), 999, /failed to write the firewall record/);
-    assert.doesNotMatch(filter(4), /10\.1\.2\.2/, 'IPv4 rules rolled back');
-    assert.doesNotMatch(filter(6), /fd00::2/, 'IPv6 rules rolled back');
+    assert.equal(filter(4), EMPTY, 'no IPv4 rule added');
+    assert.equal(filter(6), EMPTY, 'no IPv6 rule added');
     // rules that were there before the failing ADD stay
     expectOk(await cni.add(conf({}, '1.0.0', ['10.1.2.2/24'])));
     expectCniError(await cni.add(conf({ dataDir: file })), 999, /failed to write the firewall record/);

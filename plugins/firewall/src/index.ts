@@ -4,10 +4,12 @@
  *
  * - ADD: prevResult required. iptables backend: per family that has addresses, ONE iptables-restore with the
  *   chains, the jumps, the per-address rules and the ingress-policy rules. firewalld backend: `addSource` per
- *   address (ZONE_ALREADY_SET tolerated), the ingress policy through iptables. Then cnikit's record of the
- *   attachment. A failure removes the per-address rules / sources this ADD added.
+ *   address (ZONE_ALREADY_SET tolerated), the ingress policy through iptables. cnikit's record of the
+ *   attachment is written BEFORE any of that, so a process killed midway leaves rules that DEL without
+ *   prevResult finds. A failure removes the per-address rules / sources this ADD added, and the record.
  * - DEL: removes the per-address rules / sources of prevResult and of the record (so DEL works without
- *   prevResult); shared chains, jumps and isolation rules stay. Idempotent.
+ *   prevResult); shared chains, jumps and isolation rules stay. Idempotent. DEL and GC also remove the temp files
+ *   of record writes killed before their rename.
  * - CHECK: the reference's checks and messages, without creating anything; firewalld's querySource answer is
  *   examined. GC: stale records of this network. STATUS: code 50 when the backend is not usable.
  */
@@ -237,6 +239,15 @@ function writeRecord(conf: FirewallConf, rec: AttachmentRecord): void {
   }
 }
 
+function removeRecord(conf: FirewallConf, name: string): void {
+  const dir = openRecords(conf.dataDir, false);
+  try {
+    dir?.remove(name);
+  } finally {
+    dir?.close();
+  }
+}
+
 function add(req: Request<FirewallConf>): Promise<Result> {
   return withBus(req, (bus) => addWith(req, bus));
 }
@@ -254,12 +265,9 @@ async function addWith(req: Request<FirewallConf>, bus: Bus): Promise<Result> {
   const backend = await resolveBackend(conf, bus);
   const undo = new Rollback();
   try {
-    if (backend === 'firewalld') {
-      await addFirewalld(bus, conf, ips, undo);
-      if (ingress) addIptables(conf, ips, false, ingress, undo);
-    } else {
-      addIptables(conf, ips, true, ingress, undo);
-    }
+    // the record first (issue 20 item 8): a process killed at any later point leaves rules that DEL without
+    // prevResult finds through it; killed before it is durable, it has changed nothing
+    const rec = recordName(conf.name, req.containerId, req.ifName);
     writeRecord(conf, {
       network: conf.name,
       containerID: req.containerId,
@@ -268,6 +276,13 @@ async function addWith(req: Request<FirewallConf>, bus: Bus): Promise<Result> {
       zone: conf.zone,
       ips: ips.map((i) => i.ip),
     });
+    undo.push('removal of the firewall record', () => removeRecord(conf, rec));
+    if (backend === 'firewalld') {
+      await addFirewalld(bus, conf, ips, undo);
+      if (ingress) addIptables(conf, ips, false, ingress, undo);
+    } else {
+      addIptables(conf, ips, true, ingress, undo);
+    }
   } catch (err) {
     await undo.undoAll(req.log);
     throw err;

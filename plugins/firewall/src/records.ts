@@ -2,8 +2,9 @@
  * cnikit's record of each attachment the firewall plugin opened (a cnikit extension; the reference keeps none):
  * `<dataDir>/<network>:<containerID>:<ifname>.json` — `:` can appear in neither a network name nor a container
  * ID, so names never collide — holding the host routes it added and where (backend, zone). Written atomically
- * in a symlink-proof directory (@cnikit/sys StateDir) after a successful ADD, removed by DEL; it lets DEL work
- * without prevResult and GC find stale attachments.
+ * in a symlink-proof directory (@cnikit/sys StateDir) before ADD changes anything (removed again if the ADD
+ * fails), removed by DEL; it lets DEL work without prevResult — also after an ADD killed midway — and GC find
+ * stale attachments.
  */
 import { createHash } from 'node:crypto';
 import { StateDir } from '@cnikit/sys';
