@@ -3,11 +3,14 @@
 //   node scripts/run-tests.mjs            all tests (unit, kernel, black-box)
 //   node scripts/run-tests.mjs --unit     only tests that need no root/kernel (files not named *.kernel.test.ts / in test-netns/)
 //   node scripts/run-tests.mjs FILE...    just these files
+//   node scripts/run-tests.mjs --vm       the kernel and black-box tests inside the kernel lab's VM (npm run test:vm)
 //   node scripts/run-tests.mjs --release  only the release tests (*.release.test.ts: `npm run test:release`, slow;
 //                                         every other run leaves them out unless they are named)
-import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { Writable } from 'node:stream';
+import { runInVm } from './vm.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const args = process.argv.slice(2);
@@ -39,19 +42,123 @@ const concurrency = process.env.CNIKIT_TEST_CONCURRENCY ?? '4';
 // package.json), so tests never need the compiled packages; NODE_OPTIONS carries the condition to child processes.
 const SOURCE_CONDITION = '--conditions=cnikit-source';
 const nodeOptions = [process.env.NODE_OPTIONS, SOURCE_CONDITION].filter(Boolean).join(' ');
-const r = spawnSync(
-  process.execPath,
-  [
-    SOURCE_CONDITION,
-    '--import',
-    'tsx',
-    '--import',
-    join(root, 'scripts', 'test-setup.mjs'),
-    '--test',
-    `--test-concurrency=${concurrency}`,
-    '--test-reporter=spec',
-    ...files,
-  ],
-  { cwd: root, stdio: 'inherit', env: { ...process.env, NODE_OPTIONS: nodeOptions } },
+const nodeTestArgs = (list) => [
+  SOURCE_CONDITION,
+  '--import',
+  'tsx',
+  '--import',
+  join(root, 'scripts', 'test-setup.mjs'),
+  '--test',
+  `--test-concurrency=${concurrency}`,
+  '--test-reporter=spec',
+  ...list,
+];
+const testEnv = { ...process.env, NODE_OPTIONS: nodeOptions };
+
+// Kernel lab (docs/kernel-lab.md): a file whose top comment says `// cnikit-kernel-features: a b` runs on this
+// machine when its kernel has them, otherwise in ONE boot of the lab's VM (Debian's kernel) together with the other
+// such files; --vm sends every kernel and black-box file there (npm run test:vm). Both parts count in one summary.
+const vmAll = args.includes('--vm');
+let vmFiles = [];
+if (vmAll) {
+  vmFiles = files.filter((f) => f.endsWith('.kernel.test.ts') || f.startsWith('test-netns/'));
+  files = files.filter((f) => !vmFiles.includes(f));
+} else if (!unitOnly) {
+  const marked = files.filter((f) =>
+    /^\s*(\/\/[^\n]*\n\s*)*\/\/ cnikit-kernel-features:/.test(readFileSync(join(root, f), 'utf8')),
+  );
+  if (marked.length) {
+    // the probes live in @cnikit/testing (TypeScript): ask a child process with the same loader
+    const probe = spawnSync(
+      process.execPath,
+      [
+        SOURCE_CONDITION,
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        `import { readFileSync } from 'node:fs';
+         import { parseKernelFeaturesMarker, missingKernelFeatures } from '@cnikit/testing';
+         const out = {};
+         for (const f of ${JSON.stringify(marked)}) out[f] = missingKernelFeatures(parseKernelFeaturesMarker(readFileSync(f, 'utf8'), f));
+         console.log(JSON.stringify(out));`,
+      ],
+      { cwd: root, encoding: 'utf8', env: testEnv },
+    );
+    if (probe.status !== 0) {
+      console.error(`kernel feature probe failed:\n${probe.stderr}`);
+      process.exit(1);
+    }
+    const missing = JSON.parse(probe.stdout);
+    vmFiles = marked.filter((f) => missing[f].length > 0);
+    files = files.filter((f) => !vmFiles.includes(f));
+    if (vmFiles.length) {
+      const why = [...new Set(vmFiles.flatMap((f) => missing[f]))].join(', ');
+      console.log(
+        `ℹ kernel lab: ${vmFiles.length} file(s) need what this kernel lacks (${why}); they run in the VM`,
+      );
+    }
+  }
+}
+
+if (vmFiles.length === 0) {
+  const r = spawnSync(process.execPath, nodeTestArgs(files), { cwd: root, stdio: 'inherit', env: testEnv });
+  process.exit(r.status ?? 1);
+}
+
+/** Forwards a stream to ours and keeps the spec reporter's closing counts ("ℹ pass 12"). */
+function tally(target) {
+  const counts = {};
+  let tail = '';
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      target.write(chunk);
+      tail = (tail + chunk.toString()).slice(-4000);
+      done();
+    },
+  });
+  stream.counts = () => {
+    for (const m of tail.matchAll(/^ℹ (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)$/gm))
+      counts[m[1]] = Number(m[2]);
+    return counts;
+  };
+  return stream;
+}
+
+function runHere(list) {
+  if (list.length === 0) return Promise.resolve({ status: 0, counts: {} });
+  const out = tally(process.stdout);
+  const child = spawn(process.execPath, nodeTestArgs(list), {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: testEnv,
+  });
+  child.stdout.pipe(out);
+  return new Promise((done) =>
+    child.on('close', (code) => out.end(() => done({ status: code ?? 1, counts: out.counts() }))),
+  );
+}
+
+const host = await runHere(files);
+console.log(`ℹ kernel lab: ${vmFiles.length} file(s) in the VM (npm run vm)`);
+const vmOut = tally(process.stdout);
+const vmStart = Date.now();
+const vmStatus = await runInVm([process.execPath, ...nodeTestArgs(vmFiles)], {
+  cwd: root,
+  env: testEnv,
+  stdout: vmOut,
+});
+const vm = { status: vmStatus, counts: vmOut.counts() };
+const keys = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'];
+const sum = Object.fromEntries(keys.map((k) => [k, (host.counts[k] ?? 0) + (vm.counts[k] ?? 0)]));
+const vmReported = vm.counts.tests !== undefined;
+if (!vmReported) sum.fail += 1; // the VM part itself failed (no summary): count it
+console.log('');
+console.log(
+  `ℹ this kernel: ${files.length} file(s), ${host.counts.pass ?? 0} passed, ${host.counts.fail ?? 0} failed; ` +
+    `kernel lab VM: ${vmFiles.length} file(s), ${vm.counts.pass ?? 0} passed, ${vm.counts.fail ?? 0} failed ` +
+    `(${((Date.now() - vmStart) / 1000).toFixed(0)} s${vmReported ? '' : `, no summary: exit ${vmStatus}`})`,
 );
-process.exit(r.status ?? 1);
+for (const k of keys) console.log(`ℹ ${k} ${sum[k]}`);
+console.log(`${sum.pass} passed, ${sum.fail} failed`);
+process.exit(host.status === 0 && vmStatus === 0 && sum.fail === 0 ? 0 : 1);

@@ -3,6 +3,8 @@
  * network namespaces: `createSandbox()` / `withSandbox(fn)` (a "host" and a "container" netns),
  * `snapshot()` / `snapshotNetns()` and `diffSnapshots()` to compare kernel state before/after.
  * `startPrivateSystemBus()` / `startFirewalld()`: a real firewalld on a private bus inside a sandbox namespace.
+ * `requireKernelFeatures()` and the `// cnikit-kernel-features:` file marker: tests that need kernel features some
+ * kernels lack run in the kernel lab (docs/kernel-lab.md).
  * Requires root. Never touches the machine's root network namespace.
  */
 // Every export here is public API.
@@ -32,6 +34,16 @@ export {
   startFirewalld,
   startPrivateSystemBus,
 } from './firewalld.ts';
+export {
+  KERNEL_FEATURES,
+  type KernelFeature,
+  type KernelFeatureName,
+  missingKernelFeatures,
+  type ProbeOutcome,
+  parseKernelFeaturesMarker,
+  probeKernelFeatures,
+  requireKernelFeatures,
+} from './kernel-features.ts';
 export {
   createNamedNetns,
   createSandbox,
