@@ -161,7 +161,11 @@ export class DhcpSocket {
     });
   }
 
-  /** Sends `msg` and waits up to `timeoutMs` for a reply that `accept` takes; undefined on timeout. */
+  /**
+   * Sends `msg` and waits up to `timeoutMs` for a reply that `accept` takes; undefined on timeout. Within that time
+   * the message is retransmitted (same xid) after 0.5 s, 1 s, 2 s, 4 s …: a first message lost while a link that
+   * was just set up comes up costs half a second, not the whole timeout.
+   */
   async exchange(
     msg: DhcpMessage,
     dest: string,
@@ -171,7 +175,9 @@ export class DhcpSocket {
   ): Promise<DhcpMessage | undefined> {
     return new Promise<DhcpMessage | undefined>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
+      let resend: NodeJS.Timeout | undefined;
       const done = (v: DhcpMessage | undefined, err?: unknown) => {
+        if (resend) clearTimeout(resend);
         const set = this.#waiters.get(msg.xid);
         set?.delete(waiter);
         if (set?.size === 0) this.#waiters.delete(msg.xid);
@@ -192,7 +198,16 @@ export class DhcpSocket {
       set.add(waiter);
       this.#waiters.set(msg.xid, set);
       timer = setTimeout(() => done(undefined), timeoutMs);
-      this.send(msg, dest).catch((err) => done(undefined, err));
+      let interval = 500;
+      const transmit = (first: boolean) => {
+        this.send(msg, dest).catch((err) => {
+          // a retransmission that cannot leave is not fatal: the first send's error is
+          if (first) done(undefined, err);
+        });
+        resend = setTimeout(() => transmit(false), interval);
+        interval *= 2;
+      };
+      transmit(true);
     });
   }
 
