@@ -13,31 +13,35 @@
  * - A target that cannot be written is refused up front with a clear message (exit 1).
  * - --backend picks the executable of one back-end (dist-bin/<backend>/cnikit) instead of the default one
  *   (dist-bin/cnikit); the plugin names still come from the links in dist-bin/.
+ * - --from TARBALL installs a release tarball (npm run release) the same way, with or without --warm: it is checked
+ *   against the SHA256SUMS beside it when there is one, must be flat, and is unpacked into a private temporary
+ *   directory first (stageTarball); nothing is written into the target before every file is complete.
  */
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   accessSync,
   closeSync,
   constants,
   existsSync,
+  linkSync,
   lstatSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
+  rmSync,
   statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { modeCli } from '@cnikit/warm/install';
-import {
-  fsyncDir,
-  linkAtomic,
-  tmpName,
-  writeFileAtomic,
-} from '../packages/build/src/runtime/fs-atomic.ts';
+import { CLIENT_FILE } from '@cnikit/warm/build-client';
+import { modeCli, TOOL_FILE } from '@cnikit/warm/install';
+import { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from '../packages/build/src/runtime/fs-atomic.ts';
 
 export const MAIN = 'cnikit';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -220,6 +224,7 @@ function printLine(line: string): void {
 
 const USAGE =
   'usage: scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]\n' +
+  '       scripts/install --from cnikit-linux-<arch>-v<version>.tgz [--warm] [--target DIR] [--dry-run]   (a release tarball)\n' +
   '       scripts/install --warm|--cold [--target DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]   (warm mode: packages/warm)\n';
 
 export function parseArgs(argv: string[]): InstallOptions | 'help' {
@@ -252,7 +257,81 @@ export function parseArgs(argv: string[]): InstallOptions | 'help' {
   return opts;
 }
 
+/** A file name of a flat release tarball: no directory, nothing hidden, no path tricks. */
+const TARBALL_ENTRY = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/**
+ * `--from TARBALL`: a release tarball (npm run release) unpacked into a private temporary directory laid out like
+ * dist-bin/ (cnikit and its hard links; warm/ with the client under each plugin name), so the install below is the
+ * same atomic one. When a SHA256SUMS file lies beside the tarball, the tarball must match its line. Returns the
+ * directory; the caller removes it.
+ */
+export function stageTarball(tarball: string, say: (line: string) => void): string {
+  const file = resolve(tarball);
+  if (!existsSync(file)) throw new InstallError(`${file} not found`);
+  const sums = join(dirname(file), 'SHA256SUMS');
+  if (existsSync(sums)) {
+    const name = file.slice(dirname(file).length + 1);
+    const line = readFileSync(sums, 'utf8')
+      .split('\n')
+      .find((l) => l.endsWith(`  ${name}`));
+    if (!line) throw new InstallError(`${sums} has no line for ${name}`);
+    if (line.slice(0, 64) !== hashFile(file))
+      throw new InstallError(`${name} does not match its SHA256SUMS line: corrupt or replaced download`);
+    say(`${name}: SHA256 matches ${sums}`);
+  } else say(`note: no SHA256SUMS beside ${file}; its checksum is not verified`);
+  const list = spawnSync('tar', ['-tzf', file], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (list.status !== 0) throw new InstallError(`${file} is not a readable .tgz: ${list.stderr.trim()}`);
+  const entries = list.stdout.split('\n').filter(Boolean);
+  const bad = entries.filter((e) => !TARBALL_ENTRY.test(e));
+  if (bad.length)
+    throw new InstallError(`${file} is not a flat cnikit release tarball (entries ${bad.join(', ')})`);
+  if (!entries.includes(MAIN)) throw new InstallError(`${file} has no ${MAIN}`);
+  const dir = mkdtempSync(join(tmpdir(), 'cnikit-install-'));
+  const x = spawnSync('tar', ['-xzf', file, '-C', dir, '--no-same-owner', '--', ...entries], {
+    encoding: 'utf8',
+  });
+  if (x.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new InstallError(`cannot unpack ${file}: ${x.stderr.trim()}`);
+  }
+  // warm/: the client under every plugin name (not cnitool: it stays cold), as the build lays it out
+  if (entries.includes(CLIENT_FILE)) {
+    mkdirSync(join(dir, 'warm'));
+    linkSync(join(dir, CLIENT_FILE), join(dir, 'warm', CLIENT_FILE));
+    for (const n of sourcePlugins(dir).filter((n) => n !== TOOL_FILE))
+      linkSync(join(dir, 'warm', CLIENT_FILE), join(dir, 'warm', n));
+  }
+  return dir;
+}
+
 export function cli(argv: string[]): number {
+  const from = argv.findIndex((a) => a === '--from' || a.startsWith('--from='));
+  if (from >= 0) {
+    const arg = argv[from] as string;
+    const tarball = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : argv[from + 1];
+    const rest = argv.filter((_, i) => i !== from && (arg.includes('=') || i !== from + 1));
+    if (!tarball) {
+      process.stderr.write(`install: --from needs a tarball\n${USAGE}`);
+      return 1;
+    }
+    if (rest.some((a) => a === '--source' || a.startsWith('--source=') || a.startsWith('--backend'))) {
+      process.stderr.write(`install: --from replaces --source/--backend\n${USAGE}`);
+      return 1;
+    }
+    let dir: string;
+    try {
+      dir = stageTarball(tarball, printLine);
+    } catch (err) {
+      process.stderr.write(`install: ${(err as Error).message}\n`);
+      return 1;
+    }
+    try {
+      return cli([...rest, '--source', dir]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
   // --warm / --cold: warm mode on or off (packages/warm/src/install.ts)
   if (argv.includes('--warm') || argv.includes('--cold')) {
     return modeCli(argv, { source: join(ROOT, 'dist-bin'), out: printLine });
