@@ -39,6 +39,7 @@ export {
   type BridgePortInfo,
   type BridgePortState,
   createBridge,
+  createDummy,
   createIfb,
   createVethPair,
   deleteLink,

@@ -430,6 +430,31 @@ export function createIfb(name: string, o: IfbOptions = {}): Link {
   }, op);
 }
 
+/** The RTM_NEWLINK message createDummy sends (exported for byte-level tests). */
+export function buildDummy(name: string, o: { mtu?: number; mac?: string } = {}): NlBuilder {
+  const op = `failed to create dummy ${name}`;
+  checkName(name, op);
+  checkMtu(o.mtu, op);
+  const b = new NlBuilder(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL).ifinfo(
+    AF_UNSPEC,
+    0,
+  );
+  if (o.mtu) b.attrU32(IFLA_MTU, o.mtu);
+  if (o.mac) b.attr(IFLA_ADDRESS, macBytes(o.mac, op));
+  b.attrStr(IFLA_IFNAME, name);
+  b.begin(IFLA_LINKINFO).attrStr(IFLA_INFO_KIND, 'dummy', false).end();
+  return b;
+}
+
+/** Creates a dummy link (EEXIST when the name is taken; EOPNOTSUPP on kernels without the dummy driver). */
+export function createDummy(name: string, o: { mtu?: number; mac?: string } = {}): Link {
+  const op = `failed to create dummy ${name}`;
+  return withSocket(() => {
+    rtRequest(buildDummy(name, o), op);
+    return getLinkOrThrow(name);
+  }, op);
+}
+
 // --- changes ---------------------------------------------------------------------------------------------------
 
 /** RTM_NEWLINK (no create) addressing `ref`: by index, or by IFLA_IFNAME when only a name is known. */
