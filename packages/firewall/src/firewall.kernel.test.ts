@@ -22,7 +22,6 @@ import {
 import { formatChainName } from './names.ts';
 import { nftBatch, nftList, nftListRules, supportsNFTables } from './nftables.ts';
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
-import { tcBatch, tcFilters, tcQdiscs } from './tc.ts';
 
 const env = sandboxForFile();
 let ns: { netns: string };
@@ -754,10 +753,6 @@ describe('backend selection and tool errors', () => {
         () => nftBatch(ns).addTable('inet', 'x').commit(),
         /nft not found in PATH: install it \(Debian\/Ubuntu package "nftables"\)/,
       );
-      assert.throws(
-        () => tcQdiscs(undefined, ns),
-        /tc not found in PATH: install it \(Debian\/Ubuntu package "iproute2"\)/,
-      );
       // Teardown with no tools at all: nothing supported, nothing reported.
       teardownIPMasq({ ips: ['10.0.0.2/24'], network: 'n', ifName: 'eth0', containerID: 'x', ...ns });
       // auto setup tries iptables first; without iptables it falls back to nftables (as detection decides)
@@ -847,81 +842,5 @@ describe('spoof check (nftables bridge family)', () => {
       () => setupSpoofCheck({ iface: 'v1', mac: '0a:58:0a:f4:00:02', refID: 'r x', ...ns }),
       /invalid nftables chain name/,
     );
-  });
-});
-
-describe('tc batch', () => {
-  test('tbf + ingress + u32 mirred redirect to an ifb, in one tc -batch', () => {
-    env.sb.exec('ip', ['link', 'add', 'tcv0', 'type', 'veth', 'peer', 'name', 'tcv1']);
-    env.sb.exec('ip', ['link', 'add', 'bwptest', 'type', 'ifb']);
-    for (const d of ['tcv0', 'tcv1', 'bwptest']) env.sb.exec('ip', ['link', 'set', d, 'up']);
-    const start = execStats.count;
-    tcBatch(env.sb.host.path)
-      .addTbf({ dev: 'tcv0', rateBytes: 125000, burstBytes: 10000, limitBytes: 20000 })
-      .addIngress('tcv0')
-      .addRedirectFilter({ dev: 'tcv0', to: 'bwptest' })
-      .addTbf({ dev: 'bwptest', rateBytes: 2, burstBytes: 1, limitBytes: 1 })
-      .commit();
-    assert.equal(execStats.count - start, 1);
-    const q = tcQdiscs('tcv0', ns);
-    const tbf = q.find((x) => x.kind === 'tbf');
-    assert.equal(tbf?.handle, '1:');
-    assert.equal(tbf?.root, true);
-    assert.equal((tbf!.options as { rate: number }).rate, 125000);
-    assert.ok(q.some((x) => x.kind === 'ingress' && x.handle === 'ffff:'));
-    const ifbTbf = tcQdiscs('bwptest', ns).find((x) => x.kind === 'tbf');
-    assert.equal((ifbTbf!.options as { rate: number }).rate, 2);
-    // Upstream bandwidth vector: rate 2 B/s, limit 1; the buffer is burst/rate seconds in ticks.
-    assert.equal((ifbTbf!.options as { limit: number }).limit, 1);
-    const ticks = Number.parseInt((ifbTbf!.options as { burst_raw: string }).burst_raw, 16);
-    const [t2us, us2t] = readFileSync('/proc/net/psched', 'utf8')
-      .split(' ')
-      .map((x) => Number.parseInt(x, 16));
-    assert.equal(ticks, Math.trunc(((1 * 1e6) / 2) * (t2us! / us2t!)));
-    const filters = tcFilters('tcv0', 'ffff:', ns);
-    const redirect = filters.find((f) => Array.isArray(f.options?.actions));
-    const action = (redirect!.options!.actions as Record<string, unknown>[])[0]!;
-    assert.equal(redirect?.kind, 'u32');
-    assert.equal(action.kind, 'mirred');
-    assert.equal(action.mirred_action, 'redirect');
-    assert.equal(action.direction, 'egress');
-    assert.equal(action.to_dev, 'bwptest');
-
-    tcBatch(env.sb.host.path)
-      .replaceTbf({ dev: 'tcv0', rateBytes: 1000, burstBytes: 2000, latencyUs: 25000 })
-      .delQdisc('tcv0', 'ingress')
-      .commit();
-    assert.equal(
-      (tcQdiscs('tcv0', ns).find((x) => x.kind === 'tbf')!.options as { rate: number }).rate,
-      1000,
-    );
-    assert.ok(!tcQdiscs('tcv0', ns).some((x) => x.kind === 'ingress'));
-  });
-
-  test('clsact + matchall redirect (skipped when cls_matchall is missing)', (t) => {
-    tcBatch(env.sb.host.path).addClsact('tcv1').commit();
-    try {
-      tcBatch(env.sb.host.path)
-        .addRedirectFilter({ dev: 'tcv1', parent: 'ingress', kind: 'matchall', to: 'bwptest' })
-        .commit();
-    } catch (e) {
-      if (/classifier not found/i.test((e as Error).message)) {
-        t.skip('kernel lacks the matchall classifier (cls_matchall)');
-        return;
-      }
-      throw e;
-    }
-    const f = tcFilters('tcv1', 'ingress', ns).find((x) => x.kind === 'matchall');
-    assert.ok(f);
-  });
-
-  test('errors: failing line reported, bad tokens rejected', () => {
-    assert.throws(() => tcBatch(env.sb.host.path).addIngress('nosuchdev').commit(), /tc -batch - failed/);
-    assert.throws(() => tcBatch().addIngress('bad dev'), /invalid tc device/);
-    assert.throws(
-      () => tcBatch().addTbf({ dev: 'x', rateBytes: 1, burstBytes: 1 }),
-      /limitBytes or latencyUs/,
-    );
-    assert.throws(() => tcBatch().addTbf({ dev: 'x', rateBytes: -1, burstBytes: 1, limitBytes: 1 }), /rate/);
   });
 });

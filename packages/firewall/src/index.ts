@@ -1,9 +1,10 @@
 /**
- * @cnikit/firewall — iptables / nftables / tc for CNI plugins.
+ * @cnikit/firewall — what several CNI plugins share of iptables / nftables / firewalld.
  *
  * - Every plugin call applies its iptables changes with ONE iptables-restore per family
- *   (`iptablesBatch`), its nftables changes with ONE `nft -f -` (`nftBatch`), and its qdiscs and
- *   filters with ONE `tc -batch -` (`tcBatch`); state is read with iptables-save / `nft -j` / `tc -j`.
+ *   (`iptablesBatch`) and its nftables changes with ONE `nft -f -` (`nftBatch`); state is read with
+ *   iptables-save / `nft -j`; kernel probes (`probeKernel`, `natChainsMayExist`, `removeJumpChainsFast`) let
+ *   teardown skip tool runs when nothing of its own can exist.
  * - Names and comments are the reference plugins' (`formatChainName`, `nftInstanceComment`, …).
  * - High-level helpers used by plugins: `setupIPMasq` / `teardownIPMasq` / `gcIPMasq`,
  *   `setupSpoofCheck` / `teardownSpoofCheck`, `detectBackend` / `resolveBackend`.
@@ -17,6 +18,7 @@ export {
   resolveBackend,
   UnknownBackendError,
 } from './backend.ts';
+export { type ParsedCidr, parseCidr } from './cidr.ts';
 export {
   type RunOptions,
   runTool,
@@ -88,7 +90,6 @@ export {
   formatHashWithPrefix,
   goQuote,
   goUnquote,
-  ifbDeviceName,
   MAX_CHAIN_LENGTH,
   MAX_HASH_LENGTH,
   NFT_COMMENT_MAX,
@@ -113,23 +114,7 @@ export {
   parseNftJson,
   supportsNFTables,
 } from './nftables.ts';
-export {
-  checkPortMap,
-  dnatChainName,
-  dnatComment,
-  gcPortMap,
-  HOSTPORT_DNAT_CHAIN,
-  HOSTPORT_MASQ_CHAIN,
-  HOSTPORT_NFT_TABLE,
-  HOSTPORT_SETMARK_CHAIN,
-  iptablesDnatRules,
-  OLD_HOSTPORT_SNAT_CHAIN,
-  type PortMapArgs,
-  PortMapError,
-  type PortMapping,
-  setupPortMap,
-  teardownPortMap,
-} from './portmap.ts';
+export { natChainsMayExist, probeKernel, removeJumpChainsFast } from './probe.ts';
 export {
   gcSpoofCheck,
   iifnameOf,
@@ -138,13 +123,3 @@ export {
   spoofCheckNames,
   teardownSpoofCheck,
 } from './spoofcheck.ts';
-export {
-  type RedirectFilterSpec,
-  type TbfSpec,
-  TcBatch,
-  type TcFilter,
-  type TcQdisc,
-  tcBatch,
-  tcFilters,
-  tcQdiscs,
-} from './tc.ts';

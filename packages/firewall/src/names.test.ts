@@ -8,7 +8,6 @@ import {
   formatHashWithPrefix,
   goQuote,
   goUnquote,
-  ifbDeviceName,
   nftInstanceComment,
   nftInstanceHash,
   nftNetworkHash,
@@ -26,9 +25,6 @@ describe('reference name vectors (plugins.md §0.6)', () => {
     assert.equal(formatChainNameWithPrefix('mynet', 'abc', 'DN-'), 'CNI-DN-e88f49d94512ff752ebe6');
     assert.equal(chainName('mynet', 'abc', 'DN-'), 'CNI-DN-e88f49d94512ff752ebe6');
     assert.equal(chainName('mynet', 'abc'), 'CNI-e88f49d94512ff752ebe6070');
-  });
-  test('bandwidth IFB', () => {
-    assert.equal(ifbDeviceName('cni-plugin-bandwidth-test', 'dummy'), 'bwpa8eda89404b7');
   });
   test('nftables ipmasq hashes and comment', () => {
     assert.equal(nftNetworkHash('unit-test'), '6fd94d501e58f0aa');

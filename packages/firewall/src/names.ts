@@ -57,11 +57,6 @@ export function formatComment(network: string, containerID: string): string {
   return `name: ${goQuote(network)} id: ${goQuote(containerID)}`;
 }
 
-/** Bandwidth plugin IFB device name: `bwp` + 12 hex of sha512(network + containerID). */
-export function ifbDeviceName(network: string, containerID: string): string {
-  return formatHashWithPrefix(15, 'bwp', network + containerID);
-}
-
 /** nftables ipmasq: 16 hex of sha512(network). */
 export function nftNetworkHash(network: string): string {
   return formatHashWithPrefix(16, '', network);

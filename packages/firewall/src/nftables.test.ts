@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { NftBatch, nftQuote, parseNftJson } from './nftables.ts';
-import { tcBatch } from './tc.ts';
 
 describe('nft batch rendering', () => {
   test('tables, chains (base and regular, with comments), rules, deletes', () => {
@@ -143,54 +142,5 @@ describe('nft JSON parsing', () => {
     );
     assert.equal(l.objects.length, 5);
     assert.deepEqual(parseNftJson('').rules, []);
-  });
-});
-
-describe('tc batch rendering', () => {
-  test('tbf, ingress, clsact, redirect filters, raw', () => {
-    const b = tcBatch()
-      .addTbf({ dev: 'veth1', rateBytes: 1, burstBytes: 1, limitBytes: 1 })
-      .replaceTbf({
-        dev: 'bwp1',
-        parent: '1:1',
-        handle: '10:',
-        rateBytes: 2,
-        burstBytes: 3,
-        latencyUs: 25000,
-      })
-      .addIngress('veth1')
-      .addRedirectFilter({ dev: 'veth1', to: 'bwp1' })
-      .addClsact('veth2')
-      .addRedirectFilter({ dev: 'veth2', parent: 'ingress', kind: 'matchall', to: 'bwp1', prio: 2 })
-      .delQdisc('veth1', 'ingress')
-      .delQdisc('veth1', '1:1')
-      .raw(['qdisc', 'show']);
-    assert.equal(
-      b.render(),
-      [
-        'qdisc add dev veth1 root handle 1: tbf rate 1bps burst 1 limit 1',
-        'qdisc replace dev bwp1 parent 1:1 handle 10: tbf rate 2bps burst 3 latency 25000us',
-        'qdisc add dev veth1 ingress',
-        'filter add dev veth1 parent ffff: protocol all prio 1 u32 match u32 0 0 classid 1:1 action mirred egress redirect dev bwp1',
-        'qdisc add dev veth2 clsact',
-        'filter add dev veth2 ingress protocol all prio 2 matchall action mirred egress redirect dev bwp1',
-        'qdisc del dev veth1 ingress',
-        'qdisc del dev veth1 parent 1:1',
-        'qdisc show',
-        '',
-      ].join('\n'),
-    );
-  });
-  test('bad tokens are rejected', () => {
-    assert.throws(() => tcBatch().raw([]), /empty/);
-    assert.throws(() => tcBatch().raw(['qdisc', 'add', 'dev', 'a#b']), /invalid tc argument/);
-    assert.throws(
-      () => tcBatch().addTbf({ dev: 'x', rateBytes: 1.5, burstBytes: 1, limitBytes: 1 }),
-      /invalid tc rate/,
-    );
-    assert.throws(
-      () => tcBatch().addRedirectFilter({ dev: 'x', to: 'y', kind: 'bpf' as 'u32' }),
-      /invalid tc filter kind/,
-    );
   });
 });

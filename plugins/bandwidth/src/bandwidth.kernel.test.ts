@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { ifbDeviceName } from '@cnikit/firewall';
 import { tickInUsec } from '@cnikit/netlink';
 import { cniRunner, expectCniError, expectOk, sandboxForFile } from '@cnikit/testing';
 import { tbfParams } from './config.ts';
-import { ownerAlias, plugin } from './index.ts';
+import { plugin } from './index.ts';
+import { ifbDeviceName, ownerAlias } from './names.ts';
 
 const GO = '/usr/lib/cni/bandwidth';
 const NET = 'bwnet';

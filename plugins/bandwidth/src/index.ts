@@ -11,7 +11,6 @@
  * - CHECK: the reference's TBF rate/limit/buffer checks on the host veth and the IFB; no bandwidth → success.
  * - GC: deletes this network's IFBs (recognised by their alias) whose attachment is not valid. STATUS: no handler (success without reading the config, as the reference).
  */
-import { ifbDeviceName, nftNetworkHash } from '@cnikit/firewall';
 import {
   addIngressQdisc,
   addRedirectFilter,
@@ -43,11 +42,7 @@ import {
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { type BandwidthConf, type BandwidthEntry, isZero, parseConf, tbfParams } from './config.ts';
-
-/** The IFB's alias names its network (hashed: any name fits), so GC never touches another network's IFB. */
-export function ownerAlias(network: string): string {
-  return `cnikit-bandwidth:${nftNetworkHash(network)}`;
-}
+import { ifbDeviceName, ownerAlias } from './names.ts';
 
 /** Go's wrapping `<what>: <reason>` (reason = the errno text), code 999, keeping CNI errors as they are. */
 function step<T>(what: string, fn: () => T): T {

@@ -3,9 +3,10 @@
  * consistency, mapping validation and the container address selection from prevResult. Pure except for the
  * backend detection when `backend` is absent.
  */
-import { detectBackend, type FirewallBackend, type PortMapping } from '@cnikit/firewall';
+import { detectBackend, type FirewallBackend } from '@cnikit/firewall';
 import { formatIP, parseCIDR, parseIP } from '@cnikit/ip';
 import { CniError, decode, ErrorCode, type Infer, type RequestBase, type Result, s } from '@cnikit/skel';
+import type { PortMapping } from './mapping.ts';
 
 export const DEFAULT_MARK_BIT = 13;
 

@@ -1,6 +1,6 @@
 /**
  * portmap: forwards host ports to the container (reference: plugins/meta/portmap, plugins.md §4), through
- * @cnikit/firewall's portmap module (one iptables-restore per family, or one nft transaction, per call).
+ * its iptables.ts and nftables.ts backends (one iptables-restore per family, or one nft transaction, per call).
  *
  * - ADD: prevResult required; per container address family: the forwarding rules, a flush of the UDP conntrack
  *   entries of every mapped UDP host port (nfnetlink, no `conntrack` exec), and with `snat` route_localnet=1 on
@@ -10,15 +10,7 @@
  * - CHECK: the reference's per-family checks and messages. GC: stale per-container iptables chains of this
  *   network. STATUS: code 50 when neither iptables nor nftables is usable.
  */
-import {
-  checkPortMap,
-  gcPortMap,
-  type PortMapArgs,
-  setupPortMap,
-  supportsIPTables,
-  supportsNFTables,
-  teardownPortMap,
-} from '@cnikit/firewall';
+import { parseCidr, supportsIPTables, supportsNFTables } from '@cnikit/firewall';
 import { deleteConntrackByDstPort, getLink, IPPROTO_UDP, routeGet, sysctlSet } from '@cnikit/netlink';
 import {
   CniError,
@@ -31,6 +23,29 @@ import {
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { containerIPs, type PortMapConf, parseConf } from './config.ts';
+import { gcPortMap, iptables } from './iptables.ts';
+import { type PortMapArgs, type PortMapBackend, PortMapError } from './mapping.ts';
+import { nftables } from './nftables.ts';
+
+const BACKENDS: Record<PortMapConf['backend'], PortMapBackend> = { iptables, nftables };
+
+/** Install the forwarding of one container address (its family's table) with the configured backend. */
+function setupPortMap(backend: PortMapConf['backend'], a: PortMapArgs): void {
+  BACKENDS[backend].setup(a, parseCidr(a.containerIP).family);
+}
+
+function checkPortMap(backend: PortMapConf['backend'], a: PortMapArgs): void {
+  BACKENDS[backend].check(a, parseCidr(a.containerIP).family);
+}
+
+/**
+ * Remove a container's forwarding from BOTH backends and both families, without needing its mappings. Shared chains
+ * stay, as in the reference. A failure of a backend the host supports is reported after every step was tried.
+ */
+function teardownPortMap(network: string, containerID: string): void {
+  const errors = [iptables, nftables].flatMap((b) => b.teardown(network, containerID, {}));
+  if (errors.length) throw new PortMapError(errors);
+}
 
 function argsFor(
   conf: PortMapConf,

@@ -1,0 +1,131 @@
+/**
+ * portmap's nftables backend (tables `ip`/`ip6 cni_hostport`, ONE `nft -f -` per call): chains hostports,
+ * hostip_hostports, hostports_all, base chains prerouting/output (nat, -100, `fib daddr type local jump
+ * hostports_all`) and masquerading (nat postrouting 100); one dnat rule per mapping and the masquerade rules,
+ * comment = container ID. Unlike the reference, a re-ADD replaces the container's rules and teardown needs no
+ * mappings (rules are found by comment).
+ */
+
+import {
+  goQuote,
+  type IPFamily,
+  NftBatch,
+  type NftRule,
+  nftList,
+  parseCidr,
+  probeKernel,
+  supportsNFTables,
+  ToolNotFoundError,
+  type ToolOptions,
+} from '@cnikit/firewall';
+import { nftExists } from '@cnikit/netlink';
+import { hostPortText, type PortMapArgs, type PortMapBackend, sameFamily, unspecified } from './mapping.ts';
+
+export const HOSTPORT_NFT_TABLE = 'cni_hostport';
+const NFT_TABLE_COMMENT = 'CNI portmap plugin';
+
+const nftFamily = (f: IPFamily) => (f === 6 ? 'ip6' : 'ip');
+
+/** The container's rules in the nft table (one `nft -j list table` when the table exists). */
+function nftOwnRules(family: IPFamily, containerID: string, opts: ToolOptions): NftRule[] {
+  const fam = nftFamily(family);
+  if (probeKernel(opts, () => nftExists(fam, HOSTPORT_NFT_TABLE), undefined) === false) return [];
+  return nftList(['table', fam, HOSTPORT_NFT_TABLE], opts).rules.filter((r) => r.comment === containerID);
+}
+
+function setupNftables(a: PortMapArgs, family: IPFamily): void {
+  const ip = parseCidr(a.containerIP);
+  const fam = nftFamily(family);
+  const T = HOSTPORT_NFT_TABLE;
+  const stale = nftOwnRules(family, a.containerID, a);
+  const tx = new NftBatch(a);
+  tx.addTable(fam, T, { comment: NFT_TABLE_COMMENT });
+  tx.addChain({ family: fam, table: T, name: 'hostports' });
+  tx.addChain({ family: fam, table: T, name: 'hostip_hostports' });
+  tx.addChain({ family: fam, table: T, name: 'hostports_all' });
+  tx.flushChain(fam, T, 'hostports_all');
+  tx.addRule(fam, T, 'hostports_all', 'jump hostip_hostports');
+  tx.addRule(fam, T, 'hostports_all', 'jump hostports');
+  const cond = (a.conditions ?? []).join(' ');
+  for (const [name, hook] of [
+    ['prerouting', 'prerouting'],
+    ['output', 'output'],
+  ] as const) {
+    tx.addChain({ family: fam, table: T, name, type: 'nat', hook, priority: -100 });
+    tx.flushChain(fam, T, name);
+    tx.addRule(fam, T, name, `${cond ? `${cond} ` : ''}fib daddr type local jump hostports_all`);
+  }
+  if (a.snat)
+    tx.addChain({
+      family: fam,
+      table: T,
+      name: 'masquerading',
+      type: 'nat',
+      hook: 'postrouting',
+      priority: 100,
+    });
+  for (const r of stale) tx.deleteRule(fam, T, r.chain, r.handle);
+  const comment = { comment: a.containerID };
+  for (const m of a.mappings) {
+    if (!sameFamily(m, family)) continue;
+    const dst = unspecified(m.hostIP) ? '' : `${fam} daddr ${m.hostIP} `;
+    tx.addRule(
+      fam,
+      T,
+      'hostports',
+      `${dst}${m.protocol} dport ${m.hostPort} dnat to ${hostPortText(ip, m.containerPort)}`,
+      comment,
+    );
+  }
+  if (a.snat) {
+    const src = a.masqAll ? (family === 6 ? '::/0' : '0.0.0.0/0') : ip.ip;
+    tx.addRule(fam, T, 'masquerading', `${fam} saddr ${src} ${fam} daddr ${ip.ip} masquerade`, comment);
+    if (family === 4 && !a.masqAll) {
+      tx.addRule(fam, T, 'masquerading', `${fam} saddr 127.0.0.1 ${fam} daddr ${ip.ip} masquerade`, comment);
+    }
+  }
+  tx.commit();
+}
+
+/** CHECK of one container address with the reference's messages (throws Error). */
+function check(a: PortMapArgs, family: IPFamily): void {
+  const hostPorts = a.mappings.filter((m) => sameFamily(m, family)).length;
+  const masq = a.snat ? (family === 4 && !a.masqAll ? 2 : 1) : 0;
+  const rules = nftOwnRules(family, a.containerID, a);
+  for (const [chain, need] of [
+    ['hostports', hostPorts],
+    ['masquerading', masq],
+  ] as const) {
+    if (need > 0 && rules.filter((r) => r.chain === chain).length < need)
+      throw new Error(`missing hostport rules in ${goQuote(chain)} chain`);
+  }
+}
+
+/** Delete the container's rules (found by comment) from the table of each family where it may exist. */
+function teardown(_network: string, containerID: string, opts: ToolOptions): unknown[] {
+  const errors: unknown[] = [];
+  const may = probeKernel(
+    opts,
+    () => ({
+      nft4: nftExists('ip', HOSTPORT_NFT_TABLE) !== false,
+      nft6: nftExists('ip6', HOSTPORT_NFT_TABLE) !== false,
+    }),
+    { nft4: true, nft6: true },
+  );
+  const families = ([4, 6] as const).filter((f) => (f === 4 ? may.nft4 : may.nft6));
+  if (families.length) {
+    try {
+      const tx = new NftBatch(opts);
+      for (const f of families) {
+        for (const r of nftOwnRules(f, containerID, opts))
+          tx.deleteRule(nftFamily(f), HOSTPORT_NFT_TABLE, r.chain, r.handle);
+      }
+      tx.commit();
+    } catch (e) {
+      if (!(e instanceof ToolNotFoundError) && supportsNFTables(opts)) errors.push(e);
+    }
+  }
+  return errors;
+}
+
+export const nftables: PortMapBackend = { setup: setupNftables, check, teardown };
