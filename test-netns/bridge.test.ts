@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { linkSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { linkSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { type CniConfig, confListFromObject, type NetworkConfigList } from '@cnikit/libcni';
@@ -193,6 +193,59 @@ describe('bridge + host-local through the compiled executables', () => {
       const execs = spawnSync('grep', ['-c', 'execve(', trace], { encoding: 'utf8' }).stdout.trim();
       assert.equal(execs, '1', `expected only the bridge exec, got ${execs}`);
       expectOk(await cniCall({ binary: join(DIST, 'bridge') }, 'DEL', conf, o), 'DEL');
+    });
+  });
+
+  test('a bridge ADD failing after its in-process host-local changes nothing: no reservation, same cursor (issue 20 item 7)', async () => {
+    await withSandbox(async (sb) => {
+      const dataDir = join(scratch.path, `ipam-fail-${seq++}`);
+      const o = { containerId: 'bb-fail', netns: sb.container.path, path: DIST, inNetns: sb.host.name };
+      const bridge = { cniVersion: '1.0.0', type: 'bridge', bridge: 'cnibbf', isGateway: true };
+      const files = (net: string) => {
+        try {
+          return readdirSync(join(dataDir, net))
+            .filter((f) => f !== 'lock')
+            .sort();
+        } catch {
+          return [];
+        }
+      };
+      // the reliability probe's config: subnet ::/0 (IPAM succeeds, the bridge cannot take the gateway ::1/0)
+      const any6 = {
+        ...bridge,
+        name: 'any6',
+        ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: '::/0' }]] },
+      };
+      const r = await cniCall({ binary: join(DIST, 'bridge') }, 'ADD', any6, o);
+      assert.notEqual(r.code, 0, r.stdout);
+      assert.match(JSON.parse(r.stdout).msg, /failed to set bridge addr/);
+      assert.deepEqual(files('any6'), [], 'no reservation and no last_reserved_ip.0 left');
+      // a cursor that existed before the failed ADD keeps its value
+      const v4 = (gw?: string) => ({
+        ...bridge,
+        name: 'v4',
+        ipam: {
+          type: 'host-local',
+          dataDir,
+          ranges: [[{ subnet: '10.77.9.0/24', ...(gw ? { gateway: gw } : {}) }]],
+        },
+      });
+      expectOk(await cniCall({ binary: join(DIST, 'bridge') }, 'ADD', v4(), { ...o, containerId: 'bb-ok' }));
+      assert.deepEqual(files('v4'), ['10.77.9.2', 'last_reserved_ip.0']);
+      // the same subnet with another gateway: the bridge already holds 10.77.9.1/24, the ADD fails after IPAM
+      const bad = await cniCall({ binary: join(DIST, 'bridge') }, 'ADD', v4('10.77.9.254'), o);
+      assert.notEqual(bad.code, 0, bad.stdout);
+      assert.deepEqual(files('v4'), ['10.77.9.2', 'last_reserved_ip.0']);
+      assert.equal(readFileSync(join(dataDir, 'v4', 'last_reserved_ip.0'), 'utf8'), '10.77.9.2');
+      // and the next ADD gets the address after it, as if the failed one never happened
+      const next = expectOk(
+        await cniCall({ binary: join(DIST, 'bridge') }, 'ADD', v4(), {
+          ...o,
+          containerId: 'bb-2',
+          ifName: 'eth1',
+        }),
+      );
+      assert.equal(addrOf(next), '10.77.9.3');
     });
   });
 

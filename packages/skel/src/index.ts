@@ -55,6 +55,7 @@ export {
   findInPath,
   getVersionInfo,
   inProcessPlugin,
+  onDelegateRollback,
   parseDelegateResult,
   registerInProcess,
   splitPathList,

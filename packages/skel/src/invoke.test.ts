@@ -28,6 +28,7 @@ import {
   getVersionInfo,
   invokeHooks,
   MAX_DELEGATION_DEPTH,
+  onDelegateRollback,
   registerInProcess,
   withDelegateCleanup,
 } from './invoke.ts';
@@ -500,6 +501,58 @@ describe('in-process delegation', () => {
       assert.equal(calls[0]!.env.OTHER_VAR, 'kept');
       await assert.rejects(delegateDel('inproc', request()), { code: 999, msg: 'plain failure' });
       assert.equal(calls[1]!.command, 'DEL');
+    } finally {
+      invokeHooks.isSelf = saved;
+    }
+  });
+  test('an in-process delegate ADD registers what its DEL does not undo; the rollback DEL runs it (issue 20 item 7)', async () => {
+    const selfPath = join(bin, 'cursor');
+    writeFileSync(selfPath, 'not an executable', { mode: 0o644 });
+    const log: string[] = [];
+    let registered: boolean | undefined;
+    const p: Plugin = {
+      name: 'cursor',
+      add() {
+        log.push('ADD');
+        registered = onDelegateRollback(() => log.push('undo 1'));
+        onDelegateRollback(() => log.push('undo 2'));
+        return { cniVersion: '1.1.0', ips: [{ address: '192.0.2.8/24' }] };
+      },
+      del() {
+        log.push('DEL');
+      },
+    };
+    registerInProcess(p);
+    const saved = invokeHooks.isSelf;
+    invokeHooks.isSelf = (x) => x === selfPath;
+    try {
+      // a rollback: ADD then DEL with the same request runs the steps once, newest first, after the DEL
+      const req = request({ conf: { cniVersion: '1.0.0', name: 'n', type: 't' } });
+      await delegateAdd('cursor', req);
+      assert.equal(registered, true);
+      await delegateDel('cursor', req);
+      await delegateDel('cursor', req);
+      assert.deepEqual(log, ['ADD', 'DEL', 'undo 2', 'undo 1', 'DEL']);
+      // a DEL of another request (the runtime's DEL of a successful ADD) runs nothing
+      log.length = 0;
+      await delegateAdd('cursor', request({ conf: { cniVersion: '1.0.0', name: 'n', type: 't' } }));
+      await delegateDel('cursor', request({ conf: { cniVersion: '1.0.0', name: 'n', type: 't' } }));
+      assert.deepEqual(log, ['ADD', 'DEL']);
+      // withDelegateCleanup: its cleanup DEL runs them too
+      log.length = 0;
+      const failing = request({ conf: { cniVersion: '1.0.0', name: 'n', type: 't' } });
+      await assert.rejects(
+        withDelegateCleanup('cursor', failing, () => {
+          throw new Error('later step failed');
+        }),
+        /later step failed/,
+      );
+      assert.deepEqual(log, ['ADD', 'DEL', 'undo 2', 'undo 1']);
+      // outside an in-process delegate ADD nothing is registered
+      assert.equal(
+        onDelegateRollback(() => log.push('never')),
+        false,
+      );
     } finally {
       invokeHooks.isSelf = saved;
     }

@@ -8,10 +8,16 @@
  * When the file found in CNI_PATH is this very executable (same dev+inode as `process.execPath`) and a
  * plugin of that name was `registerInProcess`ed, it runs in-process through `dispatch` with identical
  * semantics (same env, stdin, exit code and stdout handling) instead of starting a new process.
+ *
+ * An in-process delegate ADD can also register what its DEL does not undo (`onDelegateRollback`, e.g. host-local's
+ * allocation cursor): when the delegating plugin's rollback DELs it (`delegateDel` with the same request, or
+ * `withDelegateCleanup`), those steps run right after, so a failed ADD changes nothing (issue 20 item 7).
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { concatBytes, invokeInProcess } from './dispatch.ts';
+import { invokeInProcess } from './dispatch.ts';
+import { concatBytes } from './fdio.ts';
 import { CniError, ErrorCode } from './errors.ts';
 import { configVersion, goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
@@ -380,19 +386,77 @@ function delegationChain(
   return [...chain, type].join(',');
 }
 
+/** The undo steps registered by the in-process delegate ADD running in this async context. */
+const rollbackSteps = new AsyncLocalStorage<Array<() => unknown>>();
+/** Steps of successful in-process delegate ADDs, by request and delegate type, until that delegate's DEL. */
+const pendingRollback = new WeakMap<RequestBase, Map<string, Array<() => unknown>>>();
+
+/**
+ * For a plugin running in-process as the delegate of an ADD: register `undo`, a change its own DEL does not revert
+ * (host-local's last_reserved_ip), to run when the delegating plugin's rollback DELs this delegate. Returns false
+ * and registers nothing when the plugin is not an in-process delegate ADD (top level, or exec'd: nobody could run
+ * it). Steps run after the DEL succeeded, newest first; a failing step is logged as a warning.
+ */
+export function onDelegateRollback(undo: () => unknown): boolean {
+  const steps = rollbackSteps.getStore();
+  if (!steps) return false;
+  steps.push(undo);
+  return true;
+}
+
+/** `delegate('ADD')` collecting the delegate's rollback steps for a later `delegateDel` of the same request. */
+async function delegateAddRaw(type: string, req: RequestBase, opts: DelegateOptions): Promise<Uint8Array> {
+  const steps: Array<() => unknown> = [];
+  const out = await rollbackSteps.run(steps, () => delegate('ADD', type, req, opts));
+  if (steps.length > 0) {
+    const byType = pendingRollback.get(req) ?? new Map<string, Array<() => unknown>>();
+    pendingRollback.set(req, byType);
+    byType.set(type, steps);
+  }
+  return out;
+}
+
+/** Run (once) the rollback steps the in-process ADD of delegate `type` registered for `req`. */
+async function runPendingRollback(type: string, req: RequestBase): Promise<void> {
+  const steps = pendingRollback.get(req)?.get(type);
+  if (!steps) return;
+  pendingRollback.get(req)?.delete(type);
+  for (const step of steps.reverse()) {
+    try {
+      await step();
+    } catch (err) {
+      req.log.warn(
+        'rollback of delegate %s failed: %s',
+        type,
+        err instanceof Error ? err.message : String(err),
+      );
+    }
+  }
+}
+
 /** Delegate ADD; resolves to the delegate's result in the current (1.1.0) shape. */
 export async function delegateAdd(
   type: string,
   req: RequestBase,
   opts: DelegateOptions = {},
 ): Promise<Result> {
-  const out = await delegate('ADD', type, req, opts);
+  const out = await delegateAddRaw(type, req, opts);
   const stdin = opts.stdin ?? req.stdin;
   return parseDelegateResult(out, typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin);
 }
 
+/**
+ * Delegate DEL. After an in-process `delegateAdd` of the same request and type (a rollback), the steps that ADD
+ * registered with `onDelegateRollback` run once the DEL succeeded.
+ */
 export async function delegateDel(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
-  await delegate('DEL', type, req, opts);
+  try {
+    await delegate('DEL', type, req, opts);
+  } catch (err) {
+    pendingRollback.get(req)?.delete(type);
+    throw err;
+  }
+  await runPendingRollback(type, req);
 }
 
 export async function delegateCheck(
@@ -428,7 +492,7 @@ export async function withDelegateCleanup<T>(
 ): Promise<T> {
   // A delegate whose ADD failed is not cleaned up (the reference plugins do not either); one that
   // exited 0 may hold resources, so anything failing from here on (even parsing its answer) runs DEL.
-  const out = await delegate('ADD', type, req, opts);
+  const out = await delegateAddRaw(type, req, opts);
   try {
     const stdin = opts.stdin ?? req.stdin;
     const r = parseDelegateResult(out, typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin);

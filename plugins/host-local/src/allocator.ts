@@ -66,6 +66,26 @@ export interface Allocation {
  * State of one ADD under the store lock: the directory scan (done once), the temp file with this
  * attachment's content (written once, linked to each reserved name) and what this ADD reserved.
  */
+/** One last_reserved_ip.<rangeID> an ADD wrote, and what it held before (undefined: no file). */
+export interface CursorChange {
+  rangeID: number;
+  ip: IP;
+  previous: IP | undefined;
+}
+
+/**
+ * Put back the cursors of a rolled-back ADD (called with the store locked): each one that still holds what that
+ * ADD wrote gets its previous value again (or is removed); one another ADD has moved since is left alone.
+ */
+export function restoreCursors(store: Store, changes: readonly CursorChange[]): void {
+  for (const c of changes) {
+    const cur = store.lastReservedIP(c.rangeID).ip;
+    if (!cur || !equal(cur, c.ip)) continue;
+    if (c.previous) store.setLastReservedIP(c.rangeID, c.previous);
+    else store.removeLastReservedIP(c.rangeID);
+  }
+}
+
 export class AddSession {
   readonly store: Store;
   readonly containerID: string;
@@ -147,9 +167,14 @@ export class AddSession {
    * The ADD succeeded: record last_reserved_ip of every range set it allocated from (the reference writes it at
    * each reservation, so its failed ADDs still move the allocator on; cnikit's change nothing).
    */
-  commit(): void {
-    for (const [rangeID, ip] of this.#lastReserved) this.store.setLastReservedIP(rangeID, ip);
+  commit(): CursorChange[] {
+    const changes: CursorChange[] = [];
+    for (const [rangeID, ip] of this.#lastReserved) {
+      changes.push({ rangeID, ip, previous: this.store.lastReservedIP(rangeID).ip });
+      this.store.setLastReservedIP(rangeID, ip);
+    }
     this.#lastReserved.clear();
+    return changes;
   }
 
   /** Remove what this ADD reserved (rollback). */

@@ -17,12 +17,13 @@ import {
   errorReason,
   type IPConfig,
   internalError,
+  onDelegateRollback,
   type Plugin,
   type Request,
   type Result,
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
-import { AddSession, AllocError } from './allocator.ts';
+import { AddSession, AllocError, type CursorChange, restoreCursors } from './allocator.ts';
 import { type IPAMConfig, parseConf } from './config.ts';
 import { parseResolvConf } from './dns.ts';
 import { rangeContains } from './range.ts';
@@ -66,11 +67,25 @@ function add(req: Request<IPAMConfig>): Result {
         session.rollback();
         throw internalError(`failed to allocate all requested IPs: ${pending.map(formatIP).join(' ')}`);
       }
+      let cursors: CursorChange[];
       try {
-        session.commit();
+        cursors = session.commit();
       } catch (err) {
         session.rollback();
         throw err;
+      }
+      // run in-process by a plugin whose ADD then fails: its rollback DELs us, then puts the cursors back, so a
+      // failed ADD changes nothing (an exec'd host-local cannot be reached: the reference's behaviour)
+      if (cursors.length > 0) {
+        const { dataDir, name } = conf;
+        onDelegateRollback(() => {
+          const s = Store.open(dataDir, name);
+          try {
+            s.withLock(() => restoreCursors(s, cursors));
+          } finally {
+            s.close();
+          }
+        });
       }
     } finally {
       session.finish();

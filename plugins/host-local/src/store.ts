@@ -374,6 +374,15 @@ export class Store {
    * Record the last reserved address of a range set (temp, fdatasync, rename; mode 0600). The rename replaces a
    * symlink in its place (never its target).
    */
+  /** Remove `last_reserved_ip.<rangeID>` (a rolled-back ADD that created it); no error when it is missing. */
+  removeLastReservedIP(rangeID: number): void {
+    try {
+      this.#d.remove(LAST_IP_PREFIX + rangeID);
+    } catch (err) {
+      throw isSysError(err) ? storeError(err) : err;
+    }
+  }
+
   setLastReservedIP(rangeID: number, ip: IP): void {
     const name = LAST_IP_PREFIX + rangeID;
     const tmp = `${TMP_PREFIX}${process.pid}-last.tmp`;
