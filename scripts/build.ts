@@ -95,6 +95,9 @@ function extras(root = ROOT): EntryExtras {
   return {
     tool: '@cnikit/libcni',
     ...(existsSync(join(root, 'packages', 'warm', 'src', 'serve.ts')) ? { serve: '@cnikit/warm/serve' } : {}),
+    ...(existsSync(join(root, 'packages', 'conformance', 'src', 'cli.ts'))
+      ? { conformance: '@cnikit/conformance' }
+      : {}),
   };
 }
 

@@ -62,6 +62,8 @@ export interface EntryExtras {
   tool?: string;
   /** A module exporting `serveMain` (@cnikit/warm/serve): `cnikit serve` runs the warm-mode service. */
   serve?: string;
+  /** A module exporting `conformanceMain` (@cnikit/conformance): `cnikit conformance` runs the conformance kit. */
+  conformance?: string;
 }
 
 export interface EntryOptions {
@@ -102,6 +104,9 @@ export function entrySource(plugins: readonly PluginEntry[], opts: EntryOptions)
     ...(opts.name && opts.name !== 'cnikit' ? [`name: ${JSON.stringify(opts.name)}`] : []),
     ...(extras.tool ? [`tool: () => import(${imp(extras.tool)}).then((m) => m.runCnitool)`] : []),
     ...(extras.serve ? [`serve: () => import(${imp(extras.serve)}).then((m) => m.serveMain)`] : []),
+    ...(extras.conformance
+      ? [`conformance: () => import(${imp(extras.conformance)}).then((m) => m.conformanceMain)`]
+      : []),
     ...(opts.stamp ? [`stamp: ${JSON.stringify(opts.stamp)}`] : []),
   ];
   const lines = [

@@ -99,7 +99,8 @@ export type CniTarget =
   | { binary: string; args?: readonly string[] }
   | { source: string; exportName?: string };
 
-const PLUGIN_MAIN = join(import.meta.dirname, 'plugin-main.ts');
+// resolved when a source target runs (not at import: a bundle, e.g. `cnikit conformance`, has no import.meta.dirname)
+const pluginMain = () => join(import.meta.dirname, 'plugin-main.ts');
 const SIGNALS: Partial<Record<NodeJS.Signals, number>> = { SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGABRT: 6 };
 
 function processCommand(
@@ -114,7 +115,7 @@ function processCommand(
     [cmd, args] = [target.binary, [...(target.args ?? [])]];
   } else {
     const mod = isAbsolute(target.source) ? target.source : resolve(target.source);
-    [cmd, args] = [process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', PLUGIN_MAIN]];
+    [cmd, args] = [process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', pluginMain()]];
     env.CNIKIT_TEST_PLUGIN_MODULE = mod;
     env.CNIKIT_TEST_PLUGIN_EXPORT = target.exportName ?? 'plugin';
     if (o.barrier) env.CNIKIT_TEST_BARRIER = `${o.barrier.count}:${o.barrier.dir}`;

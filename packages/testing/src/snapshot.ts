@@ -187,6 +187,7 @@ export function snapshotNetns(path: string, opts: SnapshotOptions = {}): Snapsho
       const qdiscs = json('tc', ['-j', 'qdisc', 'show'], true) as { dev: string; kind: string }[];
       snap.tc.push(...qdiscs.map((q) => `qdisc ${stableJson(strip(q, new Set(['refcnt'])))}`));
       for (const q of qdiscs) {
+        if (q.kind === 'noqueue') continue; // a noqueue qdisc cannot hold filters: one tc process less per link
         const parents =
           q.kind === 'ingress' ? ['ffff:'] : q.kind === 'clsact' ? ['ingress', 'egress'] : ['root'];
         for (const p of parents) {

@@ -10,6 +10,8 @@
 export { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from './fs-atomic.ts';
 export {
   basenameOf,
+  CONFORMANCE_WORD,
+  type ConformanceMain,
   handleNoPlugin,
   type LazyPlugin,
   lazyFacade,
@@ -30,7 +32,6 @@ export {
   toolArgs,
   usage,
 } from './multicall.ts';
-export { type BuildStamp, type RuntimeFacts, releaseArch, runtimeFacts, versionText } from './version.ts';
 export {
   bunSource,
   candidateDirs,
@@ -41,3 +42,4 @@ export {
   seaSource,
   verifyFile,
 } from './native.ts';
+export { type BuildStamp, type RuntimeFacts, releaseArch, runtimeFacts, versionText } from './version.ts';

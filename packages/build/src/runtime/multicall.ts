@@ -30,6 +30,8 @@ export const TOOL_NAME = 'cnitool';
 export const TOOL_WORD = 'tool';
 /** `cnikit serve …`: the warm-mode service (packages/warm). */
 export const SERVE_WORD = 'serve';
+/** `cnikit conformance …`: the conformance kit (packages/conformance). */
+export const CONFORMANCE_WORD = 'conformance';
 
 /** The cnitool arguments when this invocation selects cnitool, else undefined. */
 export function toolArgs(
@@ -101,6 +103,7 @@ export function usage(plugins: readonly AnyPlugin[], self: string = MULTICALL_NA
       ? [
           `install: scripts/install [--target /opt/cni/bin] creates ${names.map((n) => `/opt/cni/bin/${n}`).join(', ')}`,
           `cnitool: ${MULTICALL_NAME} ${TOOL_WORD} add|check|del|gc|status NETWORK NETNS   (or through a hard link named ${TOOL_NAME})`,
+          `conformance: ${MULTICALL_NAME} ${CONFORMANCE_WORD} --plugin PATH --config CONFLIST   (tests any CNI plugin; --help)`,
         ]
       : []),
     '',
@@ -251,6 +254,17 @@ export type ServeMain = (
   },
 ) => Promise<number>;
 
+/** The conformance kit's CLI (`conformanceMain` of @cnikit/conformance): only executables built with it carry it. */
+export type ConformanceMain = (
+  args: readonly string[],
+  io: {
+    env: NodeJS.ProcessEnv;
+    stdout: { write(s: string): unknown };
+    stderr: { write(s: string): unknown };
+  },
+  ctx: { reexec: readonly string[] },
+) => Promise<number>;
+
 export interface MainOptions {
   /** The embedded addon (set by the single-file build); absent when running from source. */
   native?: NativeSource;
@@ -260,6 +274,8 @@ export interface MainOptions {
   tool?: () => Promise<ToolMain>;
   /** Loads the warm-mode service; without it, `cnikit serve` is an unknown name. */
   serve?: () => Promise<ServeMain>;
+  /** Loads the conformance kit; without it, `cnikit conformance` is an unknown name. */
+  conformance?: () => Promise<ConformanceMain>;
   /** Version, commit and build date for `cnikit --version` (set by the build). */
   stamp?: BuildStamp;
 }
@@ -297,10 +313,23 @@ export async function main(sources: readonly PluginSource[], opts: MainOptions =
     });
     return;
   }
+  if (
+    opts.conformance &&
+    (basenameOf(process.argv0) === MULTICALL_NAME || basenameOf(process.execPath) === MULTICALL_NAME) &&
+    process.argv[2] === CONFORMANCE_WORD
+  ) {
+    // `cnikit conformance …`: tests a plugin executable; it runs itself again in a private mount namespace
+    const conformanceMain = await opts.conformance();
+    process.exitCode = await conformanceMain(process.argv.slice(3), process, {
+      reexec: [process.execPath, CONFORMANCE_WORD],
+    });
+    return;
+  }
   const names = sources.map((p) => ({ name: p.name }) as AnyPlugin);
   const args = process.argv.slice(2);
   const only = sources.length === 1 ? names[0] : undefined;
-  const buildCheck = !process.env.CNI_COMMAND && ['--native-selftest', '--list', '--version'].includes(args[0] ?? '');
+  const buildCheck =
+    !process.env.CNI_COMMAND && ['--native-selftest', '--list', '--version'].includes(args[0] ?? '');
   const sel: Selection =
     only && !buildCheck
       ? { plugin: only, name: only.name, explicit: false, rest: args }

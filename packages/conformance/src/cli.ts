@@ -1,0 +1,186 @@
+/**
+ * `cnikit conformance --plugin PATH --config CONFLIST [--only IDS] [--json] [--junit FILE]` (also the
+ * `cnikit-conformance` executable of this package). Exit 0 when no check failed, 1 when one did, 2 on a usage error.
+ */
+import { accessSync, constants, readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { CHECKS, SPEC_URL, selectChecks } from './catalog.ts';
+import { ISOLATED_ENV, isIsolated, privateStateDir, runIsolated } from './isolate.ts';
+import { Kit, type Report } from './kit.ts';
+import { formatJson, formatJunit, formatTable } from './report.ts';
+
+export interface ConformanceIO {
+  env: NodeJS.ProcessEnv;
+  stdout: { write(s: string): unknown };
+  stderr: { write(s: string): unknown };
+}
+
+export interface ConformanceContext {
+  /** The command that runs this CLI again (argv before the arguments), for the re-run in a private mount namespace. */
+  reexec: readonly string[];
+  /** The name in messages (default `cnikit conformance`). */
+  name?: string;
+}
+
+function wrap(text: string, width: number, indent: string): string {
+  const words = text.split(/\s+/);
+  const lines: string[] = [];
+  let cur = '';
+  for (const w of words) {
+    if (cur && cur.length + 1 + w.length > width) {
+      lines.push(cur);
+      cur = w;
+    } else cur = cur ? `${cur} ${w}` : w;
+  }
+  if (cur) lines.push(cur);
+  return lines.map((l) => indent + l).join('\n');
+}
+
+export function usage(name = 'cnikit conformance'): string {
+  return `usage: ${name} --plugin PATH --config CONFLIST [--only IDS] [--json] [--junit FILE]
+                          [--cni-path DIRS] [--ifname NAME] [--concurrency N] [--timeout SECONDS] [--list] [--help]
+
+Tests a CNI plugin executable (any language) against the CNI spec 1.1.0, in private network namespaces and a private
+mount namespace (/var/lib/cni is a fresh directory there); the machine's namespaces and files are never touched.
+Needs root, iproute2 and util-linux (unshare).
+
+  --plugin PATH      the plugin under test: the entry of the list whose type is the file name, else the last one;
+                     the plugins before it run from CNI_PATH first to produce its prevResult, as a runtime does
+  --config CONFLIST  a network configuration list (.conflist JSON); its cniVersion is the version of the lifecycle
+                     checks
+  --only IDS         comma-separated check IDs or prefixes (add.*, env.); repeatable
+  --json             the results as JSON on stdout: a list of {id, status: pass|fail|skip, detail, title, spec, …}
+  --junit FILE       also write JUnit XML to FILE
+  --cni-path DIRS    CNI_PATH (colon-separated; default: the plugin's directory)
+  --ifname NAME      CNI_IFNAME of the attachments (default eth0; the loopback plugin needs lo)
+  --concurrency N    containers in the concurrency check (default 6)
+  --timeout SECONDS  per plugin call (default 30)
+  --list             print the check IDs and exit
+Exit status: 0 when no check failed, 1 when one did, 2 on a usage error.
+Every failure says what was expected, what happened, and the exact environment and stdin that reproduce it.
+
+Checks (spec sections of ${SPEC_URL}):
+${CHECKS.map((c) => `  ${c.id} — ${c.title} [${c.spec}]\n${wrap(c.explain, 112, '      ')}`).join('\n')}
+`;
+}
+
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    allowPositionals: false,
+    options: {
+      plugin: { type: 'string' },
+      config: { type: 'string' },
+      only: { type: 'string', multiple: true },
+      json: { type: 'boolean' },
+      junit: { type: 'string' },
+      'cni-path': { type: 'string' },
+      ifname: { type: 'string' },
+      concurrency: { type: 'string' },
+      timeout: { type: 'string' },
+      list: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+      // the full report as JSON (runConformance of the package API)
+      'report-json': { type: 'boolean' },
+    },
+  });
+}
+
+/** Run the CLI; resolves to the exit code. */
+export async function conformanceMain(
+  argv: readonly string[],
+  io: ConformanceIO,
+  ctx: ConformanceContext,
+): Promise<number> {
+  const name = ctx.name ?? 'cnikit conformance';
+  let values: ReturnType<typeof parse>['values'];
+  try {
+    values = parse(argv).values;
+  } catch (e) {
+    io.stderr.write(`${name}: ${(e as Error).message}\n${usage(name)}`);
+    return 2;
+  }
+  if (values.help) {
+    io.stdout.write(usage(name));
+    return 0;
+  }
+  if (values.list) {
+    io.stdout.write(`${CHECKS.map((c) => `${c.id}\t${c.spec}`).join('\n')}\n`);
+    return 0;
+  }
+  const bad = (msg: string) => {
+    io.stderr.write(`${name}: ${msg}\n(${name} --help)\n`);
+    return 2;
+  };
+  if (!values.plugin) return bad('--plugin is required');
+  if (!values.config) return bad('--config is required');
+  const only = (values.only ?? []).flatMap((o) => o.split(',')).filter(Boolean);
+  try {
+    selectChecks(only);
+  } catch (e) {
+    return bad((e as Error).message);
+  }
+  const plugin = resolve(values.plugin);
+  try {
+    accessSync(plugin, constants.X_OK);
+  } catch {
+    return bad(`${values.plugin} is not an executable file`);
+  }
+  let config: Record<string, unknown>;
+  try {
+    config = JSON.parse(readFileSync(values.config, 'utf8'));
+  } catch (e) {
+    return bad(`cannot read the configuration list ${values.config}: ${(e as Error).message}`);
+  }
+  const concurrency = values.concurrency === undefined ? 6 : Number(values.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 2 || concurrency > 64)
+    return bad('--concurrency takes a whole number from 2 to 64');
+  const timeout = values.timeout === undefined ? 30 : Number(values.timeout);
+  if (!Number.isFinite(timeout) || timeout <= 0) return bad('--timeout takes a positive number of seconds');
+  if (typeof process.getuid === 'function' && process.getuid() !== 0)
+    return bad('needs root (network and mount namespaces)');
+
+  if (!isIsolated(io.env) && io.env[ISOLATED_ENV] !== 'pending') {
+    // run again in a private mount namespace; the config path is made absolute, the rest is passed as given
+    const args = argv.map((a, i) => (argv[i - 1] === '--config' ? resolve(a) : a));
+    const [cmd, ...pre] = ctx.reexec;
+    if (!cmd) return bad('cannot run itself again (no command)');
+    const r = await runIsolated(cmd, [...pre, ...args]);
+    return r.code;
+  }
+  const state = privateStateDir(io.env);
+  let kit: Kit | undefined;
+  try {
+    kit = new Kit({
+      plugin,
+      config,
+      only,
+      concurrency,
+      ...(values.ifname ? { ifName: values.ifname } : {}),
+      timeoutMs: timeout * 1000,
+      stateDir: state.dir,
+      ...(values['cni-path'] ? { cniPath: values['cni-path'].split(':').filter(Boolean) } : {}),
+      onResult: (r) => {
+        if (!values.json && !values['report-json'])
+          io.stderr.write(`  ${r.status.toUpperCase().padEnd(4)} ${r.id} (${r.durationMs} ms)\n`);
+      },
+    });
+    const report: Report = await kit.run();
+    if (values.junit) writeFileSync(values.junit, formatJunit([report]));
+    io.stdout.write(
+      values['report-json']
+        ? `${JSON.stringify(report)}\n`
+        : values.json
+          ? formatJson(report)
+          : formatTable(report),
+    );
+    return report.counts.fail > 0 ? 1 : 0;
+  } catch (e) {
+    io.stderr.write(`${name}: ${(e as Error).message}\n`);
+    return 2;
+  } finally {
+    kit?.dispose();
+    state.cleanup();
+  }
+}
