@@ -2,6 +2,7 @@
 // created), requireKernelFeatures fails with the reason, and no probe namespace is left behind.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import {
   KERNEL_FEATURES,
@@ -41,6 +42,7 @@ describe('kernel feature probes', () => {
       const b0 = spawnSync('ip', ['-n', ns.name, '-d', '-j', 'link', 'show', 'b0'], { encoding: 'utf8' });
       independent['bridge-vlan-filtering'] =
         b0.status === 0 && JSON.parse(b0.stdout)[0]?.linkinfo?.info_data?.vlan_filtering === 1;
+      independent.br_netfilter = existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables');
       spawnSync('tc', ['-n', ns.name, 'qdisc', 'add', 'dev', 'p0', 'clsact']);
       independent.cls_matchall =
         spawnSync('tc', ['-n', ns.name, 'filter', 'add', 'dev', 'p0', 'egress', 'matchall', 'action', 'pass'])

@@ -21,6 +21,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 
 /** One probe step: an argument vector run inside the probe's namespace (`ip`/`tc` get `-n <ns>`). */
 type Step = readonly [tool: 'ip' | 'tc', ...args: string[]];
@@ -87,6 +88,11 @@ export const KERNEL_FEATURES = {
       ['tc', 'qdisc', 'add', 'dev', 'cnkp0', 'clsact'],
       ['tc', 'filter', 'add', 'dev', 'cnkp0', 'ingress', 'matchall', 'action', 'pass'],
     ],
+  },
+  br_netfilter: {
+    description: 'bridged traffic through iptables (br_netfilter, /proc/sys/net/bridge)',
+    steps: [['ip', 'link', 'add', 'cnkb1', 'type', 'bridge']],
+    verify: () => existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables'),
   },
   tun: {
     description: 'tun/tap devices (CONFIG_TUN, /dev/net/tun)',

@@ -1,4 +1,4 @@
-// cnikit-kernel-features: dummy vlan macvlan macvtap ipvlan vrf bridge-vlan-filtering cls_matchall tun
+// cnikit-kernel-features: dummy vlan macvlan macvtap ipvlan vrf bridge-vlan-filtering cls_matchall br_netfilter tun
 // Runs wherever every feature of the table is there: on most kernels in the kernel lab's VM (docs/kernel-lab.md),
 // which must provide all of them, so that a file declaring any subset can run there.
 import assert from 'node:assert/strict';

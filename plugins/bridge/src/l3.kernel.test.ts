@@ -178,27 +178,6 @@ describe('bridge L3 with host-local', () => {
     }
   });
 
-  test('L3 with a VLAN gateway interface <bridge>.<vlan> (needs bridge VLAN filtering)', async (t) => {
-    try {
-      nl.createBridge({ name: 'brvlprobe3', vlanFiltering: true });
-      nl.deleteLink('brvlprobe3');
-    } catch (err) {
-      // only "not supported" means a kernel without VLAN filtering; EEXIST, EPERM, ... are failures
-      if ((err as { code?: string }).code !== 'EOPNOTSUPP') throw err;
-      t.skip(`kernel has no bridge VLAN filtering: ${(err as Error).message}`);
-      return;
-    }
-    const cn = env.sb.newContainer();
-    const c = cn.path;
-    const cf = conf('1.0.0', '10.22.0.0/24', { bridge: 'brv', vlan: 100, isDefaultGateway: true });
-    const res = await ok('ADD', cf, { netns: c });
-    assert.equal(res.interfaces.length, 4);
-    assert.equal(res.interfaces[3].name, 'brv.100');
-    assert.ok(nl.listAddrs({ link: 'brv.100', family: 4 }).some((a) => a.cidr === '10.22.0.1/24'));
-    assert.equal(nl.getLink('brv')?.vlanFiltering, true);
-    await ok('DEL', cf, { netns: c });
-  });
-
   test('IPAM DNS (host-local resolvConf) passes through; 3 subnets with 0.2.0 fail in IPAM and leave nothing', async () => {
     const cn = env.sb.newContainer();
     const c = cn.path;
