@@ -444,10 +444,15 @@ function goLog(stderr: { write(s: string): unknown }): Log {
   };
 }
 
+/** True when systemd (or systemd-socket-activate) passed the listening socket as descriptor 3. */
+function socketActivated(): boolean {
+  return Number(process.env.LISTEN_FDS ?? 0) > 0 && Number(process.env.LISTEN_PID) === process.pid;
+}
+
 async function listen(path: string, log: Log): Promise<net.Server> {
   const server = net.createServer();
   const fds = Number(process.env.LISTEN_FDS ?? 0);
-  if (fds > 0 && Number(process.env.LISTEN_PID) === process.pid) {
+  if (socketActivated()) {
     if (fds > 1) throw new Error(`Too many (${fds}) FDs passed through socket activation`);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -523,7 +528,8 @@ export async function daemonMain(
   }
   const resumed = daemon.resume();
   attach(server, daemon, log);
-  log(`listening on ${socketPath}${resumed ? `, ${resumed} lease(s) resumed` : ''}`);
+  const where = socketActivated() ? 'the socket passed by systemd (fd 3)' : socketPath;
+  log(`listening on ${where}${resumed ? `, ${resumed} lease(s) resumed` : ''}`);
   await new Promise<void>((resolve) => {
     const stop = () => resolve();
     process.once('SIGINT', stop);
@@ -532,7 +538,7 @@ export async function daemonMain(
   server.close();
   await daemon.shutdown();
   try {
-    if (!process.env.LISTEN_FDS) unlinkSync(socketPath);
+    if (!socketActivated()) unlinkSync(socketPath);
   } catch {
     // already gone
   }
