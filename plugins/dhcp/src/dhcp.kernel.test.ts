@@ -238,6 +238,27 @@ describe('dhcp against dnsmasq', { concurrency: false }, () => {
     assert.ok(link.flags.includes('UP'));
   });
 
+  test('ADD for an interface or namespace that does not exist fails with the reference text', async () => {
+    const [c] = lab.addContainers(1);
+    const noIf = await cniCall(plugin, 'ADD', conf(), {
+      netns: c!.path,
+      containerId: 'c-noif',
+      ifName: 'eth9',
+    });
+    assert.equal(noIf.code, 1);
+    assert.equal(noIf.json.msg, 'error looking up "eth9": Link not found');
+    const noNs = await cniCall(plugin, 'ADD', conf(), { netns: `${c!.path}-missing`, containerId: 'c-nons' });
+    assert.equal(noNs.code, 1);
+    assert.match(noNs.json.msg, /-missing/);
+    assert.equal(record('c-noif', 'eth9'), undefined);
+    const bad = await cniCall(plugin, 'ADD', conf({ provide: [{ option: 'nope', value: 'x' }] }), {
+      netns: c!.path,
+      containerId: 'c-bad',
+    });
+    assert.equal(bad.json.code, 7);
+    assert.match(bad.json.msg, /^Can not parse option "nope"/);
+  });
+
   test('STATUS succeeds with the daemon, fails with code 50 without it', async () => {
     const ok = await cniCall(plugin, 'STATUS', conf({}, '1.1.0'), {});
     assert.equal(ok.code, 0, ok.stdout);

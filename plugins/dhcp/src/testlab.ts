@@ -45,18 +45,40 @@ export class Lab {
   #dnsmasq: ChildProcess | undefined;
   #n = 0;
 
-  constructor() {
+  /**
+   * `bridge` (default): the switch namespace has a bridge, every namespace a veth port of it. `macvlan`: the switch
+   * namespace has a veth pair whose end m0 is the master of bridge-mode macvlans, one per namespace (kernel lab).
+   */
+  readonly mode: 'bridge' | 'macvlan';
+
+  constructor(mode: 'bridge' | 'macvlan' = 'bridge') {
+    this.mode = mode;
     run('ip', ['-batch', '-'], `netns add ${this.sw}\nnetns add ${this.srv}\n`);
-    run(
-      'ip',
-      ['-n', this.sw, '-batch', '-'],
-      [
-        'link add br0 type bridge forward_delay 0',
-        'link set br0 up',
-        `link add s0 type veth peer name srv0 netns ${this.srv}`,
-        'link set s0 master br0 up',
-      ].join('\n'),
-    );
+    if (mode === 'bridge') {
+      run(
+        'ip',
+        ['-n', this.sw, '-batch', '-'],
+        [
+          'link add br0 type bridge forward_delay 0',
+          'link set br0 up',
+          `link add s0 type veth peer name srv0 netns ${this.srv}`,
+          'link set s0 master br0 up',
+        ].join('\n'),
+      );
+    } else {
+      run(
+        'ip',
+        ['-n', this.sw, '-batch', '-'],
+        [
+          'link add m0 type veth peer name m1',
+          'link set m1 up',
+          'link set m0 up',
+          'link add mvsrv link m0 type macvlan mode bridge',
+          `link set mvsrv netns ${this.srv}`,
+        ].join('\n'),
+      );
+      run('ip', ['-n', this.srv, 'link', 'set', 'mvsrv', 'name', 'srv0']);
+    }
     run(
       'ip',
       ['-n', this.srv, '-batch', '-'],
@@ -77,16 +99,30 @@ export class Lab {
     }
     run('ip', ['-batch', '-'], `${added.map((c) => `netns add ${c.name}`).join('\n')}\n`);
     this.containers.push(...added);
-    run(
-      'ip',
-      ['-n', this.sw, '-batch', '-'],
-      `${added
-        .flatMap((c) => [
-          `link add ${c.port} type veth peer name eth0 netns ${c.name}`,
-          `link set ${c.port} master br0 up`,
-        ])
-        .join('\n')}\n`,
-    );
+    if (this.mode === 'bridge') {
+      run(
+        'ip',
+        ['-n', this.sw, '-batch', '-'],
+        `${added
+          .flatMap((c) => [
+            `link add ${c.port} type veth peer name eth0 netns ${c.name}`,
+            `link set ${c.port} master br0 up`,
+          ])
+          .join('\n')}\n`,
+      );
+    } else {
+      run(
+        'ip',
+        ['-n', this.sw, '-batch', '-'],
+        `${added
+          .flatMap((c) => [
+            `link add ${c.port} link m0 type macvlan mode bridge`,
+            `link set ${c.port} netns ${c.name}`,
+          ])
+          .join('\n')}\n`,
+      );
+      for (const c of added) run('ip', ['-n', c.name, 'link', 'set', c.port, 'name', 'eth0']);
+    }
     return added;
   }
 
