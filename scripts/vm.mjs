@@ -217,7 +217,10 @@ off() { $B sync; $B poweroff -f; }
 $B mount -t proc proc /proc; $B mount -t sysfs sysfs /sys; $B mount -t devtmpfs dev /dev
 $B mkdir -p /dev/pts /dev/shm /dev/mqueue /run/netns /run/lock /tmp
 $B mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts; $B mount -t tmpfs -o mode=1777 shm /dev/shm
+# a fresh /tmp, but with the host's tsx cache (transformed TypeScript: esbuild under TCG costs minutes per test run)
+T=/run/cnikit-vm/tsx; [ -d /tmp/tsx-0 ] && $B mkdir -p $T && $B mount --bind /tmp/tsx-0 $T
 $B mount -t tmpfs -o mode=1777 tmp /tmp
+[ -d $T ] && $B mkdir -p /tmp/tsx-0 && $B mount --move $T /tmp/tsx-0
 $B mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 $B mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 $B mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
