@@ -245,18 +245,29 @@ export function listLinks(): Link[] {
 }
 
 /** Builds the GETLINK request for a name or index. */
+/** IFLA_ALT_IFNAME: an alternative name (kernel ≥ 5.5), up to 127 bytes. */
+const IFLA_ALT_IFNAME = 53;
+const ALTIFNAMSIZ = 128;
+
 export function buildGetLink(ref: string | number): NlBuilder {
   const b = new NlBuilder(RTM_GETLINK, NLM_F_REQUEST);
   if (typeof ref === 'number') return b.ifinfo(AF_UNSPEC, ref);
-  return b.ifinfo(AF_UNSPEC, 0).attrStr(IFLA_IFNAME, ref);
+  // a name longer than IFNAMSIZ can only be an alternative name (like Go netlink's LinkByName); shorter altnames
+  // are found through IFLA_IFNAME too (the kernel's name lookup includes them)
+  const attr = Buffer.byteLength(ref) >= IFNAMSIZ ? IFLA_ALT_IFNAME : IFLA_IFNAME;
+  return b.ifinfo(AF_UNSPEC, 0).attrStr(attr, ref);
 }
 
 /** The link with this name or index, or undefined when there is none in the current namespace. */
 export function getLink(ref: LinkRef): Link | undefined {
   const key = typeof ref === 'object' ? ref.index : ref;
   const op = `failed to look up link ${describeLink(ref)}`;
-  if (typeof key === 'string') checkName(key, op);
-  else if (!Number.isInteger(key) || key <= 0) throw invalidArgument(op, `invalid interface index ${key}`);
+  if (typeof key === 'string') {
+    const n = Buffer.byteLength(key);
+    if (n >= IFNAMSIZ && n < ALTIFNAMSIZ && !key.includes('/')) {
+      // an alternative name
+    } else checkName(key, op);
+  } else if (!Number.isInteger(key) || key <= 0) throw invalidArgument(op, `invalid interface index ${key}`);
   try {
     return decodeLink(rtGet(buildGetLink(key), op));
   } catch (err) {

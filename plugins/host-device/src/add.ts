@@ -53,6 +53,8 @@ export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
       } catch (err) {
         throw internalError(`failed to find host device: ${errorReason(err)}`, err);
       }
+      // `device` may be an alternative name: the alias and the DEL restore use the link's name
+      hostName = nl.getLinkOrThrow(hostName).name;
       const saved = captureDevice(hostName);
       saveState(conf.dataDir, conf.name, state, saved);
       undo.push('remove state', () => removeState(conf.dataDir, conf.name, state));

@@ -118,6 +118,17 @@ describe('host-device on the real kernel (in-process)', () => {
     assert.equal((await call('DEL', c)).code, 0, 'DEL again: nothing to do');
   });
 
+  test('by an alternative name longer than 15 bytes: the alias and DEL use the real name', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:0b');
+    host(['link', 'property', 'add', 'dev', 'hd0', 'altname', 'hostdevice-altname-0']);
+    const c = conf({ device: 'hostdevice-altname-0' });
+    const r = await call('ADD', c);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(link(0, 'net1').ifalias, 'hd0');
+    assert.equal((await call('DEL', c)).code, 0);
+    assertBack('hd0', '0a:72:00:00:00:0b');
+  });
+
   test('with IPAM (static): addresses and routes in the container, CHECK, every spec version', async () => {
     makeDevice('hd0', '0a:72:00:00:00:02');
     for (const v of ALL_VERSIONS) {
