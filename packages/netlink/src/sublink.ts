@@ -373,7 +373,14 @@ export function addStackedLinkToContainer(r: ContainerLinkRequest): {
   mac: string;
   mtu: number;
 } {
-  const inContainer = <T>(fn: () => T): T => withNetnsFd(r.netnsFd, fn);
+  // fn is synchronous (our own callers): its value is carried out of the namespace switch
+  const inContainer = <T>(fn: () => T): T => {
+    let out: { v: T } | undefined;
+    withNetnsFd(r.netnsFd, () => {
+      out = { v: fn() };
+    });
+    return (out as { v: T }).v;
+  };
   let parent: number | undefined;
   try {
     parent = (r.linkInContainer ? inContainer(() => getLinkDetails(r.master)) : getLinkDetails(r.master))
@@ -422,7 +429,11 @@ export function inMasterNetns<T>(netnsPath: string, linkInContainer: boolean, fn
     throw fail(`failed to open netns ${JSON.stringify(netnsPath)}: ${SysError.reasonOf(err)}`, err);
   }
   try {
-    return withNetnsFd(fd, fn);
+    let out: { v: T } | undefined;
+    withNetnsFd(fd, () => {
+      out = { v: fn() };
+    });
+    return (out as { v: T }).v;
   } finally {
     closeSync(fd);
   }
