@@ -1,4 +1,4 @@
-// cnikit-kernel-features: bridge-vlan-filtering vlan
+// cnikit-kernel-features: bridge-vlan-filtering
 // Bridge VLAN filtering for real: runs in the kernel lab's VM (docs/kernel-lab.md) where this machine's kernel lacks
 // CONFIG_BRIDGE_VLAN_FILTERING, on the host where it has it.
 import assert from 'node:assert/strict';
@@ -52,7 +52,7 @@ describe('bridge with VLAN filtering', () => {
   });
 
   test('L3 with a VLAN gateway interface <bridge>.<vlan>', async () => {
-    requireKernelFeatures('bridge-vlan-filtering', 'vlan');
+    requireKernelFeatures('bridge-vlan-filtering');
     const c = env.sb.newContainer().path;
     const cf = {
       cniVersion: '1.0.0',
@@ -66,7 +66,18 @@ describe('bridge with VLAN filtering', () => {
     const res = await ok('ADD', cf, { netns: c });
     assert.equal(res.interfaces.length, 4);
     assert.equal(res.interfaces[3].name, 'brv.100');
-    assert.equal(nl.getLink('brv.100')?.kind, 'vlan');
+    // like the reference: a veth pair whose peer is a bridge port with the VLAN as its untagged PVID
+    assert.equal(nl.getLink('brv.100')?.kind, 'veth');
+    const brv = nl.getLink('brv')!;
+    const ports = nl
+      .listLinks()
+      .filter((l) => l.masterIndex === brv.index && l.name !== res.interfaces[1].name);
+    assert.equal(ports.length, 1);
+    const pvid = nl.bridgeVlanList(ports[0]!.name).filter((v) => v.pvid);
+    assert.deepEqual(
+      pvid.map((v) => [v.vid, v.untagged]),
+      [[100, true]],
+    );
     assert.ok(nl.listAddrs({ link: 'brv.100', family: 4 }).some((a) => a.cidr === '10.22.0.1/24'));
     assert.equal(nl.getLink('brv')?.vlanFiltering, true);
     await ok('CHECK', { ...cf, prevResult: res }, { netns: c });
