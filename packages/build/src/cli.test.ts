@@ -27,12 +27,12 @@ describe('cnikit-build command line', () => {
   test('--help prints the usage on stdout', async () => {
     const r = await runCli(['--help']);
     assert.equal(r.code, 0);
-    assert.match(r.stdout, /^usage: cnikit-build PLUGIN\.ts\.\.\. --out FILE\|DIR/);
+    assert.match(r.stdout, /^usage: cnikit-build PLUGIN\.ts\.\.\. \[--out FILE\|DIR\]/);
   });
 
   const bad: Array<[string, string[], RegExp]> = [
     ['no plugin module', ['--out', join(dir, 'x')], /no plugin module given/],
-    ['no --out', [join(dir, 'p.ts')], /--out is required/],
+    ['several modules, no --out', [join(dir, 'p.ts'), join(dir, 'p.ts')], /--out is required with several/],
     [
       'unknown back-end',
       [join(dir, 'p.ts'), '--out', join(dir, 'x'), '--backend', 'pkg'],
@@ -65,6 +65,34 @@ describe('cnikit-build command line', () => {
     ]);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /noplugin\.ts must export `plugin` \(or a default export\)/);
+  });
+});
+
+describe('a real build from the command line (issue 20 items 2 and 6)', () => {
+  test('one module without --out: ./<module name>; --quiet prints nothing on success', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'cnikit-build-cwd-'));
+    const before = process.cwd();
+    try {
+      writeFileSync(
+        join(cwd, 'hello.ts'),
+        "export const plugin = { name: 'hello', versions: ['1.0.0'], add: () => ({ cniVersion: '1.0.0' }) };\n",
+      );
+      process.chdir(cwd);
+      const r = await runCli(['hello.ts', '--quiet', '--work-dir', join(cwd, 'work')]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, '', '--quiet: nothing on stdout');
+      assert.equal(r.stderr, '', '--quiet: nothing on stderr');
+      const v = spawnSync(join(cwd, 'hello'), [], {
+        input: '{"cniVersion":"1.0.0"}',
+        env: { CNI_COMMAND: 'VERSION' },
+        encoding: 'utf8',
+      });
+      assert.equal(v.status, 0, v.stderr);
+      assert.deepEqual(JSON.parse(v.stdout).supportedVersions, ['1.0.0']);
+    } finally {
+      process.chdir(before);
+      rmSync(cwd, { recursive: true, force: true });
+    }
   });
 });
 

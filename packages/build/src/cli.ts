@@ -7,17 +7,22 @@
  *   options: --backend bun|sea (default bun), --name NAME (the executable's file name when --out is a directory),
  *            --no-links, --force, --no-bytecode (bun), --no-code-cache (sea), --addon FILE, --work-dir DIR,
  *            --condition NAME (extra package.json export condition, repeatable), --quiet
- * Prints the result as JSON on stdout; exit 1 with the reason on stderr when the build fails, 2 on a usage error.
+ *   cnikit-build hello.ts                                          one plugin: --out defaults to ./hello
+ * Prints the result as JSON on stdout (nothing with --quiet); exit 1 with the reason on stderr when the build
+ * fails, 2 on a usage error.
  */
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BACKENDS, type Backend, buildExecutable, DEFAULT_BACKEND } from './build.ts';
 
-export const USAGE = `usage: cnikit-build PLUGIN.ts... --out FILE|DIR [--backend bun|sea] [--name NAME] [--no-links]
+export const USAGE = `usage: cnikit-build PLUGIN.ts... [--out FILE|DIR] [--backend bun|sea] [--name NAME] [--no-links]
                     [--force] [--no-bytecode] [--no-code-cache] [--addon FILE] [--work-dir DIR] [--condition NAME]
+                    [--quiet]
 Each PLUGIN module exports \`plugin\` (a @cnikit/skel Plugin) and does nothing at import time.
-One plugin: one executable. Several: one multicall executable plus a hard link per plugin name next to it.
+One plugin: one executable (default --out: the module's name without extension, in the current directory).
+Several: one multicall executable plus a hard link per plugin name next to it (--out required).
+Prints the result as JSON; --quiet prints nothing on success.
 `;
 
 export interface CliIO {
@@ -43,18 +48,18 @@ export async function cli(argv: string[], io: CliIO = process): Promise<number> 
   const problem =
     positionals.length === 0
       ? 'no plugin module given'
-      : !values.out
-        ? '--out is required'
+      : !values.out && positionals.length > 1
+        ? '--out is required with several plugin modules'
         : !BACKENDS.includes(backend)
           ? `unknown back-end ${JSON.stringify(values.backend)} (bun | sea)`
           : positionals.find((p) => !existsSync(p))
             ? `no such file: ${positionals.find((p) => !existsSync(p))}`
             : undefined;
-  if (problem || !values.out) {
+  if (problem) {
     io.stderr.write(`cnikit-build: ${problem}\n${USAGE}`);
     return 2;
   }
-  let out = values.out;
+  let out = values.out ?? basename(positionals[0] as string).replace(/\.[cm]?[jt]sx?$/, '');
   const isDir = out.endsWith('/') || (existsSync(out) && statSync(out).isDirectory());
   if (isDir) out = join(out, values.name ?? (positionals.length === 1 ? 'plugin' : 'cnikit'));
   try {
@@ -71,7 +76,7 @@ export async function cli(argv: string[], io: CliIO = process): Promise<number> 
       conditions: values.condition,
       log: values.quiet ? () => {} : undefined,
     });
-    io.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
+    if (!values.quiet) io.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
     return 0;
   } catch (err) {
     io.stderr.write(`cnikit-build: ${(err as Error).message}\n`);

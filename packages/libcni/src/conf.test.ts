@@ -180,7 +180,18 @@ describe('files and directories (ConfFiles, NetworkConfFromFile, LoadNetworkConf
     writeFileSync(join(d.path, 'mynet', '30-bad.conf'), '{"type":""}');
     rejects(
       () => confListFromFile(join(d.path, '10-net.conflist')),
-      "error parsing configuration: missing 'type'",
+      `${join(d.path, 'mynet', '30-bad.conf')}: error parsing configuration: missing 'type'`,
+    );
+    // malformed JSON: the file, the line and the column, then Go's text (issue 20 item 6)
+    writeFileSync(join(d.path, 'bad.conflist'), '{"name":"x",\n "plugins": [ {"type":"a",} ]}\n');
+    rejects(
+      () => confListFromFile(join(d.path, 'bad.conflist')),
+      `${join(d.path, 'bad.conflist')}:2:27: error parsing configuration list: invalid character '}' looking for beginning of object key string`,
+    );
+    writeFileSync(join(d.path, 'cut.conflist'), '{"name":"x",\n "plugins": [');
+    rejects(
+      () => confListFromFile(join(d.path, 'cut.conflist')),
+      `${join(d.path, 'cut.conflist')}:2:14: error parsing configuration list: unexpected end of JSON input`,
     );
     rejects(
       () => confListFromFile(join(d.path, 'missing.conflist')),
@@ -217,7 +228,10 @@ describe('files and directories (ConfFiles, NetworkConfFromFile, LoadNetworkConf
     );
     // an unrelated broken list that sorts first breaks every lookup (like Go)
     writeFileSync(join(d.path, '00-broken.conflist'), '{"name":"broken","plugins":[]}');
-    rejects(() => loadNetworkConf(d.path, 'net'), 'error parsing configuration list: no plugins in list');
+    rejects(
+      () => loadNetworkConf(d.path, 'net'),
+      `${join(d.path, '00-broken.conflist')}: error parsing configuration list: no plugins in list`,
+    );
   });
   test('NotFound vs NoConfigsFound like the reference', () => {
     using d = tempDir('libcni-conf');

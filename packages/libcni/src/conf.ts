@@ -15,7 +15,14 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import { CURRENT_VERSION, compareVersions, foldKey, goKind, parseJsonGo } from '@cnikit/skel';
+import {
+  CURRENT_VERSION,
+  compareVersions,
+  foldKey,
+  goJsonSyntaxErrorPosition,
+  goKind,
+  parseJsonGo,
+} from '@cnikit/skel';
 import { ConfigError, LibcniError, NoConfigsFoundError, NotFoundError } from './errors.ts';
 
 export type Json = Record<string, unknown>;
@@ -289,12 +296,32 @@ export function pluginConfsFromFiles(confDir: string, network: string): PluginCo
       cause: e,
     });
   }
-  return files.map((f) => pluginConfFromBytes(readConfFile(f)));
+  return files.map((f) => {
+    const bytes = readConfFile(f);
+    return inFile(f, bytes, () => pluginConfFromBytes(bytes));
+  });
+}
+
+/**
+ * A configuration error of a file names the file, and for malformed JSON the line and column
+ * (`/etc/cni/net.d/10-x.conflist:7:3: error parsing configuration list: invalid character '}' …`); the Go
+ * library's text names neither.
+ */
+function inFile<T>(filename: string, bytes: Uint8Array, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    const pos = goJsonSyntaxErrorPosition(bytes);
+    const where = pos ? `${filename}:${pos.line}:${pos.column}` : filename;
+    throw new ConfigError(`${where}: ${e.message}`, { cause: e });
+  }
 }
 
 /** Go `NetworkConfFromFile` (= `ConfListFromFile`): a list file plus its plugin directory. */
 export function confListFromFile(filename: string): NetworkConfigList {
-  const conf = confListFromBytes(readConfFile(filename));
+  const bytes = readConfFile(filename);
+  const conf = inFile(filename, bytes, () => confListFromBytes(bytes));
   if (!conf.loadOnlyInlinedPlugins) {
     const dir = filename.includes('/') ? filename.slice(0, filename.lastIndexOf('/')) || '/' : '.';
     conf.plugins.push(...pluginConfsFromFiles(dir, conf.name));
@@ -305,7 +332,8 @@ export function confListFromFile(filename: string): NetworkConfigList {
 
 /** Go `ConfFromFile` (deprecated single-plugin file). */
 export function confFromFile(filename: string): PluginConfig {
-  return pluginConfFromBytes(readConfFile(filename));
+  const bytes = readConfFile(filename);
+  return inFile(filename, bytes, () => pluginConfFromBytes(bytes));
 }
 
 /** Go `LoadConf` (deprecated): the first `.conf` / `.json` file of `dir` (name order) whose `name` matches. */

@@ -37,12 +37,43 @@ const isSpace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0
 const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
 const isHex = (c: number) => isDigit(c) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46);
 
+/** Byte offset of the last error `scanMessage` reported (the token it stopped at). */
+let lastOffset = 0;
+
+/** Go's error for `data` and the byte offset where the scan stopped, or undefined when it is valid JSON. */
+function scanJson(data: Uint8Array): { msg: string; offset: number } | undefined {
+  const msg = scanMessage(data);
+  if (msg === undefined) return undefined;
+  return { msg, offset: msg === 'unexpected end of JSON input' ? data.length : lastOffset };
+}
+
 /** The error Go's decoder reports for `data`, or undefined when it is syntactically valid JSON. */
 export function goJsonSyntaxError(data: Uint8Array): string | undefined {
+  return scanMessage(data);
+}
+
+/**
+ * Where a JSON text is malformed, for a person: Go's message plus the 1-based line and column (in characters) of
+ * the offending byte; undefined when the text is valid JSON.
+ */
+export function goJsonSyntaxErrorPosition(
+  data: Uint8Array,
+): { msg: string; line: number; column: number } | undefined {
+  const e = scanJson(data);
+  if (!e) return undefined;
+  const before = new TextDecoder().decode(data.subarray(0, e.offset));
+  const nl = before.lastIndexOf('\n');
+  return { msg: e.msg, line: before.split('\n').length, column: [...before.slice(nl + 1)].length + 1 };
+}
+
+function scanMessage(data: Uint8Array): string | undefined {
   const stack: Ctx[] = [];
   let i = 0;
   const n = data.length;
-  const err = (c: number, context: string) => `invalid character ${quoteChar(c)} ${context}`;
+  const err = (c: number, context: string) => {
+    lastOffset = i;
+    return `invalid character ${quoteChar(c)} ${context}`;
+  };
   const END = 'unexpected end of JSON input';
 
   // Each step returns an error string, or undefined to continue; `i` is advanced in place.

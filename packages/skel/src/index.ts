@@ -40,7 +40,7 @@ export {
   wrap,
   wrapAsync,
 } from './errors.ts';
-export { goKind, parseJsonGo } from './gojson.ts';
+export { goJsonSyntaxErrorPosition, goKind, parseJsonGo } from './gojson.ts';
 export {
   type DelegateOptions,
   delegate,

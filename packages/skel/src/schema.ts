@@ -44,7 +44,11 @@ export class Schema<T> {
     return new Schema<T>(this.typeName, this._dec, () => structuredClone(value));
   }
 
-  /** Decode and then check/transform the value; throw a string (→ CniError 7 at the path) or a CniError. */
+  /**
+   * Decode and then check/transform the value. To reject it, throw an Error: it becomes CniError 7 with the path
+   * (`ipam.subnet: <message>`, the Error kept as cause); a thrown CniError passes unchanged (its own code and
+   * exact text, e.g. the reference's message). A thrown string is accepted like an Error's message.
+   */
   refine<U = T>(fn: (value: T, path: string) => U): Schema<U> {
     const dec = this._dec;
     const fb = this._fallback;

@@ -31,6 +31,18 @@ describe('sandbox lifecycle', () => {
     assert.throws(() => sb.exec('true'), /destroyed/);
   });
 
+  test('a name prefix: <prefix>-host-<pid>-<hex>, <prefix>-container-…; a bad prefix creates nothing', async () => {
+    await withSandbox(
+      (sb) => {
+        assert.match(sb.host.name, new RegExp(`^myproj-host-${process.pid}-[0-9a-f]{6}$`));
+        assert.match(sb.container.name, new RegExp(`^myproj-container-${process.pid}-[0-9a-f]{6}$`));
+        assert.match(sb.newContainer().name, /^myproj-container-/);
+      },
+      { prefix: 'myproj' },
+    );
+    assert.throws(() => createSandbox({ prefix: 'a/b' }), /invalid sandbox name prefix "a\/b"/);
+  });
+
   test('destroy tolerates namespaces already removed by someone else', () => {
     const sb = createSandbox();
     deleteNamedNetns(sb.container);

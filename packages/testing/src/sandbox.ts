@@ -136,13 +136,24 @@ export function deleteNamedNetns(ns: NamedNetns | string): void {
   }
 }
 
+export interface SandboxOptions {
+  /**
+   * Start of the namespace names (default `cnikit`): `<prefix>-host-<pid>-<hex>`, `<prefix>-container-<pid>-<hex>`,
+   * so a project's leftovers are recognisable. Letters, digits, `_`, `.`, `-`; at most 30 characters.
+   */
+  prefix?: string;
+}
+
 /** Create a sandbox: two private namespaces, "host" and "container". Remember to destroy() it. */
-export function createSandbox(): Sandbox {
+export function createSandbox(opts: SandboxOptions = {}): Sandbox {
+  const prefix = opts.prefix ?? 'cnikit';
+  if (!/^[A-Za-z0-9_.-]{1,30}$/.test(prefix))
+    throw new TypeError(`invalid sandbox name prefix ${JSON.stringify(prefix)}`);
   installExitHooks();
-  const host = createNamedNetns('cnikit-host');
+  const host = createNamedNetns(`${prefix}-host`);
   let container: NamedNetns;
   try {
-    container = createNamedNetns('cnikit-container');
+    container = createNamedNetns(`${prefix}-container`);
   } catch (e) {
     deleteNamedNetns(host);
     throw e;
@@ -157,7 +168,7 @@ export function createSandbox(): Sandbox {
     containers,
     newContainer() {
       if (destroyed) throw new Error('sandbox already destroyed');
-      const ns = createNamedNetns('cnikit-container');
+      const ns = createNamedNetns(`${prefix}-container`);
       containers.push(ns);
       return ns;
     },
@@ -214,9 +225,9 @@ export function createSandbox(): Sandbox {
  */
 export async function withSandbox<T>(
   fn: (sb: Sandbox) => T | Promise<T>,
-  opts: { enterHost?: boolean } = {},
+  opts: { enterHost?: boolean } & SandboxOptions = {},
 ): Promise<T> {
-  const sb = createSandbox();
+  const sb = createSandbox(opts);
   try {
     const inHost = opts.enterHost ? enterNetns(sb.host.path) : undefined;
     try {
@@ -242,7 +253,7 @@ export async function withSandbox<T>(
  * test('…', async () => { env.sb.exec('ip', ['link']); cni.add(conf, { netns: env.sb.containers[1]!.path }); });
  * ```
  */
-export function sandboxForFile(opts: { enterHost?: boolean; containers?: number } = {}): {
+export function sandboxForFile(opts: { enterHost?: boolean; containers?: number } & SandboxOptions = {}): {
   readonly sb: Sandbox;
   readonly dir: string;
 } {
@@ -250,7 +261,7 @@ export function sandboxForFile(opts: { enterHost?: boolean; containers?: number 
   let inHost: { restore(): void } | undefined;
   let dir: ReturnType<typeof tempDir> | undefined;
   before(() => {
-    sb = createSandbox();
+    sb = createSandbox(opts);
     for (let i = 1; i < (opts.containers ?? 1); i++) sb.newContainer();
     dir = tempDir('sandbox');
     if (opts.enterHost) inHost = enterNetns(sb.host.path);

@@ -103,6 +103,8 @@ export function usage(plugins: readonly AnyPlugin[], self: string = MULTICALL_NA
       ? [
           `install: scripts/install [--target /opt/cni/bin] creates ${names.map((n) => `/opt/cni/bin/${n}`).join(', ')}`,
           `cnitool: ${MULTICALL_NAME} ${TOOL_WORD} add|check|del|gc|status NETWORK NETNS   (or through a hard link named ${TOOL_NAME})`,
+          `warm mode: ${MULTICALL_NAME} ${SERVE_WORD} [--socket PATH] | ${SERVE_WORD} --check   (the service behind the plugin names; see scripts/install --warm)`,
+          `version: ${MULTICALL_NAME} --version   (version, commit, build date, back-end, architecture)`,
           `conformance: ${MULTICALL_NAME} ${CONFORMANCE_WORD} --plugin PATH --config CONFLIST   (tests any CNI plugin; --help)`,
         ]
       : []),
