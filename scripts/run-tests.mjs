@@ -3,7 +3,7 @@
 //   node scripts/run-tests.mjs            all tests (unit, kernel, black-box)
 //   node scripts/run-tests.mjs --unit     only tests that need no root/kernel (files not named *.kernel.test.ts / in test-netns/)
 //   node scripts/run-tests.mjs FILE...    just these files
-//   node scripts/run-tests.mjs --vm       the kernel and black-box tests inside the kernel lab's VM (npm run test:vm)
+//   node scripts/run-tests.mjs --vm       only the kernel and black-box tests, inside the kernel lab's VM (npm run test:vm)
 //   node scripts/run-tests.mjs --release  only the release tests (*.release.test.ts: `npm run test:release`, slow;
 //                                         every other run leaves them out unless they are named)
 import { spawn, spawnSync } from 'node:child_process';
@@ -61,8 +61,9 @@ const testEnv = { ...process.env, NODE_OPTIONS: nodeOptions };
 const vmAll = args.includes('--vm');
 let vmFiles = [];
 if (vmAll) {
+  // the unit tests do not depend on the kernel: npm test runs them
   vmFiles = files.filter((f) => f.endsWith('.kernel.test.ts') || f.startsWith('test-netns/'));
-  files = files.filter((f) => !vmFiles.includes(f));
+  files = [];
 } else if (!unitOnly) {
   const marked = files.filter((f) =>
     /^\s*(\/\/[^\n]*\n\s*)*\/\/ cnikit-kernel-features:/.test(readFileSync(join(root, f), 'utf8')),
