@@ -163,8 +163,8 @@ export class DhcpSocket {
 
   /**
    * Sends `msg` and waits up to `timeoutMs` for a reply that `accept` takes; undefined on timeout. Within that time
-   * the message is retransmitted (same xid) after 0.5 s, 1 s, 2 s, 4 s …: a first message lost while a link that
-   * was just set up comes up costs half a second, not the whole timeout.
+   * the message is retransmitted (same xid) after 1 s, 2 s, 4 s …: a first message lost while a link that was
+   * just set up comes up costs a second, not the whole timeout.
    */
   async exchange(
     msg: DhcpMessage,
@@ -198,7 +198,7 @@ export class DhcpSocket {
       set.add(waiter);
       this.#waiters.set(msg.xid, set);
       timer = setTimeout(() => done(undefined), timeoutMs);
-      let interval = 500;
+      let interval = 1000;
       const transmit = (first: boolean) => {
         this.send(msg, dest).catch((err) => {
           // a retransmission that cannot leave is not fatal: the first send's error is

@@ -68,7 +68,7 @@ describe('dhcp daemon process', { concurrency: false }, () => {
     // the resumed lease is maintained: it is renewed at T1 (3 s) and the server sees the renewal
     const expiry = lab.leases().find((l) => l.address === saved.address)!.expires;
     let renewed: LeaseRecord | undefined;
-    for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+    for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
       renewed = (await leases(sock))[0];
       if ((renewed?.renewals ?? 0) >= 1) break;
       await new Promise((r) => setTimeout(r, 200));

@@ -57,7 +57,7 @@ export class DhcpDaemon {
 
   constructor(opts: DaemonOptions) {
     this.#opts = opts;
-    this.#store = opts.stateDir ? new LeaseStore(opts.stateDir) : undefined;
+    this.#store = opts.stateDir ? new LeaseStore(opts.stateDir, opts.log) : undefined;
   }
 
   #hooks() {
@@ -112,7 +112,11 @@ export class DhcpDaemon {
       let p = this.#pending.get(clientId);
       if (!p) {
         const abort = new AbortController();
-        const promise = Lease.acquire(
+        const entry: { promise: Promise<Lease>; abort: AbortController } = {
+          promise: Promise.resolve() as never,
+          abort,
+        };
+        entry.promise = Lease.acquire(
           {
             clientId,
             containerId: a.containerId,
@@ -125,23 +129,26 @@ export class DhcpDaemon {
           },
           this.#hooks(),
           abort.signal,
-        );
-        p = { promise, abort };
-        this.#pending.set(clientId, p);
-        promise
+        )
           .then(async (l) => {
-            if (this.#pending.get(clientId) !== p) return;
+            // a DEL that came meanwhile took the pending entry and releases `l` itself
+            if (this.#pending.get(clientId) !== entry) return l;
             const old = this.leases.get(clientId);
             if (old) await old.halt();
             this.leases.set(clientId, l);
             l.start();
+            return l;
           })
-          .catch(() => {})
           .finally(() => {
-            if (this.#pending.get(clientId) === p) this.#pending.delete(clientId);
+            if (this.#pending.get(clientId) === entry) this.#pending.delete(clientId);
           });
+        entry.promise.catch(() => {});
+        p = entry;
+        this.#pending.set(clientId, p);
       }
       lease = await p.promise;
+      // answer once the lease is on disk: a daemon killed right after the ADD still resumes it
+      await this.flush();
     }
     return resultFromAck(lease.ack, conf.priority);
   }
@@ -161,6 +168,7 @@ export class DhcpDaemon {
       await lease.release();
     }
     this.#forget(clientId);
+    await this.flush();
   }
 
   check(a: CallArgs): Result {
@@ -195,6 +203,7 @@ export class DhcpDaemon {
       this.#forget(clientId);
       gone.push(clientId);
     }
+    await this.flush();
     return gone;
   }
 
@@ -206,7 +215,12 @@ export class DhcpDaemon {
   async shutdown(): Promise<void> {
     for (const p of this.#pending.values()) p.abort.abort();
     await Promise.all([...this.leases.values()].map((l) => l.halt()));
-    this.#store?.close();
+    await this.#store?.close();
+  }
+
+  /** Resolves when every lease change so far is on disk. */
+  async flush(): Promise<void> {
+    await this.#store?.flush();
   }
 }
 

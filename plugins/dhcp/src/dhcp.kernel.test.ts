@@ -183,6 +183,7 @@ describe('dhcp against dnsmasq', { concurrency: false }, () => {
     assert.ok(record('c-gone'));
     lab.removeContainer(c!);
     await eventually(() => record('c-gone') === undefined, 'lease dropped', 10_000);
+    await daemon.flush();
     assert.ok(!existsSync(join(stateDir, leaseFileName('c-gone/dhnet/eth0'))));
     const d = await cniCall(plugin, 'DEL', conf(), { netns: c!.path, containerId: 'c-gone' });
     assert.equal(d.code, 0, d.stdout);

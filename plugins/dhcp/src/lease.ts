@@ -4,7 +4,10 @@
  * written atomically to the state directory, and a restarted daemon resumes the leases it finds there.
  * A lease whose namespace or interface is gone is dropped (and its file removed) the next time it is looked at.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { open, rename, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setLinkDown, withNetns } from '@cnikit/netlink';
 import { StateDir } from '@cnikit/sys';
 import {
@@ -60,20 +63,99 @@ export function leaseFileName(clientId: string): string {
   return `${createHash('sha256').update(clientId).digest('hex').slice(0, 32)}.json`;
 }
 
-/** The lease files of a state directory. */
+/**
+ * The lease files of a state directory. Reading (at start) is synchronous through StateDir (no symlink is
+ * followed); writes are asynchronous — the fsyncs run on libuv's thread pool, never on the event loop that a burst
+ * of ADDs needs — and coalesced per lease: while one write of a lease is in flight, only its newest state waits. Each
+ * write is atomic (temporary file created O_EXCL|O_NOFOLLOW, fsync, rename, fsync of the directory).
+ */
 export class LeaseStore {
+  readonly #path: string;
   readonly #dir: StateDir;
+  readonly #log: Log;
+  /** Newest state per file name not written yet (null: remove the file). */
+  readonly #next = new Map<string, string | null>();
+  readonly #running = new Map<string, Promise<void>>();
 
-  constructor(path: string) {
+  constructor(path: string, log: Log = () => {}) {
     this.#dir = StateDir.open(path, { create: true, mode: 0o700 });
+    this.#path = path;
+    this.#log = log;
   }
 
   save(r: LeaseRecord): void {
-    this.#dir.writeAtomic(leaseFileName(r.clientId), `${JSON.stringify(r, null, 2)}\n`);
+    this.#queue(leaseFileName(r.clientId), `${JSON.stringify(r, null, 2)}\n`);
   }
 
   remove(clientId: string): void {
-    this.#dir.remove(leaseFileName(clientId));
+    this.#queue(leaseFileName(clientId), null);
+  }
+
+  #queue(name: string, data: string | null): void {
+    this.#next.set(name, data);
+    if (this.#running.has(name)) return;
+    const run = (async () => {
+      while (this.#next.has(name)) {
+        const value = this.#next.get(name) as string | null;
+        this.#next.delete(name);
+        try {
+          if (value === null) await this.#unlink(name);
+          else await this.#write(name, value);
+        } catch (err) {
+          this.#log(
+            `cannot ${value === null ? 'remove' : 'write'} ${join(this.#path, name)}: ${(err as Error).message}`,
+          );
+        }
+      }
+      this.#running.delete(name);
+    })();
+    this.#running.set(name, run);
+  }
+
+  async #write(name: string, data: string): Promise<void> {
+    const tmp = join(this.#path, `.tmp-${name}-${randomBytes(4).toString('hex')}`);
+    const fh = await open(
+      tmp,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    );
+    try {
+      await fh.writeFile(data);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    try {
+      await rename(tmp, join(this.#path, name));
+    } catch (err) {
+      await unlink(tmp).catch(() => {});
+      throw err;
+    }
+    await this.#syncDir();
+  }
+
+  async #unlink(name: string): Promise<void> {
+    try {
+      await unlink(join(this.#path, name));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw err;
+    }
+    await this.#syncDir();
+  }
+
+  async #syncDir(): Promise<void> {
+    const d = await open(this.#path, constants.O_RDONLY | constants.O_DIRECTORY);
+    try {
+      await d.sync();
+    } finally {
+      await d.close();
+    }
+  }
+
+  /** Resolves when every queued write has reached the disk. */
+  async flush(): Promise<void> {
+    while (this.#running.size) await Promise.all(this.#running.values());
   }
 
   /** Every readable record; unreadable files are reported and left alone. */
@@ -93,7 +175,8 @@ export class LeaseStore {
     return out;
   }
 
-  close(): void {
+  async close(): Promise<void> {
+    await this.flush();
     this.#dir.close();
   }
 }
