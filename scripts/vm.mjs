@@ -108,20 +108,36 @@ function onPath(cmd) {
   return (process.env.PATH ?? '/usr/bin:/bin').split(':').some((d) => d && existsSync(join(d, cmd)));
 }
 
+/**
+ * apt options for another architecture's packages: a private package list in the cache (no change to this machine's
+ * apt configuration, no `dpkg --add-architecture`).
+ */
+function aptOptions(cache, arch) {
+  if (arch === hostArch()) return [];
+  const d = join(cache, 'apt');
+  for (const sub of ['lists/partial', 'cache/archives/partial']) mkdirSync(join(d, sub), { recursive: true });
+  if (!existsSync(join(d, 'status'))) writeFileSync(join(d, 'status'), '');
+  const opts = [`APT::Architecture=${arch}`, `APT::Architectures=${arch}`, `Dir::State::Lists=${d}/lists`];
+  opts.push(`Dir::Cache=${d}/cache`, `Dir::State::Status=${d}/status`);
+  const args = opts.flatMap((o) => ['-o', o]);
+  if (!readdirSync(join(d, 'lists')).some((f) => f.endsWith('_Packages')))
+    run('apt-get', [...args, '-qq', 'update']);
+  return args;
+}
+
 /** Name of the versioned kernel package the meta package depends on (linux-image-6.1.0-N-<arch>). */
-function resolveKernelPackage(spec) {
-  const out = run('apt-cache', ['depends', spec.kernelMeta]);
+function resolveKernelPackage(spec, apt) {
+  const out = run('apt-cache', [...apt, 'depends', spec.kernelMeta]);
   const m = /Depends: (linux-image-[0-9][^\s]*)/.exec(out);
   if (!m) die(`cannot tell which kernel package ${spec.kernelMeta} depends on:\n${out}`);
   return m[1];
 }
 
-function aptDownload(pkgs, dir, arch) {
-  const names = arch === hostArch() ? pkgs : pkgs.map((p) => `${p}:${arch}`);
-  const r = spawnSync('apt-get', ['download', ...names], { cwd: dir, encoding: 'utf8' });
+function aptDownload(pkgs, dir, apt) {
+  const r = spawnSync('apt-get', [...apt, 'download', ...pkgs], { cwd: dir, encoding: 'utf8' });
   if (r.status !== 0) {
-    spawnSync('apt-get', ['-qq', 'update'], { stdio: 'inherit' });
-    run('apt-get', ['download', ...names], { cwd: dir });
+    spawnSync('apt-get', [...apt, '-qq', 'update'], { stdio: 'inherit' });
+    run('apt-get', [...apt, 'download', ...pkgs], { cwd: dir });
   }
   const debs = readdirSync(dir).filter((f) => f.endsWith('.deb'));
   return (pkg) => {
@@ -231,11 +247,18 @@ echo "vm: stage 2 $($B cat /proc/uptime)" >/dev/kmsg
 port() { for p in /sys/class/virtio-ports/*; do [ "$($B cat $p/name)" = "$1" ] && echo /dev/\${p##*/}; done; }
 OUT=$(port cnikit.stdout); ERR=$(port cnikit.stderr); ST=$(port cnikit.status)
 [ -n "$ST" ] || { echo "vm: no status port" >&2; off; }
-/sbin/modprobe ifb numifbs=0 2>/dev/null
-/sbin/modprobe -a $MODULES 2>/dev/null || /sbin/modprobe -a -q $MODULES
+if [ "$FOREIGN" = 1 ]; then
+  # this machine's programs are of another architecture: busybox's modprobe, sh and ip
+  $B ln -s $B /run/cnikit-vm/modprobe && echo /run/cnikit-vm/modprobe >/proc/sys/kernel/modprobe
+  MP="$B modprobe"; SH="$B sh"
+else
+  MP=/sbin/modprobe; SH=/bin/sh
+fi
+$MP ifb numifbs=0 2>/dev/null
+$MP -a -q $MODULES 2>/dev/null
 echo "vm: modules loaded $($B cat /proc/uptime)" >/dev/kmsg
-/usr/sbin/ip link set lo up 2>/dev/null || /sbin/ip link set lo up
-$B env -i /bin/sh -c '. /run/cnikit-vm/job.sh; cd "$CWD" || exit 125; run' <"\${IN:-/dev/null}" >"$OUT" 2>"$ERR"
+$B ip link set lo up
+$B env -i $SH -c '. /run/cnikit-vm/job.sh; cd "$CWD" || exit 125; run' <"\${IN:-/dev/null}" >"$OUT" 2>"$ERR"
 echo "exit $?" >"$ST"
 off
 `;
@@ -251,6 +274,7 @@ function jobScript(lab, argv, cwd, env) {
     `MODDIR=${quote(lab.modDir)}`,
     `MODULES=${quote(lab.bootModules.join(' '))}`,
     `CWD=${quote(cwd)}`,
+    `FOREIGN=${lab.arch === hostArch() ? 0 : 1}`,
   ];
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) continue;
@@ -289,16 +313,17 @@ export function prepareLab(arch = process.env.CNIKIT_VM_ARCH || hostArch()) {
   );
   mkdirSync(cache, { recursive: true });
   if (!onPath(spec.qemu)) aptInstall(spec.qemuPackage);
-  let ready = existsSync(cache) ? readdirSync(cache).filter((d) => existsSync(join(cache, d, 'ready'))) : [];
+  let ready = readdirSync(cache).filter((d) => existsSync(join(cache, d, 'ready')));
   if (ready.length === 0) {
-    const pkg = resolveKernelPackage(spec);
+    const apt = aptOptions(cache, arch);
+    const pkg = resolveKernelPackage(spec, apt);
     const t0 = Date.now();
     process.stderr.write(`vm: downloading ${pkg} and busybox-static (first use)\n`);
     const tmp = mkdtempSync(join(cache, '.prep-'));
     try {
       const dl = join(tmp, 'deb');
       mkdirSync(dl);
-      const deb = aptDownload([pkg, 'busybox-static'], dl, arch);
+      const deb = aptDownload([pkg, 'busybox-static'], dl, apt);
       const root = join(tmp, 'root');
       mkdirSync(root);
       // Everything but hardware drivers nobody tests here (half the package, twice as fast to unpack).
