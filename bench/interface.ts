@@ -1,7 +1,8 @@
 /**
  * Benchmark: ptp (host-local IPAM, as kindnetd uses it), host-device (a veth end moved in and back, static IPAM) and
- * tap (L2) ADD and DEL, cnikit (dist-bin/<plugin>, IPAM in-process through the multicall executable) vs the Go
- * reference (/usr/lib/cni/<plugin>, IPAM exec'd), cold execs, side by side, alternating calls, in private namespaces.
+ * tap (L2) ADD and DEL, cnikit cold (dist-bin/<plugin>, IPAM in-process through the multicall executable) and warm
+ * (dist-bin/warm/<plugin>: the static client talking to `cnikit serve` on a private socket) vs the Go reference
+ * (/usr/lib/cni/<plugin>, IPAM exec'd), side by side, alternating calls, in private namespaces.
  * Debian's Go package has no tap and no dummy: tap is measured for cnikit alone; dummy needs a kernel with the dummy
  * link type (the kernel lab, where timings are emulated) and is not measured here.
  *
@@ -9,10 +10,10 @@
  *
  * Reported: median and p90 wall time per exec and the cnikit/Go ratio. Requires `npm run build` and root.
  */
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setns } from '@cnikit/sys';
 import {
   median,
@@ -31,6 +32,7 @@ const JSON_OUT = process.argv.includes('--json');
 const impls = [
   { name: 'cnikit', dir: join(ROOT, 'dist-bin') },
   { name: 'go', dir: '/usr/lib/cni' },
+  { name: 'warm', dir: join(ROOT, 'dist-bin', 'warm') },
 ] as const;
 
 function ip(args: string[]): void {
@@ -49,6 +51,17 @@ function main(): void {
       console.error(`missing /usr/lib/cni/${p} (Debian containernetworking-plugins)`);
       process.exit(1);
     }
+  const sock = join(mkdtempSync(join(tmpdir(), 'cnikit-bench-if-sock-')), 'serve.sock');
+  const service: ChildProcess = spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', sock], {
+    stdio: 'ignore',
+    env: { PATH: process.env.PATH },
+  });
+  for (let i = 0; ; i++) {
+    const r = spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', sock]);
+    if (r.status === 0) break;
+    if (i > 200) throw new Error('cnikit serve did not start');
+    spawnSync('sleep', ['0.05']);
+  }
   const host = `cnikit-bench-if-host-${process.pid}`;
   const cont = `cnikit-bench-if-c-${process.pid}`;
   const data = mkdtempSync(join(tmpdir(), 'cnikit-bench-if-'));
@@ -109,10 +122,11 @@ function main(): void {
             CNI_NETNS: `/run/netns/${cont}`,
             CNI_IFNAME: c.ifName,
             CNI_PATH: dir,
+            CNIKIT_SOCKET: sock,
           },
           conf,
         );
-      const use = c.goToo ? impls : impls.slice(0, 1);
+      const use = c.goToo ? impls : impls.filter((i) => i.name !== 'go');
       const times: Record<string, { ADD: number[]; DEL: number[] }> = {};
       for (const i of use) times[i.name] = { ADD: [], DEL: [] };
       for (let n = 0; n < 2; n++) for (const i of use) call(i.dir, 'ADD') + call(i.dir, 'DEL'); // warm-up
@@ -123,19 +137,25 @@ function main(): void {
         }
       }
       for (const cmd of ['ADD', 'DEL'] as const) {
-        if (c.goToo)
+        if (c.goToo) {
           rows.push(sideBySide(`${c.plugin} ${cmd}`, times.cnikit?.[cmd] ?? [], times.go?.[cmd] ?? []));
-        else {
-          const xs = times.cnikit?.[cmd] ?? [];
-          alone.push(
-            `  ${`${c.plugin} ${cmd}`.padEnd(18)} cnikit ${median(xs).toFixed(1)} ms (${quantile(xs, 0.9).toFixed(1)})   go: not in Debian's package`,
-          );
+          rows.push(sideBySide(`${c.plugin} ${cmd} (warm)`, times.warm?.[cmd] ?? [], times.go?.[cmd] ?? []));
+        } else {
+          for (const mode of ['cnikit', 'warm'] as const) {
+            const xs = times[mode]?.[cmd] ?? [];
+            const op = `${c.plugin} ${cmd}${mode === 'warm' ? ' (warm)' : ''}`;
+            alone.push(
+              `  ${op.padEnd(22)} cnikit ${median(xs).toFixed(1)} ms (${quantile(xs, 0.9).toFixed(1)})   go: not in Debian's package`,
+            );
+          }
         }
       }
     }
-    printRows(`ptp / host-device (cold execs), ${RUNS} runs each, medians (p90):`, rows, JSON_OUT);
+    printRows(`ptp / host-device (cold, and warm), ${RUNS} runs each, medians (p90):`, rows, JSON_OUT);
     if (!JSON_OUT) for (const l of alone) console.log(l);
   } finally {
+    service.kill();
+    rmSync(dirname(sock), { recursive: true, force: true });
     setns(orig);
     closeSync(orig);
     spawnSync('ip', ['netns', 'del', cont]);
