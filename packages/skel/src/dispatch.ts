@@ -2,10 +2,10 @@
  * The dispatcher: env + stdin → validation → version negotiation → handler → stdout (spec §2–§8),
  * following the reference skel at HEAD, except that the same-namespace guard runs before the handler.
  *
- * `dispatch(plugin, io)` is the in-process seam (env/stdin/stdout/stderr injected); `runPlugin(plugin)`
- * wires it to the process; `invokeInProcess(plugin, env, stdin)` captures the output for tests.
+ * `dispatch(plugin, io)` is the in-process seam (env/stdin/stdout/stderr injected); `invokeInProcess(plugin, env,
+ * stdin)` captures the output for tests; `runPlugin(plugin)` (process.ts) wires it to the process's file descriptors.
  */
-import { readFileSync, readlinkSync, readSync, statSync, writeSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode, errorReason } from './errors.ts';
 import { configVersion, goKind, goStringField, parseJsonGo } from './gojson.ts';
@@ -84,57 +84,6 @@ function scanEnv(env: PluginIO['env']): Record<string, string> {
 
 // ---------------------------------------------------------------------------------------------
 // stdin (spec §4)
-
-const STRERROR: Record<string, string> = {
-  EISDIR: 'is a directory',
-  EBADF: 'bad file descriptor',
-  EIO: 'input/output error',
-  EINVAL: 'invalid argument',
-  ENXIO: 'no such device or address',
-  ECONNRESET: 'connection reset by peer',
-  ENOTCONN: 'transport endpoint is not connected',
-};
-
-function sleepMs(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-/** Read a file descriptor to EOF synchronously (handles non-blocking pipes). */
-export function readFdFully(fd: number): Uint8Array {
-  const chunks: Uint8Array[] = [];
-  let buf = new Uint8Array(65536);
-  for (;;) {
-    let n: number;
-    try {
-      n = readSync(fd, buf, 0, buf.length, null);
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EINTR') {
-        sleepMs(1);
-        continue;
-      }
-      if (code === 'EOF') break;
-      const text = (code && STRERROR[code]) ?? (e instanceof Error ? e.message : String(e));
-      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
-    }
-    if (n === 0) break;
-    chunks.push(buf.subarray(0, n));
-    buf = new Uint8Array(n === buf.length ? buf.length * 2 : buf.length);
-  }
-  return concatBytes(chunks);
-}
-
-/** Join byte chunks (no copy for a single chunk). */
-export function concatBytes(chunks: Uint8Array[]): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
-}
 
 function toBytes(stdin: PluginIO['stdin']): Uint8Array {
   if (typeof stdin === 'function') return stdin();
@@ -424,8 +373,10 @@ async function run<C>(plugin: Plugin<C>, io: PluginIO, supported: readonly strin
       throw new CniError(ErrorCode.Internal, `plugin ${plugin.name} returned no result for ADD`);
     }
     // A result that cannot be delivered — not expressible in the config's version (e.g. a 0.1.0/0.2.0 result without
-    // an address), or stdout closed or a pipe without reader — means the ADD has failed for the runtime, so it is
-    // undone the way a failed ADD is undone: DEL with the same request; then the error leaves as for any failure.
+    // an address), or a write to stdout that fails (EPIPE: no reader; EBADF, ENOSPC, EIO …) — means the ADD has failed
+    // for the runtime, so it is undone the way a failed ADD is undone: DEL with the same request; then the error
+    // leaves as for any failure. Where stdout leads (a pipe, a file, /dev/null) is the caller's choice, never a
+    // failure. Only ADD rolls back: the other verbs print nothing on success, VERSION has nothing to undo.
     const rollback = async () => {
       if (!plugin.del) return;
       try {
@@ -486,10 +437,16 @@ export async function dispatch<C>(plugin: Plugin<C>, io: PluginIO): Promise<numb
         // never let logging change the answer
       }
     }
+    const text = errorText(err);
     try {
-      io.stdout.write(errorText(err));
-    } catch {
-      // stdout gone: the exit code still tells
+      io.stdout.write(text);
+    } catch (w) {
+      // stdout cannot take it either: the exit code tells, and the error goes to stderr so it is not lost
+      try {
+        io.stderr.write(`${plugin.name}: could not write the error to stdout (${errorReason(w)}): ${text}\n`);
+      } catch {
+        // nowhere left to report
+      }
     }
     return 1;
   }
@@ -516,97 +473,4 @@ export async function invokeInProcess<C>(
     stderr: { write: (s: string) => (stderr += s) },
   });
   return { code, stdout, stderr };
-}
-
-/** A synchronous writer on a file descriptor (complete writes; EAGAIN retried; EPIPE ignored). */
-export function fdWriter(fd: number): Writable {
-  return {
-    write(s: string) {
-      const data = new TextEncoder().encode(s);
-      let off = 0;
-      while (off < data.length) {
-        try {
-          off += writeSync(fd, data, off, data.length - off);
-        } catch (e) {
-          const code = (e as NodeJS.ErrnoException).code;
-          if (code === 'EAGAIN' || code === 'EINTR') {
-            sleepMs(1);
-            continue;
-          }
-          throw e; // EPIPE included: the reader is gone, the caller must know the data was not delivered
-        }
-      }
-      return true;
-    },
-  };
-}
-
-/**
- * Whether fd 1 was closed by the caller (`>&-`): Node and Bun reopen a closed fd 0–2 on /dev/null at start-up, so a
- * closed stdout shows as /dev/null. A runtime always reads the result through a pipe; a result sent to /dev/null is
- * lost either way.
- */
-function stdoutClosed(): boolean {
-  try {
-    return readlinkSync('/proc/self/fd/1') === '/dev/null';
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Whether fd 0 was closed by the caller (`<&-`). Node and Bun reopen a closed fd 0–2 on /dev/null at start-up, and
- * both open it read-write (O_RDWR: `flags:` in /proc/self/fdinfo/0 ends in 2), whereas a caller that gives the plugin
- * /dev/null on purpose opens it read-only (Go os/exec with a nil Stdin, libuv's 'ignore', a shell's `</dev/null`), and
- * an inherited descriptor keeps its mode. A read-write /dev/null on fd 0 is taken as a closed stdin, which the reference
- * plugins report as `read /dev/stdin: bad file descriptor` (code 5). The one caller told apart wrongly, a read-write
- * /dev/null given on purpose (Python's subprocess.DEVNULL, a shell's `<>/dev/null`), gets code 5 instead of the code 6
- * of an empty configuration: both fail, as any /dev/null stdin does.
- */
-export function stdinClosed(): boolean {
-  try {
-    if (readlinkSync('/proc/self/fd/0') !== '/dev/null') return false;
-    const m = /^flags:\s*([0-7]+)$/m.exec(readFileSync('/proc/self/fdinfo/0', 'latin1'));
-    return m !== null && (Number.parseInt(m[1]!, 8) & 3) === 2;
-  } catch {
-    return false;
-  }
-}
-
-/** The process's stdin reader: a closed fd 0 answers like the reference, anything else is read to EOF. */
-function readStdin(): Uint8Array {
-  if (stdinClosed()) {
-    throw new CniError(ErrorCode.IOFailure, 'error reading from stdin: read /dev/stdin: bad file descriptor');
-  }
-  return readFdFully(0);
-}
-
-function closedWriter(why: string): Writable {
-  return {
-    write() {
-      throw Object.assign(new Error(why), { code: 'EBADF' });
-    },
-  };
-}
-
-/**
- * Process entry point: reads `process.env` and fd 0 (only when needed), writes to fd 1/2 and sets
- * `process.exitCode`. Never calls `process.exit`. `console.log/info/debug/dir/table` are redirected
- * to stderr so stray logging in plugin code cannot corrupt stdout.
- */
-export async function runPlugin<C>(plugin: Plugin<C>): Promise<void> {
-  // Nothing but the result or error JSON may reach stdout: console output from plugin code goes to stderr.
-  const toStderr = console.error.bind(console);
-  console.log = toStderr;
-  console.info = toStderr;
-  console.debug = toStderr;
-  console.dir = (obj: unknown) => toStderr(obj);
-  console.table = (obj: unknown) => toStderr(obj);
-  const code = await dispatch(plugin, {
-    env: process.env,
-    stdin: readStdin,
-    stdout: stdoutClosed() ? closedWriter('stdout is closed') : fdWriter(1),
-    stderr: fdWriter(2),
-  });
-  process.exitCode = code;
 }

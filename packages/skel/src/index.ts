@@ -20,13 +20,10 @@ export {
 export {
   decodeRequest,
   dispatch,
-  fdWriter,
   type InProcessResult,
   invokeInProcess,
   type PluginIO,
   parsePrevResult,
-  readFdFully,
-  runPlugin,
   type Writable,
 } from './dispatch.ts';
 export {
@@ -63,6 +60,7 @@ export {
   withDelegateCleanup,
 } from './invoke.ts';
 export { createLogger, type FullLogger, type LoggerOptions, type LogLevel, traceIdOf } from './log.ts';
+export { runPlugin } from './process.ts';
 export { CNIKIT_VERSION } from './release.ts';
 export {
   convertResult,

@@ -16,8 +16,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { concatBytes, invokeInProcess } from './dispatch.ts';
+import { invokeInProcess } from './dispatch.ts';
 import { CniError, ErrorCode } from './errors.ts';
+import { concatBytes } from './fdio.ts';
 import { configVersion, goKind, parseJsonGo } from './gojson.ts';
 import { parseResult, toCurrent } from './result.ts';
 import { foldKey } from './schema.ts';

@@ -188,3 +188,85 @@ await runPlugin({
     );
   });
 });
+
+describe('stdout on /dev/null (issue 20 item 1): only a failing write means the result was not delivered', () => {
+  // The caller chooses where stdout goes: a shell's >/dev/null opens it write-only, Python's subprocess.DEVNULL
+  // read-write; both take the result. A read-only /dev/null makes every write fail with EBADF: the result is not
+  // delivered, so ADD is rolled back (the example records the DEL) and the error is reported on stderr.
+  const conf = (rec: string) =>
+    JSON.stringify({
+      cniVersion: '1.1.0',
+      name: 'n',
+      type: 'passthrough',
+      recordFile: rec,
+      result: { cniVersion: '1.1.0', ips: [{ address: '10.0.0.9/24' }] },
+    });
+  const ENV: Record<string, Record<string, string>> = {
+    ADD,
+    DEL: { ...ADD, CNI_COMMAND: 'DEL' },
+    CHECK: { ...ADD, CNI_COMMAND: 'CHECK' },
+    GC: { CNI_COMMAND: 'GC', CNI_PATH: '/opt/cni/bin' },
+    STATUS: { CNI_COMMAND: 'STATUS', CNI_PATH: '/opt/cni/bin' },
+    VERSION: { CNI_COMMAND: 'VERSION' },
+  };
+  function runOn(flags: 'r' | 'w' | 'r+', env: Record<string, string>, stdin: string): Promise<Run> {
+    const out = openSync('/dev/null', flags);
+    return new Promise<Run>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', example], {
+        cwd: root,
+        env: { PATH: process.env.PATH ?? '', ...env },
+        stdio: ['pipe', out, 'pipe'],
+      });
+      let stderr = '';
+      child.stderr!.on('data', (d) => (stderr += d));
+      child.on('error', reject);
+      child.on('close', (status) => resolve({ status, stdout: '', stderr }));
+      child.stdin!.end(stdin);
+    }).finally(() => closeSync(out));
+  }
+  const commands = (rec: string) => {
+    try {
+      return readFileSync(rec, 'utf8')
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { command: string }).command);
+    } catch {
+      return [];
+    }
+  };
+  for (const [flags, what] of [
+    ['w', "write-only (a shell's >/dev/null)"],
+    ['r+', "read-write (Python's subprocess.DEVNULL)"],
+  ] as const) {
+    test(`${what}: every verb exits 0, ADD is not rolled back`, async () => {
+      for (const cmd of Object.keys(ENV)) {
+        const rec = join(dir, `devnull-${flags}-${cmd}.jsonl`);
+        const r = await runOn(flags, ENV[cmd]!, conf(rec));
+        assert.equal(r.status, 0, `${cmd}: ${r.stderr}`);
+        assert.equal(r.stderr, '', cmd);
+        assert.deepEqual(commands(rec), cmd === 'VERSION' ? [] : [cmd], cmd);
+      }
+    });
+  }
+  test('read-only: the write fails (EBADF): ADD rolled back and exit 1, VERSION exit 1, the error on stderr', async () => {
+    const rec = join(dir, 'devnull-r-ADD.jsonl');
+    const add = await runOn('r', ENV.ADD!, conf(rec));
+    assert.equal(add.status, 1);
+    assert.deepEqual(commands(rec), ['ADD', 'DEL']);
+    assert.match(add.stderr, /could not write the error to stdout \(.*EBADF.*\)/);
+    assert.match(add.stderr, /"msg": "failed to write the result to stdout: .*EBADF.*"/);
+    assert.match(add.stderr, /"details": "the ADD was rolled back"/);
+    const version = await runOn('r', ENV.VERSION!, '');
+    assert.equal(version.status, 1);
+    assert.match(version.stderr, /"code": 5/);
+  });
+  test('read-only: DEL, CHECK, GC and STATUS print nothing on success, so they succeed and never roll back', async () => {
+    for (const cmd of ['DEL', 'CHECK', 'GC', 'STATUS']) {
+      const rec = join(dir, `devnull-r-${cmd}.jsonl`);
+      const r = await runOn('r', ENV[cmd]!, conf(rec));
+      assert.equal(r.status, 0, `${cmd}: ${r.stderr}`);
+      assert.deepEqual(commands(rec), [cmd]);
+    }
+  });
+});

@@ -1,0 +1,112 @@
+/**
+ * File-descriptor I/O of a plugin process (synchronous, like Go's os.Stdin/os.Stdout): reading fd 0 to EOF, complete
+ * writes to fd 1/2, and telling a closed stdin from a /dev/null one. Module-internal (not exported from the package
+ * index); process.ts wires it to `dispatch`.
+ */
+import { readFileSync, readlinkSync, readSync, writeSync } from 'node:fs';
+import type { Writable } from './dispatch.ts';
+import { CniError, ErrorCode } from './errors.ts';
+
+const STRERROR: Record<string, string> = {
+  EISDIR: 'is a directory',
+  EBADF: 'bad file descriptor',
+  EIO: 'input/output error',
+  EINVAL: 'invalid argument',
+  ENXIO: 'no such device or address',
+  ECONNRESET: 'connection reset by peer',
+  ENOTCONN: 'transport endpoint is not connected',
+};
+
+function sleepMs(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Read a file descriptor to EOF synchronously (handles non-blocking pipes). */
+export function readFdFully(fd: number): Uint8Array {
+  const chunks: Uint8Array[] = [];
+  let buf = new Uint8Array(65536);
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(fd, buf, 0, buf.length, null);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EINTR') {
+        sleepMs(1);
+        continue;
+      }
+      if (code === 'EOF') break;
+      const text = (code && STRERROR[code]) ?? (e instanceof Error ? e.message : String(e));
+      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
+    }
+    if (n === 0) break;
+    chunks.push(buf.subarray(0, n));
+    buf = new Uint8Array(n === buf.length ? buf.length * 2 : buf.length);
+  }
+  return concatBytes(chunks);
+}
+
+/** Join byte chunks (no copy for a single chunk). */
+export function concatBytes(chunks: Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
+}
+
+/**
+ * A synchronous writer on a file descriptor: complete writes, EAGAIN/EINTR retried; any other failure (EPIPE, EBADF,
+ * ENOSPC, EIO …) is thrown, because it means the data was not delivered.
+ */
+export function fdWriter(fd: number): Writable {
+  return {
+    write(s: string) {
+      const data = new TextEncoder().encode(s);
+      let off = 0;
+      while (off < data.length) {
+        try {
+          off += writeSync(fd, data, off, data.length - off);
+        } catch (e) {
+          const code = (e as NodeJS.ErrnoException).code;
+          if (code === 'EAGAIN' || code === 'EINTR') {
+            sleepMs(1);
+            continue;
+          }
+          throw e; // EPIPE included: the reader is gone, the caller must know the data was not delivered
+        }
+      }
+      return true;
+    },
+  };
+}
+
+/**
+ * Whether fd 0 was closed by the caller (`<&-`). Node and Bun reopen a closed fd 0–2 on /dev/null at start-up, and
+ * both open it read-write (O_RDWR: `flags:` in /proc/self/fdinfo/0 ends in 2), whereas a caller that gives the plugin
+ * /dev/null on purpose opens it read-only (Go os/exec with a nil Stdin, libuv's 'ignore', a shell's `</dev/null`), and
+ * an inherited descriptor keeps its mode. A read-write /dev/null on fd 0 is taken as a closed stdin, which the reference
+ * plugins report as `read /dev/stdin: bad file descriptor` (code 5). The one caller told apart wrongly, a read-write
+ * /dev/null given on purpose (Python's subprocess.DEVNULL, a shell's `<>/dev/null`), gets code 5 instead of the code 6
+ * of an empty configuration: both fail, as any /dev/null stdin does.
+ */
+export function stdinClosed(): boolean {
+  try {
+    if (readlinkSync('/proc/self/fd/0') !== '/dev/null') return false;
+    const m = /^flags:\s*([0-7]+)$/m.exec(readFileSync('/proc/self/fdinfo/0', 'latin1'));
+    return m !== null && (Number.parseInt(m[1]!, 8) & 3) === 2;
+  } catch {
+    return false;
+  }
+}
+
+/** The process's stdin reader: a closed fd 0 answers like the reference, anything else is read to EOF. */
+export function readStdin(): Uint8Array {
+  if (stdinClosed()) {
+    throw new CniError(ErrorCode.IOFailure, 'error reading from stdin: read /dev/stdin: bad file descriptor');
+  }
+  return readFdFully(0);
+}
