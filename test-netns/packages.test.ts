@@ -281,6 +281,11 @@ describe('the SDK from npm tarballs, in a project outside the repository', () =>
       writeFileSync(join(app, file), code);
     }
     writeFileSync(join(app, 'src', 'hello.ts'), sdkQuickStart());
+    // the quick start's module only exports the plugin; a process entry is the two lines the README names
+    writeFileSync(
+      join(app, 'src', 'hello-main.ts'),
+      "import { runPlugin } from '@cnikit/skel';\nimport { plugin } from './hello.js';\nawait runPlugin(plugin);\n",
+    );
     for (const f of readdirSync(join(ROOT, 'packages', 'skel', 'examples')).filter((f) =>
       f.endsWith('.ts'),
     )) {
@@ -446,13 +451,17 @@ test('VERSION and ADD in-process', async () => {
       type: 'hello',
       prevResult: { cniVersion: '0.4.0', ips: [{ version: '4', address: '10.0.0.2/24' }], dns: {} },
     };
-    const hello = ok(await node('src/hello.js', cniEnv, JSON.stringify(conf)), 'hello.js ADD');
+    const hello = ok(await node('src/hello-main.js', cniEnv, JSON.stringify(conf)), 'hello-main.js ADD');
     assert.deepEqual(JSON.parse(hello.stdout), {
       cniVersion: '0.4.0',
       ips: [{ version: '4', address: '10.0.0.2/24' }],
       dns: { search: ['hello.local'] },
     });
-    const noPrev = await node('src/hello.js', cniEnv, JSON.stringify({ ...conf, prevResult: undefined }));
+    const noPrev = await node(
+      'src/hello-main.js',
+      cniEnv,
+      JSON.stringify({ ...conf, prevResult: undefined }),
+    );
     assert.equal(noPrev.status, 1);
     assert.equal(JSON.parse(noPrev.stdout).code, 100);
 

@@ -572,8 +572,27 @@ export async function buildExecutable(o: BuildOptions): Promise<BuildResult> {
   const workDir = resolve(
     o.workDir ?? join(o.resolveDir ?? process.cwd(), 'node_modules', '.cache', 'cnikit-build'),
   );
+  // a failed build removes the directories it created (the default work dir may be the first thing in an empty
+  // project's node_modules); a successful one keeps the work dir: its stamps make the next build incremental
+  const created: string[] = [];
+  for (let d = workDir; !existsSync(d); d = dirname(d)) created.unshift(d);
   mkdirSync(workDir, { recursive: true });
+  try {
+    return await buildIn(o, exe, workDir, t0, log, backend);
+  } catch (err) {
+    for (const d of created.reverse()) rmSync(d, { recursive: true, force: true });
+    throw err;
+  }
+}
 
+async function buildIn(
+  o: BuildOptions,
+  exe: string,
+  workDir: string,
+  t0: number,
+  log: Log,
+  backend: Backend,
+): Promise<BuildResult> {
   let plugins: PluginEntry[];
   let meta = o.meta;
   const given = o.plugins.map((p) => (typeof p === 'string' ? { entry: resolve(p) } : p));
