@@ -50,7 +50,6 @@ export {
   systemBusAddress,
   withFirewalld,
 } from './firewalld.ts';
-export { isPerIPForwardRule, removePerIPRulesFast } from './forward.ts';
 export {
   type GCAttachment,
   gcIPMasq,

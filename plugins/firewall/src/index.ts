@@ -23,7 +23,6 @@ import {
   isFirewalldError,
   quoteRuleArg,
   readTable,
-  removePerIPRulesFast,
   supportsIPTables,
   systemBusAddress,
 } from '@cnikit/firewall';
@@ -60,6 +59,7 @@ import {
   STAGE1_CHAIN,
   STAGE2_CHAIN,
 } from './config.ts';
+import { removePerIPRulesFast } from './forward.ts';
 import {
   type AttachmentRecord,
   formatRecord,

@@ -2,8 +2,8 @@
 // made by the machine's iptables (iptables-nft) in a sandbox namespace; look-alike rules stay.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { execStats } from '@cnikit/firewall/testing';
 import { sandboxForFile } from '@cnikit/testing';
-import { execStats } from './exec.ts';
 import { removePerIPRulesFast } from './forward.ts';
 
 const env = sandboxForFile();

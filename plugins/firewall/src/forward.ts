@@ -11,11 +11,10 @@
  *
  * (IPv6: 16 bytes at + 24 / + 8.) Anything else — other states, other matches, a user's similar rule — is left alone.
  */
+
+import { type IPFamily, probeKernel, type ToolOptions } from '@cnikit/firewall';
 import { parseCIDR, toBytes } from '@cnikit/ip';
 import { type NftExpr, nftRemoveRulesWhere, xtablesTableLoaded } from '@cnikit/netlink';
-import type { ToolOptions } from './exec.ts';
-import type { IPFamily } from './iptables.ts';
-import { probeKernel } from './probe.ts';
 
 const NFT_PAYLOAD_NETWORK_HEADER = 1;
 const NFT_CMP_EQ = 0;
