@@ -41,7 +41,7 @@ after(async () => {
   await lab?.destroy();
 });
 
-test(`${COUNT} containers lease at once, then release at once`, { timeout: 180_000 }, async () => {
+test(`${COUNT} containers lease at once, then release at once`, { timeout: 300_000 }, async () => {
   const containers = lab.addContainers(COUNT);
   const conf = {
     cniVersion: '1.0.0',
