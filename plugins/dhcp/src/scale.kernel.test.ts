@@ -31,7 +31,7 @@ before(async () => {
       '-resendmax',
       '4s',
       '-resendtimeout',
-      '60s',
+      '150s',
     ])
   ).child;
 });
