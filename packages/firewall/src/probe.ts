@@ -6,6 +6,7 @@ import {
   type JumpChain,
   nftExists,
   nftRemoveJumpChains,
+  type Sync,
   withNetns,
   xtablesTableLoaded,
 } from '@cnikit/netlink';
@@ -21,7 +22,7 @@ export function natChainsMayExist(family: IPFamily, chains: readonly string[]): 
 }
 
 /** Run `probe` in the tools' namespace; any failure gives `fallback` (the "may exist" answer). */
-export function probeKernel<T>(opts: ToolOptions, probe: () => T, fallback: T): T {
+export function probeKernel<T>(opts: ToolOptions, probe: () => Sync<T>, fallback: NoInfer<T>): T {
   try {
     return opts.netns ? withNetns(opts.netns, probe) : probe();
   } catch {

@@ -3,12 +3,12 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { addAddr, delAddr, listAddrs, waitDadSettled } from './addr.ts';
 import { createVethPair, getLinkOrThrow } from './link.ts';
-import { withNetns } from './netns.ts';
+import { type Sync, withNetns } from './netns.ts';
 import type { NetlinkError } from './rtnl.ts';
 import { sysctlSet } from './sysctl.ts';
 import { ip, ipJson, type TestNs, withTestNs } from './testns.ts';
 
-function inNs<T>(ns: TestNs, fn: () => T): T {
+function inNs<T>(ns: TestNs, fn: () => Sync<T>): T {
   return withNetns(ns.path, fn);
 }
 

@@ -5,10 +5,10 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { bridgeVlanAdd, bridgeVlanDel, bridgeVlanList } from './bridge.ts';
 import { createBridge, createVethPair, getLinkOrThrow, setMaster } from './link.ts';
-import { withNetns } from './netns.ts';
+import { type Sync, withNetns } from './netns.ts';
 import { bridgeJson, ipLink, type TestNs, withTestNs } from './testns.ts';
 
-function inNs<T>(ns: TestNs, fn: () => T): T {
+function inNs<T>(ns: TestNs, fn: () => Sync<T>): T {
   return withNetns(ns.path, fn);
 }
 

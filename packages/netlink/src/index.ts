@@ -81,6 +81,7 @@ export {
   NetnsRestoreError,
   NotNetnsError,
   openNetnsFd,
+  type Sync,
   sameNetns,
   withNetns,
   withNetnsFd,

@@ -28,11 +28,11 @@ import {
   setTxQueueLen,
 } from './link.ts';
 import { randomLocalMac, randomVethName } from './names.ts';
-import { isNetnsGone, NetNS, withNetns } from './netns.ts';
+import { isNetnsGone, NetNS, type Sync, withNetns } from './netns.ts';
 import { isExistsError, isNotFoundError, NetlinkError } from './rtnl.ts';
 import { bridgeJson, ip, ipLink, type TestNs, withTestNs } from './testns.ts';
 
-function inNs<T>(ns: TestNs, fn: () => T): T {
+function inNs<T>(ns: TestNs, fn: () => Sync<T>): T {
   return withNetns(ns.path, fn);
 }
 

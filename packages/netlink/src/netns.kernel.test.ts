@@ -116,6 +116,7 @@ describe('withNetns', () => {
     try {
       assert.throws(
         () =>
+          // @ts-expect-error an async callback does not type-check; a JavaScript caller gets the TypeError
           withNetns(pathA, async () => {
             insideNs = inode(THREAD_NS);
             throw new Error('async failure');
@@ -125,6 +126,7 @@ describe('withNetns', () => {
       );
       assert.equal(insideNs, inode(pathA), 'the synchronous part ran inside');
       assert.equal(inode(THREAD_NS), original);
+      // @ts-expect-error a Promise-returning callback does not type-check either
       assert.throws(() => withNetns(pathA, () => Promise.resolve(1)), TypeError);
       await new Promise((r) => setTimeout(r, 20));
       assert.deepEqual(unhandled, []);
@@ -146,6 +148,7 @@ describe('withNetns', () => {
         withNetnsFd(fd, () => inode(THREAD_NS)),
         inode(pathB),
       );
+      // @ts-expect-error a Promise-returning callback does not type-check
       assert.throws(() => withNetnsFd(fd, () => Promise.resolve()), TypeError);
     } finally {
       closeSync(fd);
@@ -334,6 +337,7 @@ describe('netns helpers', () => {
         withNetns('/etc/hostname', () => 1);
       } catch {}
       try {
+        // @ts-expect-error the Promise case is exercised on purpose
         withNetns(`/run/netns/${a}`, () => Promise.resolve());
       } catch {}
       isNetns(`/run/netns/${a}`);

@@ -198,7 +198,7 @@ export class NetNS {
   }
 
   /** Runs fn in this namespace (see withNetns). */
-  do<T>(fn: (hostNs: NetNS) => T): T {
+  do<T>(fn: (hostNs: NetNS) => Sync<T>): T {
     return runIn(this.fd, this.path, fn);
   }
 
@@ -296,12 +296,19 @@ function runIn<T>(targetFd: number, targetPath: string, fn: (hostNs: NetNS) => T
 }
 
 /**
+ * The return type of a callback that must be synchronous: `T` itself, except for a Promise (an `async` callback),
+ * which does not type-check — the same mistake withNetns rejects at run time.
+ */
+export type Sync<T> = T &
+  (T extends PromiseLike<unknown> ? { 'withNetns callback must be synchronous': never } : unknown);
+
+/**
  * Runs `fn` with the calling thread switched into the network namespace at `path`, then switches back (also
  * when fn throws). `fn` receives a handle on the original ("host") namespace, valid during the call (e.g. to
  * create a veth peer there). Throws NetnsNotFoundError / NotNetnsError for a bad path, a TypeError if fn returns a
  * Promise (after switching back), and NetnsRestoreError if switching back fails.
  */
-export function withNetns<T>(path: string, fn: (hostNs: NetNS) => T): T {
+export function withNetns<T>(path: string, fn: (hostNs: NetNS) => Sync<T>): T {
   if (poisoned) throw poisoned;
   const fd = openNetnsFd(path);
   try {
@@ -315,7 +322,7 @@ export function withNetns<T>(path: string, fn: (hostNs: NetNS) => T): T {
  * Like withNetns, for a namespace already open on `fd` (e.g. NetNS.fd, the `hostNs` handle of an outer withNetns,
  * or a descriptor from openNetnsFd). Checks the descriptor is a network namespace; does not close it.
  */
-export function withNetnsFd<T>(fd: number, fn: (hostNs: NetNS) => T, label = `fd ${fd}`): T {
+export function withNetnsFd<T>(fd: number, fn: (hostNs: NetNS) => Sync<T>, label = `fd ${fd}`): T {
   if (poisoned) throw poisoned;
   if (!isNetType(fd)) throw new NotNetnsError(label, `${label} is not a network namespace`);
   return runIn(fd, label, fn);

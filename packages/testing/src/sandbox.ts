@@ -21,7 +21,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, before } from 'node:test';
-import { withNetns } from '@cnikit/netlink';
+import { type Sync, withNetns } from '@cnikit/netlink';
 import { enterNetns, tempDir } from './cni.ts';
 import { type Snapshot, type SnapshotOptions, snapshotNetns } from './snapshot.ts';
 
@@ -61,9 +61,9 @@ export interface Sandbox {
   /** One more container namespace (`lo` up), removed with the sandbox. */
   newContainer(): NamedNetns;
   /** Run `fn` synchronously with the calling thread inside the host namespace (withNetns). */
-  runInHost<T>(fn: () => T): T;
+  runInHost<T>(fn: () => Sync<T>): T;
   /** Run `fn` synchronously with the calling thread inside the container namespace. */
-  runInContainer<T>(fn: () => T): T;
+  runInContainer<T>(fn: () => Sync<T>): T;
   /** Run a command inside a namespace (`ip netns exec <name> cmd args…`; no shell). */
   exec(cmd: string, args?: readonly string[], opts?: ExecOptions): ExecResult;
   /** Capture the kernel state of a namespace (default `host`), for before/after comparisons. */

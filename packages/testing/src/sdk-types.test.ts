@@ -51,3 +51,22 @@ createSandbox({ prefx: 'typo' }); // error
 `;
   assert.deepEqual(errorLines(src), marked(src));
 });
+
+test('an async callback to withNetns, withNetnsFd or NetNS.do does not type-check; a synchronous one does', () => {
+  const src = `import { NetNS, type Sync, withNetns, withNetnsFd } from '@cnikit/netlink';
+const n: number = withNetns('/run/netns/x', () => 1);
+const s: string = withNetns('/run/netns/x', (host) => host.path);
+withNetns('/run/netns/x', () => {});
+withNetns('/run/netns/x', async () => 1); // error
+withNetns('/run/netns/x', () => Promise.resolve(1)); // error
+withNetnsFd(3, async () => {}); // error
+NetNS.current().do(async () => 1); // error
+NetNS.current().do(() => 'sync');
+// a generic wrapper passes the rule on with Sync<T>
+const inNs = <T>(fn: () => Sync<T>): T => withNetns('/run/netns/x', fn);
+inNs(() => 1);
+inNs(async () => 1); // error
+export { n, s };
+`;
+  assert.deepEqual(errorLines(src), marked(src));
+});

@@ -13,7 +13,7 @@
  * - GC / STATUS: nothing is kept outside the container namespace: success.
  */
 import { closeSync, openSync } from 'node:fs';
-import { isNetnsGoneForDel, withNetns } from '@cnikit/netlink';
+import { isNetnsGoneForDel, type Sync, withNetns } from '@cnikit/netlink';
 import {
   CNIKIT_VERSION,
   CniError,
@@ -28,7 +28,7 @@ import { ipConfigsFor, parseConf, type SbrConf, staticGateways } from './config.
 import { missingRules, setupRoutes, setupWithTable, tidyRules } from './routing.ts';
 
 /** The reference serialises sbr calls on the namespace file (go-filemutex: flock). */
-function withLockAndNetns<T>(netns: string, fn: () => T): T {
+function withLockAndNetns<T>(netns: string, fn: () => Sync<T>): T {
   let fd: number | undefined;
   try {
     fd = openSync(netns, 'r');
