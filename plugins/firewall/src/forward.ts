@@ -102,7 +102,7 @@ export function removePerIPRulesFast(
   });
   if (raw.some((r) => r === undefined)) return false;
   const ips = raw as Uint8Array[];
-  return probeKernel(
+  return probeKernel<boolean>(
     opts,
     () => {
       if (xtablesTableLoaded(family, 'filter') !== false) return false;

@@ -13,20 +13,7 @@
  * - CHECK: the reference's checks and messages, without creating anything; firewalld's querySource answer is
  *   examined. GC: stale records of this network. STATUS: code 50 when the backend is not usable.
  */
-import {
-  busMayExist,
-  type DBusOptions,
-  Firewalld,
-  hasRule,
-  type IptablesBatch,
-  iptablesBatch,
-  isFirewalldError,
-  quoteRuleArg,
-  readTable,
-  supportsIPTables,
-  systemBusAddress,
-} from '@cnikit/firewall';
-import { nftExists, xtablesTableLoaded } from '@cnikit/netlink';
+import { iptablesBatch, isFirewalldError } from '@cnikit/firewall';
 import {
   ALL_VERSIONS,
   CniError,
@@ -42,24 +29,34 @@ import {
 } from '@cnikit/skel';
 import type { StateDir } from '@cnikit/sys';
 import {
-  adminJumpRule,
   type Backend,
   bridgeName,
   type FirewallConf,
-  forwardJumpRule,
-  goList,
   type HostIP,
   hostRoute,
   ingressPolicyOf,
-  ipRules,
-  isolationSteps,
-  PRIV_CHAIN,
   parseConf,
   resultIPs,
-  STAGE1_CHAIN,
-  STAGE2_CHAIN,
 } from './config.ts';
-import { removePerIPRulesFast } from './forward.ts';
+import {
+  addFirewalld,
+  type Bus,
+  checkFirewalld,
+  firewalldStatus,
+  removeFirewalld,
+  withBus,
+} from './firewalld.ts';
+import {
+  addIptables,
+  checkIptables,
+  deletePerIPRules,
+  FAMILIES,
+  familyName,
+  filterChainMayExist,
+  iptablesUsable,
+  ofFamily,
+  removeIptablesRules,
+} from './iptables.ts';
 import {
   type AttachmentRecord,
   formatRecord,
@@ -69,162 +66,10 @@ import {
   recordName,
 } from './records.ts';
 
-const FILTER = 'filter';
-type Family = 4 | 6;
-const FAMILIES: readonly Family[] = [4, 6];
-const familyName = (f: Family) => (f === 4 ? 'IPv4' : 'IPv6');
-
-/** The system bus of one plugin call: connected on first use (one connection for every call), closed at the end. */
-class Bus {
-  readonly opts: DBusOptions;
-  private fw: Promise<Firewalld> | undefined;
-  constructor(req: Request<FirewallConf>) {
-    this.opts = { env: req.env };
-  }
-  get address(): string {
-    return systemBusAddress(this.opts);
-  }
-  firewalld(): Promise<Firewalld> {
-    this.fw ??= Firewalld.connect(this.opts);
-    return this.fw;
-  }
-  /** Whether firewalld owns its name; no bus socket → false without connecting; any failure → false. */
-  async firewalldRunning(): Promise<boolean> {
-    if (!busMayExist(this.address)) return false;
-    try {
-      return await (await this.firewalld()).running();
-    } catch {
-      return false;
-    }
-  }
-  async close(): Promise<void> {
-    const fw = this.fw;
-    this.fw = undefined;
-    if (fw) await fw.then((f) => f.close()).catch(() => undefined);
-  }
-}
-
-/** Run a verb with a Bus that is closed whatever happens. */
-async function withBus<T>(req: Request<FirewallConf>, fn: (bus: Bus) => Promise<T>): Promise<T> {
-  const bus = new Bus(req);
-  try {
-    return await fn(bus);
-  } finally {
-    await bus.close();
-  }
-}
-
 /** The configured backend, else firewalld when it owns its D-Bus name, else iptables (the reference's rule). */
 async function resolveBackend(conf: FirewallConf, bus: Bus): Promise<Backend> {
   if (conf.backend) return conf.backend;
   return (await bus.firewalldRunning()) ? 'firewalld' : 'iptables';
-}
-
-const ofFamily = (ips: readonly HostIP[], f: Family) => ips.filter((i) => i.family === f);
-
-/** False only when CNI-FORWARD cannot exist in the filter table of `family` (no exec needed to know). */
-function filterChainMayExist(family: Family): boolean {
-  try {
-    return (
-      xtablesTableLoaded(family, FILTER) !== false ||
-      nftExists(family === 4 ? 'ip' : 'ip6', FILTER, PRIV_CHAIN) !== false
-    );
-  } catch {
-    return true;
-  }
-}
-
-function deletePerIPRules(b: IptablesBatch, ips: readonly HostIP[]): void {
-  for (const { ip } of ips) for (const rule of ipRules(ip)) b.deleteRule(FILTER, PRIV_CHAIN, rule);
-}
-
-/**
- * Remove the per-address rules of `ips`: with iptables-nft in one nf_tables transaction over nfnetlink (no process),
- * else one iptables-restore per family; nothing at all when the chain cannot be there.
- */
-function removeIptablesRules(ips: readonly HostIP[]): void {
-  for (const f of FAMILIES) {
-    const mine = ofFamily(ips, f);
-    if (mine.length === 0 || !filterChainMayExist(f)) continue;
-    if (
-      removePerIPRulesFast(
-        f,
-        PRIV_CHAIN,
-        mine.map((i) => i.ip),
-        {},
-      )
-    )
-      continue;
-    const b = iptablesBatch(f);
-    deletePerIPRules(b, mine);
-    b.commit();
-  }
-}
-
-/**
- * The iptables part of an ADD, one iptables-restore per family: with `backend` the reference's chains, jumps and
- * per-address rules; with `ingress` the isolation chains and rules of the bridge. Records an undo step for the
- * per-address rules each commit actually added.
- */
-function addIptables(
-  conf: FirewallConf,
-  ips: readonly HostIP[],
-  backend: boolean,
-  ingress: { bridge: string; policy: 'same-bridge' | 'isolated' } | undefined,
-  undo: Rollback,
-): void {
-  for (const f of FAMILIES) {
-    const mine = ofFamily(ips, f);
-    if (mine.length === 0) continue;
-    const b = iptablesBatch(f);
-    if (backend) {
-      b.ensureChain(FILTER, PRIV_CHAIN)
-        .ensureChain(FILTER, conf.adminChain)
-        .insertUnique(FILTER, 'FORWARD', forwardJumpRule(), 1)
-        .insertUnique(FILTER, PRIV_CHAIN, adminJumpRule(conf.adminChain), 1);
-      for (const { ip } of mine) for (const rule of ipRules(ip)) b.appendUnique(FILTER, PRIV_CHAIN, rule);
-    }
-    if (ingress) {
-      b.ensureChain(FILTER, STAGE1_CHAIN).ensureChain(FILTER, STAGE2_CHAIN);
-      for (const step of isolationSteps(ingress.bridge, ingress.policy)) {
-        if (step.first) b.insertUnique(FILTER, step.chain, step.rule, 1);
-        else b.appendUnique(FILTER, step.chain, step.rule);
-      }
-    }
-    let script: string;
-    try {
-      script = b.commit().script;
-    } catch (err) {
-      throw internalError(`failed to set up the ${familyName(f)} firewall rules: ${errorReason(err)}`, err);
-    }
-    if (!backend) continue;
-    const lines = new Set(script.split('\n'));
-    const added = mine.filter(({ ip }) =>
-      ipRules(ip).some((r) => lines.has(`-A ${PRIV_CHAIN} ${r.map(quoteRuleArg).join(' ')}`)),
-    );
-    if (added.length > 0)
-      undo.push(`removal of the ${familyName(f)} rules`, () => removeIptablesRules(added));
-  }
-}
-
-async function addFirewalld(
-  bus: Bus,
-  conf: FirewallConf,
-  ips: readonly HostIP[],
-  undo: Rollback,
-): Promise<void> {
-  for (const { ip } of ips) {
-    let fw: Firewalld | undefined;
-    try {
-      fw = await bus.firewalld();
-      await fw.addSource(conf.zone, ip);
-    } catch (err) {
-      if (isFirewalldError(err, 'ZONE_ALREADY_SET')) continue;
-      throw internalError(`failed to add the address ${ip} to ${conf.zone} zone: ${errorReason(err)}`, err);
-    }
-    const client = fw;
-    undo.push(`removal of ${ip} from zone ${conf.zone}`, () => client.removeSource(conf.zone, ip));
-  }
 }
 
 function writeRecord(conf: FirewallConf, rec: AttachmentRecord): void {
@@ -324,23 +169,7 @@ async function removeTarget(
     errors.run('failed to remove the firewall rules', () => removeIptablesRules(t.ips));
     return errors.length === before;
   }
-  if (!(await bus.firewalldRunning())) {
-    req.log.warn(
-      'firewalld is not running on %s: the sources %s of zone %s are gone with it',
-      bus.address,
-      t.ips.map((i) => i.ip).join(', '),
-      t.zone,
-    );
-    return true;
-  }
-  for (const { ip } of t.ips) {
-    try {
-      await (await bus.firewalld()).removeSource(t.zone, ip);
-    } catch (err) {
-      if (!isFirewalldError(err, 'UNKNOWN_SOURCE'))
-        req.log.warn('failed to remove the address %s from %s zone: %s', ip, t.zone, errorReason(err));
-    }
-  }
+  await removeFirewalld(req, bus, t.zone, t.ips);
   return true;
 }
 
@@ -407,44 +236,8 @@ async function checkWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
   ingressPolicyOf(conf);
   if (!req.prevResult) throw internalError('missing prevResult from earlier plugin');
   const ips = resultIPs(req.prevResult);
-  if ((await resolveBackend(conf, bus)) === 'firewalld') {
-    for (const { ip } of ips) {
-      let found: boolean;
-      try {
-        found = await (await bus.firewalld()).querySource(conf.zone, ip);
-      } catch (err) {
-        throw new CniError(
-          ErrorCode.Internal,
-          `failed to find the address ${ip} in ${conf.zone} zone`,
-          errorReason(err),
-          { cause: err },
-        );
-      }
-      if (!found) throw internalError(`failed to find the address ${ip} in ${conf.zone} zone`);
-    }
-    return;
-  }
-  for (const f of FAMILIES) {
-    const mine = ofFamily(ips, f);
-    if (mine.length === 0) continue;
-    let table: ReturnType<typeof readTable>;
-    try {
-      table = readTable(f, FILTER);
-    } catch (err) {
-      throw internalError(`could not read the ${familyName(f)} filter table: ${errorReason(err)}`, err);
-    }
-    const fwd = forwardJumpRule();
-    if (!hasRule(table, 'FORWARD', fwd))
-      throw internalError(`expected FORWARD rule ${goList(fwd)} not found`);
-    const admin = adminJumpRule(conf.adminChain);
-    if (!hasRule(table, PRIV_CHAIN, admin))
-      throw internalError(`expected ${PRIV_CHAIN} rule ${goList(admin)} not found`);
-    for (const { ip } of mine) {
-      for (const rule of ipRules(ip)) {
-        if (!hasRule(table, PRIV_CHAIN, rule)) throw internalError(`expected rule ${goList(rule)} not found`);
-      }
-    }
-  }
+  if ((await resolveBackend(conf, bus)) === 'firewalld') await checkFirewalld(bus, conf, ips);
+  else checkIptables(conf, ips);
 }
 
 function gc(req: Request<FirewallConf>): Promise<void> {
@@ -538,14 +331,8 @@ async function statusWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
   const conf = req.conf;
   const policy = ingressPolicyOf(conf);
   const backend = await resolveBackend(conf, bus);
-  const iptablesUsable = () => supportsIPTables(4) || supportsIPTables(6);
   if (backend === 'firewalld') {
-    if (!(await bus.firewalldRunning())) {
-      throw new CniError(
-        ErrorCode.PluginNotAvailable,
-        `firewalld is not running: the name org.fedoraproject.FirewallD1 has no owner on the system bus ${bus.address}`,
-      );
-    }
+    await firewalldStatus(bus);
     if (policy !== 'open' && !iptablesUsable()) {
       throw new CniError(
         ErrorCode.PluginNotAvailable,
