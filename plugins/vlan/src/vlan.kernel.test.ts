@@ -1,0 +1,256 @@
+// cnikit-kernel-features: macvlan ipvlan vlan
+/**
+ * vlan against the real kernel (in the kernel lab: this machine's kernel has no 8021q). The sandbox's host namespace
+ * plays the node with master `v0` (a veth whose peer `v0p` sits in an "outside" namespace). IPAM is cnikit's
+ * static/host-local from dist-bin. Tagged traffic end to end is in test-netns/stacked.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, afterEach, before, describe, test } from 'node:test';
+import * as nl from '@cnikit/netlink';
+import {
+  cniCall,
+  createNamedNetns,
+  deleteNamedNetns,
+  expectCniError,
+  expectOk,
+  sandboxForFile,
+} from '@cnikit/testing';
+import { plugin } from './index.ts';
+
+const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const env = sandboxForFile({ enterHost: true, containers: 3 });
+const opts = { path: DIST };
+const c = (i: number) => env.sb.containers[i]!;
+
+// biome-ignore lint/suspicious/noExplicitAny: ip -json output
+type J = any;
+const linkNames = (ns: string): string[] =>
+  (JSON.parse(env.sb.exec('ip', ['-n', ns, '-j', 'link', 'show']).stdout) as J[]).map((l) => l.ifname).sort();
+const ipLink = (ns: string, name: string): J =>
+  (JSON.parse(env.sb.exec('ip', ['-n', ns, '-d', '-j', 'link', 'show']).stdout) as J[]).find(
+    (l) => l.ifname === name,
+  );
+
+const conf = (extra: object = {}) => ({
+  cniVersion: '1.1.0',
+  name: 'vlnet',
+  type: 'vlan',
+  master: 'v0',
+  vlanId: 42,
+  ...extra,
+});
+const staticIpam = (address: string) => ({
+  ipam: {
+    type: 'static',
+    addresses: [{ address }],
+    routes: [{ dst: '10.97.0.0/16', gw: address.replace(/\.\d+\/\d+$/, '.1') }],
+  },
+});
+const hostLocal = () => ({
+  ipam: {
+    type: 'host-local',
+    dataDir: join(env.dir, 'ipam'),
+    ranges: [[{ subnet: '10.74.0.0/24', rangeStart: '10.74.0.100' }]],
+  },
+});
+const reservations = () => {
+  const d = join(env.dir, 'ipam', 'vlnet');
+  return existsSync(d)
+    ? readdirSync(d)
+        .filter((f) => /^\d/.test(f))
+        .sort()
+    : [];
+};
+
+let outside = '';
+before(() => {
+  assert.ok(existsSync(join(DIST, 'static')), 'dist-bin/static not built (npm run build)');
+  outside = createNamedNetns('cnikit-vloutside').name;
+  env.sb.exec('ip', ['link', 'add', 'v0', 'type', 'veth', 'peer', 'name', 'v0p', 'netns', outside]);
+  env.sb.exec('ip', ['link', 'set', 'v0', 'up']);
+  // the outside end: a vlan 42 with the gateway address
+  for (const args of [
+    ['link', 'set', 'v0p', 'up'],
+    ['link', 'add', 'link', 'v0p', 'name', 'v0p.42', 'type', 'vlan', 'id', '42'],
+    ['link', 'set', 'v0p.42', 'up'],
+    ['addr', 'add', '10.74.0.1/24', 'dev', 'v0p.42'],
+  ])
+    env.sb.exec('ip', ['-n', outside, ...args]);
+});
+after(() => {
+  if (outside) deleteNamedNetns(outside);
+});
+afterEach(() => {
+  for (const ns of env.sb.containers)
+    for (const name of ['eth0', 'net1']) nl.withNetns(ns.path, () => nl.deleteLinkIfExists(name));
+});
+
+describe('vlan ADD/CHECK/DEL', () => {
+  for (const [id, mtu] of [
+    [42, 0],
+    [0, 1400],
+    [4094, 1500],
+  ] as const) {
+    test(`vlanId ${id}, mtu ${mtu || '(master)'}`, async () => {
+      const cf = conf({ vlanId: id, ...(mtu ? { mtu } : {}), ...staticIpam('10.74.0.10/24') });
+      const o = { ...opts, netns: c(0).path };
+      const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+      assert.equal(res.interfaces.length, 1);
+      assert.equal(res.interfaces[0].name, 'eth0');
+      assert.equal(res.ips[0].interface, 0);
+      const l = ipLink(c(0).name, 'eth0');
+      assert.equal(l.linkinfo.info_kind, 'vlan');
+      assert.equal(l.linkinfo.info_data.id, id);
+      assert.equal(l.linkinfo.info_data.protocol, '802.1Q');
+      assert.equal(l.mtu, mtu || 1500);
+      assert.equal(l.address, res.interfaces[0].mac);
+      assert.equal(
+        nl.withNetns(c(0).path, () => nl.getLinkDetails('eth0'))?.linkIndex,
+        nl.getLinkOrThrow('v0').index,
+      );
+      expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+      expectOk(await cniCall(plugin, 'DEL', cf, o));
+      assert.deepEqual(linkNames(c(0).name), ['lo']);
+      expectOk(await cniCall(plugin, 'DEL', cf, o));
+    });
+  }
+
+  for (const v of ['0.1.0', '0.2.0', '0.3.0', '0.4.0', '1.0.0']) {
+    test(`cniVersion ${v}`, async () => {
+      const cf = { ...conf(staticIpam('10.74.0.11/24')), cniVersion: v };
+      const o = { ...opts, netns: c(0).path };
+      const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+      assert.equal(res.cniVersion, v);
+      if (v === '0.1.0' || v === '0.2.0') assert.equal(res.ip4.ip, '10.74.0.11/24');
+      // CHECK exists from spec 0.4.0 on
+      if (v === '0.4.0' || v === '1.0.0')
+        expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+      expectOk(await cniCall(plugin, 'DEL', cf, o));
+    });
+  }
+
+  test('linkInContainer: the master in the container', async () => {
+    env.sb.exec('ip', ['link', 'add', 'cv0', 'type', 'veth', 'peer', 'name', 'cv0p'], { ns: c(1) });
+    // a vlan cannot go up on a master that is down (ENETDOWN), with either implementation
+    env.sb.exec('ip', ['link', 'set', 'cv0', 'up'], { ns: c(1) });
+    const cf = conf({ master: 'cv0', linkInContainer: true, vlanId: 7, ...staticIpam('10.75.0.10/24') });
+    const o = { ...opts, netns: c(1).path, ifName: 'net1' };
+    const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+    assert.equal(ipLink(c(1).name, 'net1').linkinfo.info_data.id, 7);
+    expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+    expectOk(await cniCall(plugin, 'DEL', cf, o));
+    assert.deepEqual(linkNames(c(1).name), ['cv0', 'cv0p', 'lo']);
+    env.sb.exec('ip', ['link', 'del', 'cv0'], { ns: c(1) });
+  });
+
+  test('CHECK after tampering: VLAN ID, MTU, MAC, link', async () => {
+    const cf = conf({ mtu: 1400, ...staticIpam('10.74.0.12/24') });
+    const o = { ...opts, netns: c(0).path };
+    const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+    const check = (extra: object = {}) => cniCall(plugin, 'CHECK', { ...cf, prevResult: res, ...extra }, o);
+    expectOk(await check());
+    expectCniError(
+      await check({ vlanId: 43 }),
+      999,
+      'Error: Tuning link eth0 configured promisc is 43, current value is 42',
+    );
+    env.sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1300'], { ns: c(0) });
+    expectCniError(await check(), 999, 'Error: Tuning configured MTU of eth0 is 1400, current value is 1300');
+    env.sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1400'], { ns: c(0) });
+    const mac = res.interfaces[0].mac;
+    env.sb.exec('ip', ['link', 'set', 'eth0', 'address', '02:42:ac:11:00:99'], { ns: c(0) });
+    expectCniError(
+      await check(),
+      999,
+      `vlan: Interface eth0 Mac ${mac} doesn't match container Mac: 02:42:ac:11:00:99`,
+    );
+    // the IPAM's CHECK (static) runs first and wants the prevResult too, like the reference's
+    expectCniError(await check({ prevResult: undefined }), 999, 'Required prevResult missing');
+    expectCniError(await check({ master: 'nope' }), 999, 'failed to lookup master "nope": Link not found');
+    env.sb.exec('ip', ['link', 'del', 'eth0'], { ns: c(0) });
+    expectCniError(await check(), 999, 'vlan: Container Interface name in prevResult: eth0 not found');
+    expectOk(await cniCall(plugin, 'DEL', cf, o));
+  });
+});
+
+describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', () => {
+  const clean = () => {
+    assert.deepEqual(linkNames(c(0).name), ['lo']);
+    assert.deepEqual(linkNames(env.sb.host.name), ['lo', 'v0']);
+    assert.deepEqual(reservations(), []);
+  };
+  test('reference error texts, nothing left', async () => {
+    const o = { ...opts, netns: c(0).path };
+    const { master: _m, ...noMaster } = conf();
+    expectCniError(
+      await cniCall(plugin, 'ADD', noMaster, o),
+      7,
+      '"master" field is required. It specifies the host interface name to create the VLAN for',
+    );
+    expectCniError(
+      await cniCall(plugin, 'ADD', conf({ vlanId: 4095 }), o),
+      7,
+      'invalid VLAN ID 4095 (must be between 0 and 4095 inclusive)',
+    );
+    expectCniError(await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o), 999, 'Link not found');
+    expectCniError(
+      await cniCall(plugin, 'ADD', conf({ mtu: 9000 }), o),
+      999,
+      'invalid MTU 9000, must be [0, master MTU(1500)]',
+    );
+    expectCniError(
+      await cniCall(plugin, 'ADD', conf(), o),
+      999,
+      'failed to execute IPAM delegate: no plugin name provided',
+    );
+    clean();
+    // the same VLAN on the same master twice: the kernel refuses the second
+    const first = expectOk(
+      await cniCall(plugin, 'ADD', conf(staticIpam('10.74.0.13/24')), { ...o, netns: c(1).path }),
+    );
+    assert.ok(first);
+    expectCniError(
+      await cniCall(plugin, 'ADD', conf(staticIpam('10.74.0.14/24')), o),
+      999,
+      'failed to create vlan: file exists',
+    );
+    expectOk(await cniCall(plugin, 'DEL', conf(staticIpam('10.74.0.13/24')), { ...o, netns: c(1).path }));
+    // allocation, then a route that cannot be added: reservation and link rolled back
+    const bad = conf({ ipam: { ...hostLocal().ipam, routes: [{ dst: '10.98.0.0/16', gw: '192.0.2.1' }] } });
+    assert.notEqual((await cniCall(plugin, 'ADD', bad, o)).code, 0);
+    clean();
+  });
+  test('DEL with the namespace or the master gone; GC; STATUS', async () => {
+    const ns = createNamedNetns('cnikit-vlgone');
+    const cf = conf(hostLocal());
+    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    deleteNamedNetns(ns);
+    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    assert.deepEqual(reservations(), []);
+    // DEL needs no master (the reference's DEL fails when the master is gone)
+    expectOk(await cniCall(plugin, 'DEL', conf({ master: 'nope' }), { netns: c(0).path }));
+    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
+    expectOk(
+      await cniCall(plugin, 'ADD', conf({ vlanId: 43, ...hostLocal() }), {
+        ...opts,
+        netns: c(2).path,
+        containerId: 'drop',
+      }),
+    );
+    assert.equal(reservations().length, 2);
+    const gc = { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] };
+    expectOk(await cniCall(plugin, 'GC', gc, opts));
+    assert.equal(reservations().length, 1);
+    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
+    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
+    expectOk(await cniCall(plugin, 'STATUS', cf, opts));
+    expectCniError(await cniCall(plugin, 'STATUS', conf(), opts), 999, 'no plugin name provided');
+    expectCniError(
+      await cniCall(plugin, 'STATUS', conf({ master: 'nope', ...hostLocal() }), opts),
+      50,
+      'master "nope" not found',
+    );
+  });
+});
