@@ -361,8 +361,11 @@ export interface CompileBunOptions {
 export async function compileBun(o: CompileBunOptions): Promise<void> {
   const bytecode = o.bytecode ?? true;
   const bun = o.bun ?? findBun();
-  const tmp = `${o.outFile}.tmp-${process.pid}`;
-  mkdirSync(dirname(o.outFile), { recursive: true });
+  // Bun embeds the output's file name (its /$bunfs/root/<name>): compile under the final name in a private
+  // directory next to the output, so the bytes do not depend on a temporary name (reproducible builds)
+  const tmpDir = join(dirname(o.outFile), `.cnikit-bun-${process.pid}`);
+  const tmp = join(tmpDir, basename(o.outFile));
+  mkdirSync(tmpDir, { recursive: true });
   const compile = (order: string[]) =>
     run(bun, [
       'build',
@@ -372,7 +375,9 @@ export async function compileBun(o: CompileBunOptions): Promise<void> {
       `--compile-jit-policy=${BUN_JIT_POLICY}`,
       '--no-compile-autoload-dotenv',
       '--no-compile-autoload-bunfig',
-      ...(o.target ? [`--target=${o.target.bunTarget}`, `--compile-executable-path=${o.target.executable}`] : []),
+      ...(o.target
+        ? [`--target=${o.target.bunTarget}`, `--compile-executable-path=${o.target.executable}`]
+        : []),
       o.bundle,
       o.addon,
       '--outfile',
@@ -387,7 +392,7 @@ export async function compileBun(o: CompileBunOptions): Promise<void> {
     }
     renameSync(tmp, o.outFile);
   } finally {
-    rmSync(tmp, { force: true });
+    rmSync(tmpDir, { recursive: true, force: true });
   }
 }
 
