@@ -16,8 +16,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { invokeInProcess } from '@cnikit/skel';
-import { goHostLocal, type Impl, ipamEnv, ourHostLocal } from '../plugins/host-local/src/exec-helpers.ts';
 import { plugin } from '../plugins/host-local/src/index.ts';
+import { goHostLocal, type Impl, ipamEnv, ourHostLocal } from '../plugins/host-local/src/testenv.ts';
 import { median, quantile } from './lib/side-by-side.ts';
 
 const arg = (name: string, def: string) =>

@@ -6,7 +6,7 @@
  *      are packed from this repository's node_modules and installed the same way, its optional bun is skipped and
  *      the repository's bun is named by CNIKIT_BUN (typescript and @types/node are linked from node_modules too);
  *   3. plain `tsc` (strict, module nodenext) over the README's SDK quick start, packages/skel/examples/*, every
- *      package README's example and the "Write your own plugin" walk-through (README.md); plain
+ *      package README's example and the "Write your own plugin" walk-through (docs/sdk.md); plain
  *      `node` (no tsx) runs them: the quick start as a runtime would, the in-process tests with `node --test`;
  *   4. the walk-through's plugin built by `cnikit-build` from the packed @cnikit/build, its VERSION, its sandbox test
  *      (ADD/CHECK/DEL through @cnikit/libcni chained after cnikit's bridge + host-local from dist-bin/, in private
@@ -105,7 +105,7 @@ const workspaces = PACKAGES.flatMap((p) => ['-w', `packages/${p.dir}`]);
 const THIRD_PARTY = ['esbuild', '@esbuild/linux-x64', 'postject', 'commander'];
 /** The bun executable of this repository (@cnikit/build's optional dependency is not installed offline). */
 const BUN = findBun();
-const HOWTO = howtoFiles(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+const HOWTO = howtoFiles(readFileSync(join(ROOT, 'docs', 'sdk.md'), 'utf8'));
 
 describe('the SDK from npm tarballs, in a project outside the repository', () => {
   let work = '';

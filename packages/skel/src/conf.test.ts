@@ -190,3 +190,36 @@ describe('Plugin.conf: the SDK decodes the config and hands the verbs a typed re
     );
   });
 });
+
+describe('docs/plugin-shape.md: its config decoder example runs as written', () => {
+  test('parseConf of the example: defaults, the ADD-only check, schema errors', async () => {
+    const { readFileSync, mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const { tsBlocks, ROOT } = await import('../../../scripts/readme-snippets.ts');
+    const block = tsBlocks(readFileSync(join(ROOT, 'docs', 'plugin-shape.md'), 'utf8'))[0];
+    assert.ok(block?.includes('export function parseConf'));
+    const dir = mkdtempSync(join(tmpdir(), 'cnikit-shape-'));
+    try {
+      const file = join(dir, 'config.ts');
+      const skel = new URL('./index.ts', import.meta.url).href;
+      writeFileSync(file, block.replace("from '@cnikit/skel'", `from ${JSON.stringify(skel)}`));
+      const mod = (await import(file)) as {
+        parseConf: (raw: Record<string, unknown>, req: { command: string }) => { name: string; mtu: number };
+      };
+      assert.deepEqual(mod.parseConf({ name: 'n' }, { command: 'ADD' }), { name: 'n', mtu: 1500 });
+      assert.deepEqual(mod.parseConf({ name: 'n', mtu: 9000 }, { command: 'ADD' }), { name: 'n', mtu: 9000 });
+      assert.throws(
+        () => mod.parseConf({ name: 'n', mtu: 10 }, { command: 'ADD' }),
+        (e: unknown) => CniError.is(e) && e.code === 7 && e.msg === 'mtu 10 is below 68',
+      );
+      assert.deepEqual(mod.parseConf({ name: 'n', mtu: 10 }, { command: 'DEL' }), { name: 'n', mtu: 10 });
+      assert.throws(
+        () => mod.parseConf({ name: 5 }, { command: 'DEL' }),
+        (e: unknown) => CniError.is(e),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -10,7 +10,7 @@ import { ALL_VERSIONS, decodeRequest, type RequestBase } from '@cnikit/skel';
 import { cniRunner, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
 import { goFsError } from './store.ts';
-import { net, reservations, storeFiles } from './test-helpers.ts';
+import { net, reservations, storeFiles } from './testenv.ts';
 
 // host-local in-process, with the reference tests' environment (CNI_NETNS is not used by IPAM)
 const hl = cniRunner(plugin, { containerId: 'dummy', netns: '/var/run/netns/test', path: '/opt/cni/bin' });

@@ -9,8 +9,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parseIP } from '@cnikit/ip';
 import { type CniCommand, tempDir } from '@cnikit/testing';
-import { exec, goHostLocal, type Impl, ourHostLocal } from './exec-helpers.ts';
-import { reservations, storeFiles } from './test-helpers.ts';
+import { exec, goHostLocal, type Impl, ourHostLocal, reservations, storeFiles } from './testenv.ts';
 
 const go = goHostLocal();
 // The Go binary here (Debian 1.1.1) supports spec versions up to 1.0.0.

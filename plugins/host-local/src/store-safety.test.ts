@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { cniRunner, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
-import { net } from './test-helpers.ts';
+import { net } from './testenv.ts';
 
 // host-local in-process, with the reference tests' environment (CNI_NETNS is not used by IPAM)
 const hl = cniRunner(plugin, { containerId: 'dummy', netns: '/var/run/netns/test', path: '/opt/cni/bin' });

@@ -1,9 +1,10 @@
 /**
- * Out-of-process helpers for the host-local tests and benchmark: which executables play "ours" (the built
- * multicall binary `dist-bin/host-local`, else the plugin as a process from source through @cnikit/testing's
- * `{ source }` target) and the Go reference when installed. Calls go through @cnikit/testing's `cniCall`.
+ * host-local's test environment (not part of the plugin): store inspection, a config builder, and which
+ * executables play "ours" out of process (the built multicall binary `dist-bin/host-local`, else the plugin as a
+ * process from source through @cnikit/testing's `{ source }` target) and the Go reference when installed, for the
+ * tests and bench/ipam.ts. Calls, environments and temporary directories come from @cnikit/testing.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -14,6 +15,37 @@ import {
   cniCall,
   cniEnv,
 } from '@cnikit/testing';
+
+/** The files of a store directory and their contents (byte strings). */
+export function storeFiles(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return out;
+  }
+  for (const n of names) out[n] = readFileSync(join(dir, n), 'latin1');
+  return out;
+}
+
+/** Reservation files only (no lock, last_reserved_ip.*). */
+export function reservations(dir: string): Record<string, string> {
+  const out = storeFiles(dir);
+  for (const k of Object.keys(out)) if (k === 'lock' || k.startsWith('last_reserved_ip.')) delete out[k];
+  return out;
+}
+
+export function net(dataDir: string, ipam: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  return {
+    cniVersion: '1.1.0',
+    name: 'mynet',
+    type: 'ipvlan',
+    master: 'foo0',
+    ...extra,
+    ipam: { type: 'host-local', dataDir, ...ipam },
+  };
+}
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const repoRoot = resolve(here, '../../..');
