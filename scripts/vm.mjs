@@ -222,7 +222,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose host /l
 mount -t tmpfs -o mode=0755 ovl /ovl && mkdir /ovl/upper /ovl/work || fail "tmpfs failed"
 mount -t overlay -o lowerdir=/lower,upperdir=/ovl/upper,workdir=/ovl/work overlay /newroot || fail "overlay failed"
 mount -t tmpfs -o mode=0755,nosuid,nodev run /newroot/run || fail "no /run in the host filesystem"
-mkdir -p /newroot/run/cnikit-vm && cp /bin/busybox /stage2.sh /job.sh /newroot/run/cnikit-vm/ || fail "copy failed"
+mkdir -p /newroot/run/cnikit-vm && cp /bin/busybox /stage2.sh /lab.sh /job.sh /newroot/run/cnikit-vm/ || fail "copy failed"
 umount /proc /sys /dev
 exec switch_root /newroot /run/cnikit-vm/busybox sh /run/cnikit-vm/stage2.sh
 `;
@@ -240,7 +240,7 @@ $B mount -t tmpfs -o mode=1777 tmp /tmp
 $B mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 $B mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 $B mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
-. /run/cnikit-vm/job.sh
+. /run/cnikit-vm/lab.sh
 $B mkdir -p "/lib/modules/$KVER" && $B mount --bind "$MODDIR" "/lib/modules/$KVER"
 $B hostname cnikit-vm
 echo "vm: stage 2 $($B cat /proc/uptime)" >/dev/kmsg
@@ -258,7 +258,7 @@ $MP ifb numifbs=0 2>/dev/null
 $MP -a -q $MODULES 2>/dev/null
 echo "vm: modules loaded $($B cat /proc/uptime)" >/dev/kmsg
 $B ip link set lo up
-$B env -i $SH -c '. /run/cnikit-vm/job.sh; cd "$CWD" || exit 125; run' <"\${IN:-/dev/null}" >"$OUT" 2>"$ERR"
+$B env -i $SH -c '. /run/cnikit-vm/job.sh; run' </dev/null >"$OUT" 2>"$ERR"
 echo "exit $?" >"$ST"
 off
 `;
@@ -267,15 +267,20 @@ function quote(s) {
   return `'${String(s).replace(/'/g, `'\\''`)}'`;
 }
 
-/** The per-run part of the initramfs: job.sh with the command, the directory and the environment. */
-function jobScript(lab, argv, cwd, env) {
+/** The per-run settings of stage 2 (lab.sh). */
+function labScript(lab) {
   const lines = [
     `KVER=${quote(lab.kver)}`,
     `MODDIR=${quote(lab.modDir)}`,
     `MODULES=${quote(lab.bootModules.join(' '))}`,
-    `CWD=${quote(cwd)}`,
     `FOREIGN=${lab.arch === hostArch() ? 0 : 1}`,
   ];
+  return `${lines.join('\n')}\n`;
+}
+
+/** The command (job.sh): the caller's environment, then run() enters the directory and execs the command. */
+function jobScript(argv, cwd, env) {
+  const lines = [];
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) continue;
     if (
@@ -286,7 +291,7 @@ function jobScript(lab, argv, cwd, env) {
       continue;
     lines.push(`export ${k}=${quote(v)}`);
   }
-  lines.push(`run() { exec ${argv.map(quote).join(' ')}; }`);
+  lines.push(`run() { cd ${quote(cwd)} || exit 125; exec ${argv.map(quote).join(' ')}; }`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -429,7 +434,8 @@ async function bootOnce(argv, opts, mayRetry) {
   const job = new Cpio();
   job.file('init', INIT, 0o755);
   job.file('stage2.sh', STAGE2, 0o644);
-  job.file('job.sh', jobScript(lab, argv, cwd, env));
+  job.file('lab.sh', labScript(lab));
+  job.file('job.sh', jobScript(argv, cwd, env));
   const initrd = join(work, 'initrd');
   writeFileSync(initrd, Buffer.concat([readFileSync(join(lab.dir, 'initramfs.cpio')), job.finish()]));
   const verbose = process.env.CNIKIT_VM_VERBOSE === '1';
