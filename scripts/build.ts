@@ -91,7 +91,7 @@ export function discoverPlugins(root = ROOT): PluginEntry[] {
 }
 
 /** cnitool in every executable of this repository; the warm-mode service when packages/warm is there. */
-function extras(root = ROOT): EntryExtras {
+export function extras(root = ROOT): EntryExtras {
   return {
     tool: '@cnikit/libcni',
     ...(existsSync(join(root, 'packages', 'warm', 'src', 'serve.ts')) ? { serve: '@cnikit/warm/serve' } : {}),

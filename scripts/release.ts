@@ -43,7 +43,7 @@ import { bundle, compileBun, findBun, listPlugins, loadPlugins, sha256 } from '@
 import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
 import { buildClient, CLIENT_FILE } from '@cnikit/warm/build-client';
-import { discoverPlugins } from './build.ts';
+import { discoverPlugins, extras } from './build.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const WORK = join(ROOT, 'build', 'release');
@@ -588,12 +588,7 @@ async function releaseArch(
     backend: 'bun',
     addonSha: sha256(readFileSync(addon)),
     meta: o.meta,
-    extras: {
-      tool: '@cnikit/libcni',
-      ...(existsSync(join(ROOT, 'packages', 'warm', 'src', 'serve.ts'))
-        ? { serve: '@cnikit/warm/serve' }
-        : {}),
-    },
+    extras: extras(ROOT), // the same entry points as npm run build (cnitool, serve, …)
     stamp,
     outFile: join(work, 'cnikit.cjs'),
     resolveDir: ROOT,
