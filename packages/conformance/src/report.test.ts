@@ -3,6 +3,7 @@
  * line, the error-object rules, the prevResult comparison, result shapes and the iptables undo script.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { CHECKS, selectChecks } from './catalog.ts';
 import { usage } from './cli.ts';
@@ -212,4 +213,10 @@ test('iptables undo: rules ADD added go, chains it created are flushed and remov
     '*nat\n-D POSTROUTING -s 10.0.0.2/32 -m comment --comment "name: \\"net\\" id: \\"c1\\"" -j CNI-abc\n-F CNI-abc\n-X CNI-abc\nCOMMIT\n',
   );
   assert.equal(iptablesUndo(after, after), '');
+});
+
+test('docs/conformance.md lists every check with its spec section', () => {
+  const doc = readFileSync(new URL('../../../docs/conformance.md', import.meta.url), 'utf8');
+  for (const c of CHECKS)
+    assert.ok(doc.includes(`| \`${c.id}\` | ${c.title} | [${c.spec}]`), `docs: ${c.id}`);
 });
