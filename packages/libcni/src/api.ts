@@ -25,7 +25,6 @@ import {
   type AnyResult,
   type Attachment,
   findInPath as findInPathSync,
-  parseJsonGo,
   parseResult,
   type Result,
   registerInProcess,
@@ -36,6 +35,7 @@ import {
   validateNetworkName,
   versionGte,
 } from '@cnikit/skel';
+import { parseJsonGo } from '@cnikit/skel/go';
 import {
   cacheAdd,
   cacheDel,

@@ -22,7 +22,8 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { type AnyResult, convertResult, foldKey, formatResult, parseJsonGo, parseResult } from '@cnikit/skel';
+import { type AnyResult, convertResult, formatResult, parseResult } from '@cnikit/skel';
+import { foldKey, parseJsonGo } from '@cnikit/skel/go';
 import { goMarshal, type Json } from './conf.ts';
 import { CacheError } from './errors.ts';
 

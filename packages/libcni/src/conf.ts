@@ -15,14 +15,8 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import {
-  CURRENT_VERSION,
-  compareVersions,
-  foldKey,
-  goJsonSyntaxErrorPosition,
-  goKind,
-  parseJsonGo,
-} from '@cnikit/skel';
+import { CURRENT_VERSION, compareVersions } from '@cnikit/skel';
+import { foldKey, goJsonSyntaxErrorPosition, goKind, goMarshal, parseJsonGo } from '@cnikit/skel/go';
 import { ConfigError, LibcniError, NoConfigsFoundError, NotFoundError } from './errors.ts';
 
 export type Json = Record<string, unknown>;
@@ -56,23 +50,7 @@ export interface NetworkConfigList {
 
 const enc = new TextEncoder();
 
-function sortKeysDeep(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeysDeep);
-  if (typeof v === 'object' && v !== null) {
-    const out: Json = {};
-    for (const k of Object.keys(v).sort()) out[k] = sortKeysDeep((v as Json)[k]);
-    return out;
-  }
-  return v;
-}
-
-/** Go `json.Marshal` of a value decoded into interface{}: sorted keys, compact, HTML characters escaped. */
-export function goMarshal(v: unknown): string {
-  return JSON.stringify(sortKeysDeep(v)).replace(
-    /[<>&\u2028\u2029]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
-}
+export { goMarshal };
 
 /** Go's `%T` of a value decoded into interface{}. */
 export function goTypeName(v: unknown): string {

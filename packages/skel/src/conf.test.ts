@@ -203,7 +203,7 @@ describe('docs/plugin-shape.md: its config decoder example runs as written', () 
     try {
       const file = join(dir, 'config.ts');
       const skel = new URL('./index.ts', import.meta.url).href;
-      writeFileSync(file, block.replace("from '@cnikit/skel'", `from ${JSON.stringify(skel)}`));
+      writeFileSync(file, (block ?? '').replace("from '@cnikit/skel'", `from ${JSON.stringify(skel)}`));
       const mod = (await import(file)) as {
         parseConf: (raw: Record<string, unknown>, req: { command: string }) => { name: string; mtu: number };
       };

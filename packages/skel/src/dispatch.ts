@@ -8,9 +8,9 @@
 import { statSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode, errorReason } from './errors.ts';
-import { configVersion, goKind, goStringField, parseJsonGo } from './gojson.ts';
+import { configVersion, goEscapeJSON, goKind, goStringField, parseJsonGo } from './gojson.ts';
 import { createLogger } from './log.ts';
-import { convertResult, formatResult, goEscapeJSON, parseResult, toCurrent } from './result.ts';
+import { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
 import {
   ALL_VERSIONS,

@@ -2,7 +2,10 @@
  * Go `encoding/json` syntax-error texts, so malformed input is reported with the same words as the
  * reference (`invalid character 'x' looking for beginning of value`, `unexpected end of JSON input`).
  * Only consulted after `JSON.parse` failed, so the fast path stays native.
- * Also: Go-like lookup of a string field in a decoded object (`goStringField`, `configVersion`).
+ * Also: Go-like lookup of a string field in a decoded object (`goStringField`, `configVersion`), and Go's printing of
+ * values: `goList` (`%v` of a []string), `sortKeysDeep` + `goEscapeJSON` (what encoding/json does to maps and
+ * strings), `goMarshal` (json.Marshal of a decoded value). The one home of these helpers: skel, libcni and the
+ * plugins import them from here (`@cnikit/skel/go`).
  */
 import { foldKey } from './schema.ts';
 
@@ -263,4 +266,30 @@ export function goKind(v: unknown): string {
   if (Array.isArray(v)) return 'array';
   if (typeof v === 'boolean') return 'bool';
   return typeof v;
+}
+
+/** Go's `%v` of a []string: `[a b c]`. */
+export function goList(list: readonly string[]): string {
+  return `[${list.join(' ')}]`;
+}
+
+/** A copy with every object's keys sorted (Go marshals maps in key order). */
+export function sortKeysDeep(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortKeysDeep);
+  if (typeof v === 'object' && v !== null) {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v).sort()) out[k] = sortKeysDeep((v as Record<string, unknown>)[k]);
+    return out;
+  }
+  return v;
+}
+
+/** Go's json encoder escapes <, >, & and U+2028/U+2029 inside strings. */
+export function goEscapeJSON(text: string): string {
+  return text.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** Go `json.Marshal` of a value decoded into interface{}: sorted keys, compact, HTML characters escaped. */
+export function goMarshal(v: unknown): string {
+  return goEscapeJSON(JSON.stringify(sortKeysDeep(v)));
 }

@@ -37,7 +37,6 @@ export {
   wrap,
   wrapAsync,
 } from './errors.ts';
-export { goJsonSyntaxErrorPosition, goKind, parseJsonGo } from './gojson.ts';
 export {
   type DelegateOptions,
   delegate,
@@ -73,7 +72,6 @@ export {
 } from './result.ts';
 export {
   decode,
-  foldKey,
   type Infer,
   type IntOptions,
   jsonTypeOf,

@@ -6,7 +6,7 @@
  */
 import { canonicalCIDR, canonicalIP, familyOf } from '@cnikit/ip';
 import { CniError } from './errors.ts';
-import { configVersion } from './gojson.ts';
+import { configVersion, goEscapeJSON, goList, sortKeysDeep } from './gojson.ts';
 import { decode, s } from './schema.ts';
 import type {
   AnyResult,
@@ -231,10 +231,6 @@ function versionOf(json: unknown): string {
   return configVersion(json as Record<string, unknown>, () => '');
 }
 
-function goList(list: readonly string[]): string {
-  return `[${list.join(' ')}]`;
-}
-
 function plain(e: unknown): Error {
   if (e instanceof ParseFailure) return new Error(e.message);
   if (CniError.is(e)) {
@@ -405,21 +401,6 @@ export function toCurrent(result: AnyResult): Result {
 
 // ---------------------------------------------------------------------------------------------
 // Printing
-
-function sortKeysDeep(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeysDeep);
-  if (typeof v === 'object' && v !== null) {
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v).sort()) out[k] = sortKeysDeep((v as Record<string, unknown>)[k]);
-    return out;
-  }
-  return v;
-}
-
-/** Go's json encoder escapes <, >, & and U+2028/U+2029 inside strings. */
-export function goEscapeJSON(text: string): string {
-  return text.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
 
 /**
  * Serialise a result exactly like Go's `PrintTo` (json.MarshalIndent with 4 spaces, no trailing

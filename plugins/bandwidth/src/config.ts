@@ -4,7 +4,8 @@
  * float64/uint32 semantics, so the kernel gets exactly the values the Go plugin gives it and CHECK agrees
  * across implementations.
  */
-import { CniError, decode, ErrorCode, foldKey, type Infer, s } from '@cnikit/skel';
+import { CniError, decode, ErrorCode, type Infer, s } from '@cnikit/skel';
+import { foldKey } from '@cnikit/skel/go';
 
 const MAX_UINT32 = 0xffffffff;
 const LATENCY_MS = 25;

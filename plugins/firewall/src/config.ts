@@ -5,6 +5,7 @@
  */
 import { formatIP, parseCIDR } from '@cnikit/ip';
 import { CniError, decode, ErrorCode, goQuote, type Infer, type Result, s } from '@cnikit/skel';
+import { goList } from '@cnikit/skel/go';
 
 export const DEFAULT_ADMIN_CHAIN = 'CNI-ADMIN';
 export const DEFAULT_ZONE = 'trusted';
@@ -144,10 +145,7 @@ export function resultIPs(result: Result | undefined): HostIP[] {
   return out;
 }
 
-/** Go's `%v` of a []string: `[a b c]`. */
-export function goList(args: readonly string[]): string {
-  return `[${args.join(' ')}]`;
-}
+export { goList };
 
 // ---------------------------------------------------------------------------------------------
 // The reference's rules (iptables.go, ingresspolicy.go at HEAD)
