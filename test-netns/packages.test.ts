@@ -483,6 +483,7 @@ test('VERSION and ADD in-process', async () => {
       build: /^\[ 'ifalias' \] sea \d+ MB$/m,
       libcni: /^true \[\]$/m,
       warm: /^1 bridge ADD\ncnikit.socket cnikit.service$/m,
+      conformance: /^5 passed$/m,
     };
     for (const dir of examples) {
       const file = `src/readme-${dir}.js`;
