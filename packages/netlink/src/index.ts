@@ -123,7 +123,6 @@ export {
   isNotFoundError,
   NetlinkError,
 } from './rtnl.ts';
-export { buildVrf, createVrf, listVrfs, type Vrf } from './vrf.ts';
 export {
   addRule,
   delRule,
@@ -140,19 +139,19 @@ export {
   defaultRouteInterface,
   deleteLinkInNetns,
   getLinkDetails,
-  inMasterNetns,
   type IpvlanFlag,
   type IpvlanInfo,
   type IpvlanMode,
   type IpvlanOptions,
+  inMasterNetns,
   type LinkDetails,
   MACVLAN_FLAG_NODST,
   MACVLAN_FLAG_NOPROMISC,
   type MacvlanInfo,
   type MacvlanMode,
   type MacvlanOptions,
-  setNotifySysctls,
   type StackedLinkOptions,
+  setNotifySysctls,
   type VlanInfo,
   type VlanOptions,
   type VlanProtocol,
@@ -198,3 +197,4 @@ export {
   delLinkByNameAddr,
   hasErrno,
 } from './veth.ts';
+export { buildVrf, createVrf, listVrfs, type Vrf } from './vrf.ts';
