@@ -90,7 +90,7 @@ describe('the kit against plugins written for the tests', () => {
     assert.deepEqual(failed(r), ['add.failure-clean', 'add.ifname-exists']);
     const d = byId(r, 'add.failure-clean').detail;
     assert.match(d, /CNI_NETNS names no namespace: the failed ADD leaves host, container/);
-    assert.match(d, /\[host links\]\n\+ \{.*"ifname":"cfv[0-9a-f]{8}"/);
+    assert.match(d, /\[host links\]\n\+ \{.*"ifname":"cfv[0-9a-f]{8}p?"/);
     assert.match(d, /a DEL afterwards does remove it/);
   });
 
