@@ -119,7 +119,8 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
       steps.push({
         name: p,
         action: cur === text ? 'unchanged' : 'unit',
-        detail: cur === text ? 'same content' : cur === undefined ? 'write unit' : 'replace the existing unit',
+        detail:
+          cur === text ? 'same content' : cur === undefined ? 'write unit' : 'replace the existing unit',
       });
     }
   }

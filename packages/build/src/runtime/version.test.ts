@@ -21,7 +21,10 @@ test('versionText: version line, then commit, build date, back-end and architect
 
 test('versionText: a build from a modified work tree says so; no stamp says unknown', () => {
   const rt = { backend: 'node 20.20.2 (SEA)', platform: 'linux', arch: 'amd64' };
-  assert.match(versionText('cnikit', { ...stamp, dirty: true }, rt), /^commit: a{40} \(modified work tree\)$/m);
+  assert.match(
+    versionText('cnikit', { ...stamp, dirty: true }, rt),
+    /^commit: a{40} \(modified work tree\)$/m,
+  );
   const bare = versionText('mine', undefined, rt);
   assert.match(bare, /^mine unknown\ncommit: unknown\nbuild date: unknown\n/);
 });
