@@ -162,7 +162,7 @@ describe('interop with the Go reference plugins, both ways', () => {
         const a = { binary: join(impls[adder].path, plugin) };
         const b = { binary: join(impls[other].path, plugin) };
         const o = (impl: 'go' | 'cnikit') => ({ netns: c(0).path, path: impls[impl].path });
-        const res = expectOk(await cniCall(a, 'ADD', cf, o(adder)), `${adder} ADD`);
+        const res = expectOk<J>(await cniCall(a, 'ADD', cf, o(adder)), `${adder} ADD`);
         assert.equal(res.interfaces[0].name, 'eth0');
         states.push(containerState(c(0).name));
         // traffic to the outside: through the macvlan/ipvlan on m0, tagged 42 for the vlan
@@ -170,15 +170,15 @@ describe('interop with the Go reference plugins, both ways', () => {
         // the address was another MAC's a moment ago (the other implementation's macvlan): forget it
         ip(outside, ['neigh', 'flush', 'all']);
         assert.equal(talk(c(0).name, outsideAddr), 'outside', `${adder} ${plugin}: outside reachable`);
-        expectOk(await cniCall(b, 'CHECK', { ...cf, prevResult: res }, o(other)), `${other} CHECK`);
-        expectOk(await cniCall(a, 'CHECK', { ...cf, prevResult: res }, o(adder)), `${adder} CHECK`);
-        expectOk(await cniCall(b, 'DEL', cf, o(other)), `${other} DEL`);
+        expectOk<J>(await cniCall(b, 'CHECK', { ...cf, prevResult: res }, o(other)), `${other} CHECK`);
+        expectOk<J>(await cniCall(a, 'CHECK', { ...cf, prevResult: res }, o(adder)), `${adder} CHECK`);
+        expectOk<J>(await cniCall(b, 'DEL', cf, o(other)), `${other} DEL`);
         assert.equal(
           containerState(c(0).name),
           JSON.stringify({ links: [], routes: [''] }),
           `${other} DEL leaves nothing`,
         );
-        expectOk(await cniCall(a, 'DEL', cf, o(adder)), `${adder} DEL again`);
+        expectOk<J>(await cniCall(a, 'DEL', cf, o(adder)), `${adder} DEL again`);
       }
       // the MAC of a macvlan/vlan is random per ADD: compare everything else
       const noMac = (s: string) => s.replace(/"mac":"[0-9a-f:]+"/g, '"mac":"*"');
@@ -192,7 +192,7 @@ describe('two containers on one macvlan master', () => {
     const mv = { binary: join(DIST, 'macvlan') };
     const cf = (a: string) => confs.macvlan!(a);
     for (const [i, a] of ['10.76.0.30/24', '10.76.0.31/24'].entries())
-      expectOk(await cniCall(mv, 'ADD', cf(a), { netns: c(i).path, path: DIST, containerId: `two-${i}` }));
+      expectOk<J>(await cniCall(mv, 'ADD', cf(a), { netns: c(i).path, path: DIST, containerId: `two-${i}` }));
     servers.push(await serve(c(0).name, 'c0'), await serve(c(1).name, 'c1'));
     assert.equal(talk(c(0).name, '10.76.0.31'), 'c1', 'c0 → c1');
     assert.equal(talk(c(1).name, '10.76.0.30'), 'c0', 'c1 → c0');
@@ -206,7 +206,7 @@ describe('two containers on one macvlan master', () => {
       assert.match(neigh, new RegExp(`${a.replace(/\./g, '\\.')} lladdr ${mac}`));
     }
     for (const [i, a] of ['10.76.0.30/24', '10.76.0.31/24'].entries()) {
-      expectOk(await cniCall(mv, 'DEL', cf(a), { netns: c(i).path, path: DIST, containerId: `two-${i}` }));
+      expectOk<J>(await cniCall(mv, 'DEL', cf(a), { netns: c(i).path, path: DIST, containerId: `two-${i}` }));
       assert.equal(containerState(c(i).name), JSON.stringify({ links: [], routes: [''] }));
     }
   });

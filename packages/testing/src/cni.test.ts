@@ -48,7 +48,7 @@ test('source target: the plugin as a process from source, same outcome as in-pro
       ),
     );
     assert.deepEqual(
-      rs.map((r) => expectOk(r).interfaces[0].name),
+      rs.map((r) => expectOk(r).interfaces?.[0]?.name),
       ['b0', 'b1', 'b2'],
     );
     assert.equal(readdirSync(dir).length, 3);

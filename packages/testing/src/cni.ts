@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { type AnyPlugin, invokeInProcess } from '@cnikit/skel';
+import { type AnyPlugin, invokeInProcess, type Result } from '@cnikit/skel';
 import { setns } from '@cnikit/sys';
 
 export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
@@ -191,11 +191,13 @@ export function cniRunner(target: CniTarget, defaults: CniCallOptions = {}): Cni
   };
 }
 
-/** Assert a successful call and return its parsed stdout (undefined when the verb prints nothing). */
-// biome-ignore lint/suspicious/noExplicitAny: parsed JSON under test
-export function expectOk(r: CniOutcome, what = 'CNI call'): any {
+/**
+ * Assert a successful call and return its parsed stdout, typed as a current (1.x) result unless you name another
+ * type (`expectOk<VersionInfo>(r)`, `expectOk<Result020>(r)`); undefined when the verb prints nothing (DEL, CHECK).
+ */
+export function expectOk<T = Result>(r: CniOutcome, what = 'CNI call'): T {
   assert.equal(r.code, 0, `${what} failed (exit ${r.code}): ${r.stdout}${r.stderr}`);
-  return r.json;
+  return r.json as T;
 }
 
 /**

@@ -70,3 +70,19 @@ export { n, s };
 `;
   assert.deepEqual(errorLines(src), marked(src));
 });
+
+test('expectOk returns a typed result (the current 1.x shape unless another type is named), not any', () => {
+  const src = `import { type CniOutcome, expectOk } from '@cnikit/testing';
+import type { Result020 } from '@cnikit/skel';
+declare const r: CniOutcome;
+const res = expectOk(r);
+const v: string = res.cniVersion;
+const name: string | undefined = res.interfaces?.[0]?.name;
+const n: number = res.cniVersion; // error
+res.noSuchField; // error
+const old = expectOk<Result020>(r);
+const ip: string | undefined = old.ip4?.ip;
+export { ip, n, name, v };
+`;
+  assert.deepEqual(errorLines(src), marked(src));
+});

@@ -11,6 +11,9 @@ import { tbfParams } from './config.ts';
 import { plugin } from './index.ts';
 import { ifbDeviceName, ownerAlias } from './names.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: result JSON of every spec version under test
+type J = any;
+
 const GO = '/usr/lib/cni/bandwidth';
 const NET = 'bwnet';
 const env = sandboxForFile({ enterHost: true });
@@ -91,7 +94,7 @@ describe('bandwidth ADD', () => {
   for (const v of ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']) {
     test(`ingress and egress shaping, spec ${v}`, async () => {
       const host = freshVeth(1400);
-      const r = expectOk(await ours().add(conf(host, LIMITS, v)));
+      const r = expectOk<J>(await ours().add(conf(host, LIMITS, v)));
       assert.equal(r.cniVersion, v);
       assert.equal(r.interfaces.length, 3);
       const ifb = link(IFB);
@@ -128,7 +131,7 @@ describe('bandwidth ADD', () => {
           ['mirred', 'redirect', IFB, { type: 'pass' }],
         ],
       );
-      expectOk(await ours().del(conf(host, LIMITS, v)));
+      expectOk<J>(await ours().del(conf(host, LIMITS, v)));
       assert.ok(!linkExists(IFB), 'DEL removes the IFB');
     });
   }
@@ -147,7 +150,7 @@ describe('bandwidth ADD', () => {
       const states: string[] = [];
       for (const runner of [ours(), go()]) {
         const host = freshVeth();
-        expectOk(await runner.add(conf(host, limits, '0.4.0')));
+        expectOk<J>(await runner.add(conf(host, limits, '0.4.0')));
         const norm = (s: string) => s.replaceAll(host, 'HOST').replace(/"(handle|parent)":"[^"]*"/g, '$&');
         const q = [...qdiscs(host), ...qdiscs(IFB)].map((x) => ({
           kind: x.kind,
@@ -163,7 +166,7 @@ describe('bandwidth ADD', () => {
           return x;
         });
         states.push(norm(JSON.stringify({ q, f, mtu: link(IFB).mtu })));
-        expectOk(await runner.del(conf(host, limits, '0.4.0')));
+        expectOk<J>(await runner.del(conf(host, limits, '0.4.0')));
       }
       assert.equal(states[0], states[1], `same qdiscs/filters as Go for ${JSON.stringify(limits)}`);
     }
@@ -171,16 +174,16 @@ describe('bandwidth ADD', () => {
 
   test('ingress disabled: no TBF on the host veth; egress disabled: no IFB', async () => {
     let host = freshVeth();
-    let r = expectOk(await ours().add(conf(host, { egressRate: 1_000_000, egressBurst: 100_000 })));
+    let r = expectOk<J>(await ours().add(conf(host, { egressRate: 1_000_000, egressBurst: 100_000 })));
     assert.deepEqual(
       qdiscs(host).map((q) => q.kind),
       ['noqueue', 'ingress'],
     );
     assert.ok(linkExists(IFB));
     assert.equal(r.interfaces.length, 3);
-    expectOk(await ours().del(conf(host)));
+    expectOk<J>(await ours().del(conf(host)));
     host = freshVeth();
-    r = expectOk(await ours().add(conf(host, { ingressRate: 1_000_000, ingressBurst: 100_000 })));
+    r = expectOk<J>(await ours().add(conf(host, { ingressRate: 1_000_000, ingressBurst: 100_000 })));
     assert.deepEqual(
       qdiscs(host).map((q) => q.kind),
       ['tbf'],
@@ -193,7 +196,7 @@ describe('bandwidth ADD', () => {
     for (const extra of [{}, { ingressRate: 0, ingressBurst: 0, egressRate: 0, egressBurst: 0 }]) {
       const host = freshVeth();
       const c = conf(host, extra);
-      const r = expectOk(await ours().add(c));
+      const r = expectOk<J>(await ours().add(c));
       assert.deepEqual(r.interfaces, c.prevResult.interfaces);
       assert.deepEqual(
         qdiscs(host).map((q) => q.kind),
@@ -207,13 +210,13 @@ describe('bandwidth ADD', () => {
     const tick = tickInUsec();
     let host = freshVeth();
     const rc = { ingressRate: 2_000_000, ingressBurst: 400_000, egressRate: 3_000_000, egressBurst: 600_000 };
-    expectOk(await ours().add(conf(host, { runtimeConfig: { bandwidth: rc } })));
+    expectOk<J>(await ours().add(conf(host, { runtimeConfig: { bandwidth: rc } })));
     assert.deepEqual(tbfOf(host), tbfParams(rc.ingressRate, rc.ingressBurst, tick));
     assert.deepEqual(tbfOf(IFB), tbfParams(rc.egressRate, rc.egressBurst, tick));
-    expectOk(await ours().del(conf(host)));
+    expectOk<J>(await ours().del(conf(host)));
 
     host = freshVeth();
-    expectOk(await ours().add(conf(host, { ingressRate: 0, runtimeConfig: { bandwidth: rc } })));
+    expectOk<J>(await ours().add(conf(host, { ingressRate: 0, runtimeConfig: { bandwidth: rc } })));
     assert.deepEqual(
       qdiscs(host).map((q) => q.kind),
       ['noqueue'],
@@ -228,20 +231,20 @@ describe('bandwidth ADD', () => {
       EgressBurst: 4_294_967_295,
     };
     const c = conf(host, { RuntimeConfig: { bandwidth: containerd } });
-    expectOk(await ours().add(c));
+    expectOk<J>(await ours().add(c));
     assert.deepEqual(tbfOf(IFB)?.rate, 375_000);
     assert.deepEqual(tbfOf(host)?.rate, 250_000);
     assert.equal(tbfOf(host)?.limit, tbfParams(2_000_000, 4_294_967_295, tick).limit);
     const oursTbf = tbfOf(host);
     // The Go plugin computes the same values (and the kernel clamps a 4 GiB-bit bucket the same way for both).
     const goHost = freshVeth();
-    expectOk(
+    expectOk<J>(
       await go().add(conf(goHost, { RuntimeConfig: { bandwidth: containerd } }, '0.4.0'), {
         containerId: 'ctr2',
       }),
     );
     assert.deepEqual(tbfOf(goHost), oursTbf);
-    expectOk(await go().del(conf(goHost, {}, '0.4.0'), { containerId: 'ctr2' }));
+    expectOk<J>(await go().del(conf(goHost, {}, '0.4.0'), { containerId: 'ctr2' }));
   });
 
   test('invalid rate/burst combinations and values: the reference’s messages, nothing created', async () => {
@@ -261,8 +264,8 @@ describe('bandwidth ADD', () => {
       expectCniError(await ours().del(conf(host, extra)), code, msg);
     }
     // 4 GiB − 16 bits is accepted (upstream validateRateAndBurst vector)
-    expectOk(await ours().add(conf(host, { egressRate: 1_000_000, egressBurst: 34_359_738_352 })));
-    expectOk(await ours().del(conf(host)));
+    expectOk<J>(await ours().add(conf(host, { egressRate: 1_000_000, egressBurst: 34_359_738_352 })));
+    expectOk<J>(await ours().del(conf(host)));
     assert.deepEqual(
       qdiscs(host).map((q) => q.kind),
       ['noqueue', 'ingress'],
@@ -358,18 +361,18 @@ describe('bandwidth ADD', () => {
 describe('bandwidth DEL', () => {
   test('removes the IFB with a 0.3.0 config, without netns or prevResult; idempotent', async () => {
     const host = freshVeth();
-    expectOk(await ours().add(conf(host, LIMITS, '0.3.0')));
+    expectOk<J>(await ours().add(conf(host, LIMITS, '0.3.0')));
     assert.ok(linkExists(IFB));
     const { prevResult: _p, ...noPrev } = conf(host, LIMITS, '0.3.0');
-    expectOk(await ours().del(noPrev, { netns: '' }));
+    expectOk<J>(await ours().del(noPrev, { netns: '' }));
     assert.ok(!linkExists(IFB));
-    expectOk(await ours().del(noPrev, { netns: '' }));
-    expectOk(await ours().del(conf(host, LIMITS, '0.3.0')));
+    expectOk<J>(await ours().del(noPrev, { netns: '' }));
+    expectOk<J>(await ours().del(conf(host, LIMITS, '0.3.0')));
   });
 
   test('a device with the IFB’s name that is not an IFB is left alone', async () => {
     env.sb.exec('ip', ['link', 'add', IFB, 'type', 'bridge']);
-    expectOk(await ours().del(conf('x')));
+    expectOk<J>(await ours().del(conf('x')));
     assert.ok(linkExists(IFB));
     env.sb.exec('ip', ['link', 'del', IFB]);
   });
@@ -379,9 +382,9 @@ describe('bandwidth CHECK', () => {
   test('passes after ADD, fails after a change behind its back, with the reference’s messages', async () => {
     const host = freshVeth();
     const c = conf(host);
-    expectOk(await ours().add(c));
-    expectOk(await ours().check(c));
-    expectOk(await go().check({ ...c, cniVersion: '1.0.0' }), 'the Go CHECK agrees');
+    expectOk<J>(await ours().add(c));
+    expectOk<J>(await ours().check(c));
+    expectOk<J>(await go().check({ ...c, cniVersion: '1.0.0' }), 'the Go CHECK agrees');
     expectCniError(
       await ours().check(conf(host, { ...LIMITS, ingressRate: 9_000_000 })),
       999,
@@ -410,7 +413,7 @@ describe('bandwidth CHECK', () => {
 
   test('no bandwidth configured: success once the host veth is found (Go 1.1.1 crashes here)', async () => {
     const host = freshVeth();
-    expectOk(await ours().check(conf(host, {})));
+    expectOk<J>(await ours().check(conf(host, {})));
     const c = conf(host, {});
     expectCniError(
       await ours().check({ ...c, prevResult: { ...c.prevResult, interfaces: [] } }),
@@ -434,19 +437,19 @@ describe('bandwidth interop with the Go plugin', () => {
   test('ADD by Go, CHECK and DEL by cnikit', async () => {
     const host = freshVeth();
     const c = conf(host, LIMITS, '0.4.0');
-    const r = expectOk(await go().add(c));
+    const r = expectOk<J>(await go().add(c));
     assert.equal(r.interfaces[2].name, IFB);
-    expectOk(await ours().check(c));
-    expectOk(await ours().del(c));
+    expectOk<J>(await ours().check(c));
+    expectOk<J>(await ours().del(c));
     assert.ok(!linkExists(IFB));
   });
 
   test('ADD by cnikit, CHECK and DEL by Go', async () => {
     const host = freshVeth();
     const c = conf(host, LIMITS, '0.4.0');
-    expectOk(await ours().add(c));
-    expectOk(await go().check(c));
-    expectOk(await go().del(c));
+    expectOk<J>(await ours().add(c));
+    expectOk<J>(await go().check(c));
+    expectOk<J>(await go().del(c));
     assert.ok(!linkExists(IFB));
   });
 });
@@ -458,29 +461,29 @@ describe('bandwidth GC and STATUS', () => {
       const host = freshVeth();
       hosts.push(host);
       env.sb.exec('ip', ['link', 'set', 'eth0', 'name', `e${id}`], { ns: 'container' });
-      expectOk(await ours().add(conf(host), { containerId: id, ifName: `e${id}` }));
+      expectOk<J>(await ours().add(conf(host), { containerId: id, ifName: `e${id}` }));
     }
     // another network's IFB and a Go-made one (no alias) must survive
     const other = freshVeth();
-    expectOk(await ours().add({ ...conf(other), name: 'othernet' }, { containerId: 'a' }));
+    expectOk<J>(await ours().add({ ...conf(other), name: 'othernet' }, { containerId: 'a' }));
     const goHost = freshVeth();
-    expectOk(await go().add(conf(goHost, LIMITS, '0.4.0'), { containerId: 'g' }));
+    expectOk<J>(await go().add(conf(goHost, LIMITS, '0.4.0'), { containerId: 'g' }));
     const gcConf = {
       cniVersion: '1.1.0',
       name: NET,
       type: 'bandwidth',
       'cni.dev/valid-attachments': [{ containerID: 'b', ifname: 'eb' }],
     };
-    expectOk(await ours().gc(gcConf));
+    expectOk<J>(await ours().gc(gcConf));
     assert.deepEqual(
       ifbs().sort(),
       [ifbDeviceName(NET, 'b'), ifbDeviceName('othernet', 'a'), ifbDeviceName(NET, 'g')].sort(),
     );
-    expectOk(await ours().status({ cniVersion: '1.1.0', name: NET, type: 'bandwidth' }));
+    expectOk<J>(await ours().status({ cniVersion: '1.1.0', name: NET, type: 'bandwidth' }));
   });
 
   test('VERSION lists 0.3.0 and later', async () => {
-    const r = expectOk(await ours().version());
+    const r = expectOk<J>(await ours().version());
     assert.deepEqual(r.supportedVersions, ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']);
   });
 });

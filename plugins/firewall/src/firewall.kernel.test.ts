@@ -21,6 +21,9 @@ import {
 } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: result JSON of every spec version under test
+type J = any;
+
 const GO = '/usr/lib/cni/firewall';
 const env = sandboxForFile({ enterHost: true });
 let other: NamedNetns;
@@ -101,71 +104,73 @@ describe('firewall iptables backend', () => {
   test('ADD: exact rules for v4 + v6, the same text as the Go firewall in another namespace', async () => {
     reset();
     reset(other.name);
-    const r = expectOk(await cni.add(conf()));
+    const r = expectOk<J>(await cni.add(conf()));
     assert.deepEqual(r, prevResult());
     assert.equal(filter(4), V4_ADDED);
     assert.equal(
       filter(6),
       V4_ADDED.replace('-d 10.1.2.2/32', '-d fd00::2/128').replace('-s 10.1.2.2/32', '-s fd00::2/128'),
     );
-    expectOk(await go.add(conf(), { inNetns: other.name }), 'Go firewall ADD');
+    expectOk<J>(await go.add(conf(), { inNetns: other.name }), 'Go firewall ADD');
     assert.equal(filter(4), filter(4, other.name), 'IPv4 filter table as the Go plugin leaves it');
     assert.equal(filter(6), filter(6, other.name), 'IPv6 filter table as the Go plugin leaves it');
     // a second ADD of the same attachment adds nothing
-    expectOk(await cni.add(conf()));
+    expectOk<J>(await cni.add(conf()));
     assert.equal(filter(4), V4_ADDED);
     // a second container appends its rules after the first one's
-    expectOk(await cni.add(conf({}, '1.0.0', ['10.1.2.3/24']), { containerId: 'ctr-b' }));
-    expectOk(await go.add(conf({}, '1.0.0', ['10.1.2.3/24']), { containerId: 'ctr-b', inNetns: other.name }));
+    expectOk<J>(await cni.add(conf({}, '1.0.0', ['10.1.2.3/24']), { containerId: 'ctr-b' }));
+    expectOk<J>(
+      await go.add(conf({}, '1.0.0', ['10.1.2.3/24']), { containerId: 'ctr-b', inNetns: other.name }),
+    );
     assert.equal(filter(4), filter(4, other.name));
     assert.match(filter(4), /-s 10\.1\.2\.2\/32 -j ACCEPT\n-A CNI-FORWARD -d 10\.1\.2\.3\/32/);
-    expectOk(await cni.del(conf({}, '1.0.0', ['10.1.2.3/24']), { containerId: 'ctr-b' }));
-    expectOk(await cni.del(conf()));
+    expectOk<J>(await cni.del(conf({}, '1.0.0', ['10.1.2.3/24']), { containerId: 'ctr-b' }));
+    expectOk<J>(await cni.del(conf()));
   });
 
   test('every supported spec version; 0.3.1 and older refused', async () => {
     for (const v of ['0.4.0', '1.0.0', '1.1.0']) {
       reset();
-      const r = expectOk(await cni.add(conf({}, v)), `ADD ${v}`);
+      const r = expectOk<J>(await cni.add(conf({}, v)), `ADD ${v}`);
       assert.equal(r.cniVersion, v);
       assert.deepEqual(r.ips, prevResult(v).ips, `prevResult passes through (${v})`);
       assert.equal(filter(4), V4_ADDED, `rules for ${v}`);
-      expectOk(await cni.check(conf({}, v)), `CHECK ${v}`);
-      expectOk(await cni.del(conf({}, v)), `DEL ${v}`);
+      expectOk<J>(await cni.check(conf({}, v)), `CHECK ${v}`);
+      expectOk<J>(await cni.del(conf({}, v)), `DEL ${v}`);
       assert.doesNotMatch(filter(4), /10\.1\.2\.2/);
     }
     for (const v of ['0.3.1', '0.3.0', '0.2.0']) {
       expectCniError(await cni.add(conf({}, v)), 1, /incompatible CNI versions|does not support/);
     }
-    const ver = expectOk(await cni.version());
+    const ver = expectOk<J>(await cni.version());
     assert.deepEqual(ver.supportedVersions, ['0.4.0', '1.0.0', '1.1.0']);
   });
 
   test('only the families that have addresses are touched', async () => {
     reset();
-    expectOk(await cni.add(conf({}, '1.0.0', ['10.1.2.2/24'])));
+    expectOk<J>(await cni.add(conf({}, '1.0.0', ['10.1.2.2/24'])));
     assert.equal(filter(4), V4_ADDED);
     assert.equal(filter(6), EMPTY, 'ip6tables untouched by an IPv4-only result');
-    expectOk(await cni.check(conf({}, '1.0.0', ['10.1.2.2/24'])));
-    expectOk(await cni.del(conf({}, '1.0.0', ['10.1.2.2/24'])));
+    expectOk<J>(await cni.check(conf({}, '1.0.0', ['10.1.2.2/24'])));
+    expectOk<J>(await cni.del(conf({}, '1.0.0', ['10.1.2.2/24'])));
     assert.equal(filter(6), EMPTY);
   });
 
   test('custom admin chain', async () => {
     reset();
     const c = conf({ iptablesAdminChainName: 'MY-ADMIN' });
-    expectOk(await cni.add(c));
+    expectOk<J>(await cni.add(c));
     const t = filter(4);
     assert.match(t, /^:MY-ADMIN -$/m);
     assert.doesNotMatch(t, /CNI-ADMIN/);
     assert.match(t, /-A CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j MY-ADMIN/);
-    expectOk(await cni.check(c));
+    expectOk<J>(await cni.check(c));
     expectCniError(
       await cni.check(conf()),
       999,
       'expected CNI-FORWARD rule [-m comment --comment CNI firewall plugin admin overrides -j CNI-ADMIN] not found',
     );
-    expectOk(await cni.del(c));
+    expectOk<J>(await cni.del(c));
   });
 
   test('CHECK: before ADD (nothing created), after ADD, after tampering', async () => {
@@ -177,8 +182,8 @@ describe('firewall iptables backend', () => {
     );
     assert.equal(filter(4), EMPTY, 'CHECK created nothing (the reference creates the chains)');
     assert.equal(filter(6), EMPTY);
-    expectOk(await cni.add(conf()));
-    expectOk(await cni.check(conf()));
+    expectOk<J>(await cni.add(conf()));
+    expectOk<J>(await cni.check(conf()));
     exec('ip6tables', ['-D', 'CNI-FORWARD', '-s', 'fd00::2/128', '-j', 'ACCEPT']);
     expectCniError(await cni.check(conf()), 999, 'expected rule [-s fd00::2/128 -j ACCEPT] not found');
     exec('iptables', [
@@ -213,14 +218,14 @@ describe('firewall iptables backend', () => {
     );
     assert.equal(filter(4), before, 'CHECK changed nothing');
     // ADD repairs what is missing
-    expectOk(await cni.add(conf()));
-    expectOk(await cni.check(conf()));
-    expectOk(await cni.del(conf()));
+    expectOk<J>(await cni.add(conf()));
+    expectOk<J>(await cni.check(conf()));
+    expectOk<J>(await cni.del(conf()));
   });
 
   test('DEL: per-address rules go, shared chains and jumps stay; idempotent; without prevResult (record)', async () => {
     reset();
-    expectOk(await cni.add(conf()));
+    expectOk<J>(await cni.add(conf()));
     const rec = join(data.path, 'fwnet:ctr-a:eth0.json');
     assert.deepEqual(JSON.parse(readFileSync(rec, 'utf8')), {
       network: 'fwnet',
@@ -230,26 +235,26 @@ describe('firewall iptables backend', () => {
       zone: 'trusted',
       ips: ['10.1.2.2/32', 'fd00::2/128'],
     });
-    expectOk(await cni.del(noPrev(conf())));
+    expectOk<J>(await cni.del(noPrev(conf())));
     const shared = V4_ADDED.split('\n')
       .filter((l) => !l.includes('10.1.2.2'))
       .join('\n');
     assert.equal(filter(4), shared, 'DEL without prevResult removed the rules through the record');
     assert.doesNotMatch(filter(6), /fd00::2/);
     assert.ok(!readdirSync(data.path).includes('fwnet:ctr-a:eth0.json'), 'record removed');
-    expectOk(await cni.del(conf()), 'second DEL');
-    expectOk(await cni.del(noPrev(conf())), 'DEL without prevResult nor record');
+    expectOk<J>(await cni.del(conf()), 'second DEL');
+    expectOk<J>(await cni.del(noPrev(conf())), 'DEL without prevResult nor record');
     assert.equal(filter(4), shared);
     // nothing of ours in iptables at all: DEL succeeds and creates nothing
     reset();
-    expectOk(await cni.del(conf()));
-    expectOk(await cni.del(noPrev(conf())));
+    expectOk<J>(await cni.del(conf()));
+    expectOk<J>(await cni.del(noPrev(conf())));
     assert.equal(filter(4), EMPTY);
     assert.equal(filter(6), EMPTY);
     // ADD → CHECK → DEL leaves only the shared chains
-    expectOk(await cni.add(conf()));
-    expectOk(await cni.check(conf()));
-    expectOk(await cni.del(conf()));
+    expectOk<J>(await cni.add(conf()));
+    expectOk<J>(await cni.check(conf()));
+    expectOk<J>(await cni.del(conf()));
     assert.equal(filter(4), shared);
   });
 
@@ -289,7 +294,7 @@ describe('firewall iptables backend', () => {
     const temps = readdirSync(dir);
     assert.equal(temps.length, 1, String(temps));
     assert.match(temps[0] as string, /^\.fwnet:ctr-k:eth0\.json\..*\.tmp$/);
-    expectOk(await cni.del(noPrev(c), { containerId: 'ctr-k' }));
+    expectOk<J>(await cni.del(noPrev(c), { containerId: 'ctr-k' }));
     assert.doesNotMatch(filter(4), ours);
     assert.doesNotMatch(filter(6), ours);
     assert.deepEqual(readdirSync(dir), [], 'DEL removed the temp file of the killed write');
@@ -298,7 +303,7 @@ describe('firewall iptables backend', () => {
     r = await killedAt('fsync:when=2').add(c);
     assert.equal(r.signal, 'SIGKILL', `killed at the second fsync: ${r.code} ${r.stderr}`);
     assert.deepEqual(readdirSync(dir), [record]);
-    expectOk(await cni.del(noPrev(c), { containerId: 'ctr-k' }));
+    expectOk<J>(await cni.del(noPrev(c), { containerId: 'ctr-k' }));
     assert.doesNotMatch(filter(4), ours);
     assert.doesNotMatch(filter(6), ours);
     assert.deepEqual(readdirSync(dir), []);
@@ -311,15 +316,15 @@ describe('firewall iptables backend', () => {
       ['gc-b', '10.1.3.2/24'],
       ['gc-c', '10.1.3.3/24'],
     ] as const) {
-      expectOk(
+      expectOk<J>(
         await cni.add(conf({}, '1.1.0', [ip, `fd00::3:${ip.split('.')[3]!.split('/')[0]}/64`]), {
           containerId: id,
         }),
       );
     }
-    expectOk(await cni.add(conf({ name: 'othernet' }, '1.1.0', ['10.1.4.1/24']), { containerId: 'gc-x' }));
+    expectOk<J>(await cni.add(conf({ name: 'othernet' }, '1.1.0', ['10.1.4.1/24']), { containerId: 'gc-x' }));
     // gc-c died without DEL; its address went to gc-d, alive: GC must not remove gc-d's rules
-    expectOk(await cni.add(conf({}, '1.1.0', ['10.1.3.3/24']), { containerId: 'gc-d' }));
+    expectOk<J>(await cni.add(conf({}, '1.1.0', ['10.1.3.3/24']), { containerId: 'gc-d' }));
     const gcConf = {
       cniVersion: '1.1.0',
       name: 'fwnet',
@@ -331,7 +336,7 @@ describe('firewall iptables backend', () => {
         { containerID: 'gc-d', ifname: 'eth0' },
       ],
     };
-    expectOk(await cni.gc(gcConf));
+    expectOk<J>(await cni.gc(gcConf));
     const t = filter(4);
     assert.match(t, /-s 10\.1\.3\.2\/32 -j ACCEPT/, 'valid attachment kept');
     assert.doesNotMatch(t, /10\.1\.3\.1\//, 'stale attachment removed');
@@ -349,10 +354,10 @@ describe('firewall iptables backend', () => {
         .sort(),
       ['fwnet:gc-b:eth0.json', 'fwnet:gc-d:eth0.json', 'othernet:gc-x:eth0.json'],
     );
-    expectOk(await cni.gc(gcConf), 'second GC');
-    expectOk(await cni.gc({ ...gcConf, 'cni.dev/valid-attachments': [] }));
+    expectOk<J>(await cni.gc(gcConf), 'second GC');
+    expectOk<J>(await cni.gc({ ...gcConf, 'cni.dev/valid-attachments': [] }));
     assert.doesNotMatch(filter(4), /10\.1\.3\.[23]\//);
-    expectOk(await cni.gc({ ...gcConf, name: 'othernet', 'cni.dev/valid-attachments': [] }));
+    expectOk<J>(await cni.gc({ ...gcConf, name: 'othernet', 'cni.dev/valid-attachments': [] }));
     assert.deepEqual(
       readdirSync(data.path).filter((n) => n.endsWith('.json')),
       [],
@@ -367,7 +372,7 @@ describe('firewall iptables backend', () => {
       backend: 'iptables',
       dataDir: data.path,
     };
-    expectOk(await cni.status(st));
+    expectOk<J>(await cni.status(st));
     const path = process.env.PATH;
     process.env.PATH = '/nonexistent';
     try {
@@ -394,31 +399,31 @@ describe('firewall iptables backend', () => {
     assert.equal(filter(4), EMPTY, 'no IPv4 rule added');
     assert.equal(filter(6), EMPTY, 'no IPv6 rule added');
     // rules that were there before the failing ADD stay
-    expectOk(await cni.add(conf({}, '1.0.0', ['10.1.2.2/24'])));
+    expectOk<J>(await cni.add(conf({}, '1.0.0', ['10.1.2.2/24'])));
     expectCniError(await cni.add(conf({ dataDir: file })), 999, /failed to write the firewall record/);
     assert.match(filter(4), /-s 10\.1\.2\.2\/32 -j ACCEPT/, 'pre-existing IPv4 rules kept');
     assert.doesNotMatch(filter(6), /fd00::2/, 'the IPv6 rules this ADD added are gone');
-    expectOk(await cni.del(conf()));
+    expectOk<J>(await cni.del(conf()));
   });
 
   test('ADD by the Go firewall, CHECK and DEL by cnikit; and the other way round', async () => {
     reset();
-    expectOk(await go.add(conf()), 'Go ADD');
-    expectOk(await cni.check(conf()), 'cnikit CHECK of the Go rules');
-    expectOk(await cni.del(conf()), 'cnikit DEL of the Go rules');
+    expectOk<J>(await go.add(conf()), 'Go ADD');
+    expectOk<J>(await cni.check(conf()), 'cnikit CHECK of the Go rules');
+    expectOk<J>(await cni.del(conf()), 'cnikit DEL of the Go rules');
     assert.doesNotMatch(filter(4), /10\.1\.2\.2/);
     assert.doesNotMatch(filter(6), /fd00::2/);
     expectCniError(await go.check(conf()), 999, /not found/);
     reset();
-    expectOk(await cni.add(conf()), 'cnikit ADD');
+    expectOk<J>(await cni.add(conf()), 'cnikit ADD');
     const ours = filter(4);
-    expectOk(await go.check(conf()), 'Go CHECK of the cnikit rules');
+    expectOk<J>(await go.check(conf()), 'Go CHECK of the cnikit rules');
     assert.equal(filter(4), ours, 'nothing for the Go CHECK to create');
-    expectOk(await go.del(conf()), 'Go DEL of the cnikit rules');
+    expectOk<J>(await go.del(conf()), 'Go DEL of the cnikit rules');
     assert.doesNotMatch(filter(4), /10\.1\.2\.2/);
     assert.doesNotMatch(filter(6), /fd00::2/);
     expectCniError(await cni.check(conf()), 999, /expected rule \[-d 10\.1\.2\.2\/32/);
-    expectOk(await cni.del(conf()), 'cnikit DEL after the Go DEL');
+    expectOk<J>(await cni.del(conf()), 'cnikit DEL after the Go DEL');
   });
 });
 
@@ -443,7 +448,7 @@ describe('ingress policy', () => {
     reset();
     reset(other.name);
     const c = conf({ ingressPolicy: 'same-bridge' });
-    expectOk(await cni.add(c));
+    expectOk<J>(await cni.add(c));
     assert.equal(rules(4), SAME);
     assert.match(filter(4), /^:CNI-ISOLATION-STAGE-1 -$/m);
     assert.equal(
@@ -451,7 +456,7 @@ describe('ingress policy', () => {
       SAME.replace('-d 10.1.2.2/32', '-d fd00::2/128').replace('-s 10.1.2.2/32', '-s fd00::2/128'),
     );
     // a second bridge adds its rules before the others
-    expectOk(
+    expectOk<J>(
       await cni.add(
         { ...c, prevResult: { ...prevResult(), interfaces: [{ name: 'cni1' }] } },
         { containerId: 'b2' },
@@ -465,7 +470,7 @@ describe('ingress policy', () => {
       rules(4),
       /-A CNI-ISOLATION-STAGE-2 -o cni1 [^\n]*-j DROP\n-A CNI-ISOLATION-STAGE-2 -o cni0 [^\n]*-j DROP/,
     );
-    expectOk(await go.add(c, { inNetns: other.name }));
+    expectOk<J>(await go.add(c, { inNetns: other.name }));
     // Debian's Go firewall is 1.1.1: its shared rules carry "(ingressPolicy: same-bridge)" (HEAD: "same-bridge|isolated")
     const goRules = filter(4, other.name)
       .split('\n')
@@ -476,14 +481,14 @@ describe('ingress policy', () => {
       SAME.replaceAll('(ingressPolicy: same-bridge|isolated)', '(ingressPolicy: same-bridge)'),
     );
     // DEL keeps the isolation rules (shared by the bridge)
-    expectOk(await cni.del(c));
+    expectOk<J>(await cni.del(c));
     assert.match(rules(4), /-A CNI-ISOLATION-STAGE-2 -o cni0 [^\n]*-j DROP/);
     assert.doesNotMatch(rules(4), /10\.1\.2\.2/);
   });
 
   test('isolated: the extra DROP rule first in stage 1', async () => {
     reset();
-    expectOk(await cni.add(conf({ ingressPolicy: 'isolated' })));
+    expectOk<J>(await cni.add(conf({ ingressPolicy: 'isolated' })));
     const t = rules(4).split('\n');
     assert.deepEqual(
       t.filter((l) => l.startsWith('-A CNI-ISOLATION-STAGE-1')),
@@ -493,8 +498,8 @@ describe('ingress policy', () => {
         `-A CNI-ISOLATION-STAGE-1 ${DEF} -j RETURN`,
       ],
     );
-    expectOk(await cni.check(conf({ ingressPolicy: 'isolated' })));
-    expectOk(await cni.del(conf({ ingressPolicy: 'isolated' })));
+    expectOk<J>(await cni.check(conf({ ingressPolicy: 'isolated' })));
+    expectOk<J>(await cni.del(conf({ ingressPolicy: 'isolated' })));
   });
 
   test("bridge name errors are the reference's, and change nothing", async () => {
@@ -532,7 +537,7 @@ describe('bad input', () => {
       7,
       'unknown ingress policy: "closed"',
     );
-    expectOk(await cni.add(conf()));
+    expectOk<J>(await cni.add(conf()));
     expectCniError(await cni.del(bad), 7, 'unknown ingress policy: "closed"');
     assert.doesNotMatch(filter(4), /10\.1\.2\.2/, 'rules removed before the error, like the reference');
   });
@@ -555,9 +560,9 @@ describe('bad input', () => {
       assert.match(e.msg, /^invalid iptablesAdminChainName /);
     }
     assert.equal(filter(4), EMPTY);
-    expectOk(await cni.add(conf({ iptablesAdminChainName: 'a'.repeat(28) })));
+    expectOk<J>(await cni.add(conf({ iptablesAdminChainName: 'a'.repeat(28) })));
     assert.match(filter(4), new RegExp(`^:${'a'.repeat(28)} -$`, 'm'));
-    expectOk(await cni.del(conf({ iptablesAdminChainName: 'a'.repeat(28) })));
+    expectOk<J>(await cni.del(conf({ iptablesAdminChainName: 'a'.repeat(28) })));
   });
 
   test('missing prevResult, wrong types, unparsable prevResult', async () => {
@@ -581,9 +586,9 @@ describe('bad input', () => {
     );
     assert.equal(filter(4), EMPTY);
     // an unknown backend name means "auto" like the reference: here iptables
-    expectOk(await cni.add(conf({ backend: 'nftables' })));
+    expectOk<J>(await cni.add(conf({ backend: 'nftables' })));
     assert.equal(filter(4), V4_ADDED);
-    expectOk(await cni.del(conf({ backend: 'nftables' })));
+    expectOk<J>(await cni.del(conf({ backend: 'nftables' })));
   });
 });
 

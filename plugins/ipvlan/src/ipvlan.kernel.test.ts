@@ -81,7 +81,7 @@ describe('ipvlan ADD/CHECK/DEL', () => {
     test(`mode ${mode || '(default l2)'}${mode ? ', explicit master, mtu' : ', default master'}`, async () => {
       const cf = conf({ ...(mode ? { mode, master: 'i0', mtu: 1400 } : {}), ...staticIpam('10.72.0.10/24') });
       const o = { ...opts, netns: c(0).path };
-      const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
       assert.equal(res.interfaces.length, 1);
       assert.equal(res.interfaces[0].name, 'eth0');
       assert.equal(res.interfaces[0].sandbox, c(0).path);
@@ -98,10 +98,10 @@ describe('ipvlan ADD/CHECK/DEL', () => {
         nl.getLinkOrThrow('i0').index,
       );
       assert.deepEqual(addrs(c(0).name, 'eth0'), ['10.72.0.10/24']);
-      expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-      expectOk(await cniCall(plugin, 'DEL', cf, o));
+      expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
       assert.deepEqual(linkNames(c(0).name), ['lo']);
-      expectOk(await cniCall(plugin, 'DEL', cf, o));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
     });
   }
 
@@ -109,14 +109,14 @@ describe('ipvlan ADD/CHECK/DEL', () => {
     test(`cniVersion ${v}`, async () => {
       const cf = { ...conf(staticIpam('10.72.0.11/24')), cniVersion: v };
       const o = { ...opts, netns: c(0).path };
-      const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
       assert.equal(res.cniVersion, v);
       if (v.startsWith('0.1') || v.startsWith('0.2')) assert.equal(res.ip4.ip, '10.72.0.11/24');
       else assert.equal(res.ips[0].address, '10.72.0.11/24');
       // CHECK exists from spec 0.4.0 on
       if (v === '0.4.0' || v === '1.0.0')
-        expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-      expectOk(await cniCall(plugin, 'DEL', cf, o));
+        expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
       assert.deepEqual(linkNames(c(0).name), ['lo']);
     });
   }
@@ -129,14 +129,14 @@ describe('ipvlan ADD/CHECK/DEL', () => {
       routes: [{ dst: '10.98.0.0/16', gw: '10.72.0.1' }],
     };
     const cf = { ...conf(), cniVersion: '1.0.0', prevResult };
-    const res = expectOk(await cniCall(plugin, 'ADD', cf, { netns: c(0).path }));
+    const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, { netns: c(0).path }));
     assert.deepEqual(res.interfaces, [
       { name: 'eth0', mac: nl.getLinkOrThrow('i0').mac, sandbox: c(0).path },
     ]);
     assert.deepEqual(res.ips, [{ address: '10.72.0.20/24', gateway: '10.72.0.1', interface: 0 }]);
     assert.deepEqual(res.routes, [{ dst: '10.98.0.0/16', gw: '10.72.0.1' }]);
     assert.deepEqual(addrs(c(0).name, 'eth0'), ['10.72.0.20/24']);
-    expectOk(
+    expectOk<J>(
       await cniCall(
         plugin,
         'CHECK',
@@ -144,7 +144,7 @@ describe('ipvlan ADD/CHECK/DEL', () => {
         { netns: c(0).path },
       ),
     );
-    expectOk(await cniCall(plugin, 'DEL', cf, { netns: c(0).path }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { netns: c(0).path }));
     assert.deepEqual(linkNames(c(0).name), ['lo']);
     // two interfaces in prevResult: no master to take
     const two = { ...cf, prevResult: { ...prevResult, interfaces: [{ name: 'a' }, { name: 'b' }] } };
@@ -160,15 +160,15 @@ describe('ipvlan ADD/CHECK/DEL', () => {
     env.sb.exec('ip', ['link', 'set', 'ci0', 'up'], { ns: c(1) });
     const cf = conf({ linkInContainer: true, master: 'ci0', mode: 'l3', ...staticIpam('10.73.0.10/24') });
     const o = { ...opts, netns: c(1).path, ifName: 'net1' };
-    const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+    const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
     const d = nl.withNetns(c(1).path, () => nl.getLinkDetails('net1'));
     assert.equal(d?.ipvlan?.mode, 'l3');
     assert.equal(
       d?.linkIndex,
       nl.withNetns(c(1).path, () => nl.getLinkOrThrow('ci0').index),
     );
-    expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-    expectOk(await cniCall(plugin, 'DEL', cf, o));
+    expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
     assert.deepEqual(linkNames(c(1).name), ['ci0', 'ci0p', 'lo']);
     env.sb.exec('ip', ['link', 'del', 'ci0'], { ns: c(1) });
   });
@@ -176,20 +176,20 @@ describe('ipvlan ADD/CHECK/DEL', () => {
   test('CHECK after tampering: mode, address, link; CHECK without master passes', async () => {
     const cf = conf(staticIpam('10.72.0.12/24'));
     const o = { ...opts, netns: c(0).path };
-    const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+    const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
     const check = (extra: object = {}) => cniCall(plugin, 'CHECK', { ...cf, prevResult: res, ...extra }, o);
-    expectOk(await check());
-    expectOk(await check({ master: 'i0' }));
+    expectOk<J>(await check());
+    expectOk<J>(await check({ master: 'i0' }));
     expectCniError(await check({ master: 'nope' }), 999, 'failed to lookup master "nope": Link not found');
     env.sb.exec('ip', ['link', 'set', 'eth0', 'type', 'ipvlan', 'mode', 'l3'], { ns: c(0) });
     expectCniError(await check(), 999, 'Container IPVlan mode l3 does not match expected value: l2');
-    expectOk(await check({ mode: 'l3' }));
+    expectOk<J>(await check({ mode: 'l3' }));
     env.sb.exec('ip', ['addr', 'flush', 'dev', 'eth0'], { ns: c(0) });
     expectCniError(await check({ mode: 'l3' }), 999, 'Failed to match addr 10.72.0.12/24 on interface eth0');
     expectCniError(await check({ prevResult: undefined }), 999, 'Required prevResult missing');
     env.sb.exec('ip', ['link', 'del', 'eth0'], { ns: c(0) });
     expectCniError(await check(), 999, 'Container Interface name in prevResult: eth0 not found');
-    expectOk(await cniCall(plugin, 'DEL', cf, o));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
   });
 });
 
@@ -230,24 +230,24 @@ describe('ipvlan bad input, rollback, DEL with the namespace gone, GC, STATUS', 
   test('DEL with the namespace gone releases the reservation; GC; STATUS', async () => {
     const ns = createNamedNetns('cnikit-ipvgone');
     const cf = conf(hostLocal());
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
     assert.equal(reservations().length, 2);
     deleteNamedNetns(ns);
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
     assert.equal(reservations().length, 1);
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
     const gc = { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] };
-    expectOk(await cniCall(plugin, 'GC', gc, opts));
+    expectOk<J>(await cniCall(plugin, 'GC', gc, opts));
     assert.equal(reservations().length, 1);
     for (const [i, id] of [
       [1, 'keep'],
       [2, 'drop'],
     ] as const)
-      expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(i).path, containerId: id }));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(i).path, containerId: id }));
     assert.deepEqual(reservations(), []);
-    expectOk(await cniCall(plugin, 'STATUS', cf, opts));
-    expectOk(await cniCall(plugin, 'STATUS', conf({ master: 'i0', ...hostLocal() }), opts));
+    expectOk<J>(await cniCall(plugin, 'STATUS', cf, opts));
+    expectOk<J>(await cniCall(plugin, 'STATUS', conf({ master: 'i0', ...hostLocal() }), opts));
     expectCniError(
       await cniCall(plugin, 'STATUS', conf({ master: 'nope' }), opts),
       50,

@@ -19,6 +19,9 @@ import {
 } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: result JSON of every spec version under test
+type J = any;
+
 const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
 const env = sandboxForFile({ enterHost: true, containers: 3 });
 const opts = { path: DIST };
@@ -94,7 +97,7 @@ afterEach(() => {
 describe('macvlan ADD/DEL', () => {
   test('L2 (no IPAM), default master = the default route interface: link, result, DEL idempotent', async () => {
     const m0 = nl.getLinkOrThrow('m0');
-    const res = expectOk(await cniCall(plugin, 'ADD', conf(), { netns: c(0).path }));
+    const res = expectOk<J>(await cniCall(plugin, 'ADD', conf(), { netns: c(0).path }));
     assert.equal(res.cniVersion, '1.1.0');
     assert.equal(res.interfaces.length, 1);
     assert.deepEqual(Object.keys(res.interfaces[0]).sort(), ['mac', 'name', 'sandbox']);
@@ -112,11 +115,11 @@ describe('macvlan ADD/DEL', () => {
     // nothing in the host namespace but m0 and lo
     assert.deepEqual(linkNames(env.sb.host.name), ['lo', 'm0']);
 
-    expectOk(await cniCall(plugin, 'DEL', conf(), { netns: c(0).path }));
+    expectOk<J>(await cniCall(plugin, 'DEL', conf(), { netns: c(0).path }));
     assert.deepEqual(linkNames(c(0).name), ['lo']);
-    expectOk(await cniCall(plugin, 'DEL', conf(), { netns: c(0).path }));
-    expectOk(await cniCall(plugin, 'DEL', conf(), { netns: '' }));
-    expectOk(await cniCall(plugin, 'DEL', conf(), { netns: '/run/netns/cnikit-does-not-exist' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', conf(), { netns: c(0).path }));
+    expectOk<J>(await cniCall(plugin, 'DEL', conf(), { netns: '' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', conf(), { netns: '/run/netns/cnikit-does-not-exist' }));
   });
 
   for (const mode of ['bridge', 'private', 'vepa', 'passthru']) {
@@ -130,7 +133,7 @@ describe('macvlan ADD/DEL', () => {
         bcqueuelen: 123,
         ...(mode === 'passthru' ? {} : { mac }),
       });
-      const res = expectOk(await cniCall(plugin, 'ADD', cf, { netns: c(0).path }));
+      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, { netns: c(0).path }));
       const l = ipLink(c(0).name, 'eth0');
       assert.equal(l.linkinfo.info_data.mode, mode);
       assert.equal(l.mtu, 1400);
@@ -139,22 +142,22 @@ describe('macvlan ADD/DEL', () => {
       const d = nl.withNetns(c(0).path, () => nl.getLinkDetails('eth0'));
       assert.equal(d?.macvlan?.mode, mode);
       assert.equal(d?.macvlan?.bcQueueLen, 123);
-      expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, { netns: c(0).path }));
-      expectOk(await cniCall(plugin, 'DEL', cf, { netns: c(0).path }));
+      expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, { netns: c(0).path }));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, { netns: c(0).path }));
       assert.deepEqual(linkNames(c(0).name), ['lo']);
     });
   }
 
   test('MAC from CNI_ARGS, overridden by runtimeConfig.mac', async () => {
     const args = 'IgnoreUnknown=1;MAC=02:42:ac:11:00:08';
-    let res = expectOk(await cniCall(plugin, 'ADD', conf(), { netns: c(0).path, args }));
+    let res = expectOk<J>(await cniCall(plugin, 'ADD', conf(), { netns: c(0).path, args }));
     assert.equal(ipLink(c(0).name, 'eth0').address, '02:42:ac:11:00:08');
-    expectOk(await cniCall(plugin, 'DEL', conf(), { netns: c(0).path, args }));
+    expectOk<J>(await cniCall(plugin, 'DEL', conf(), { netns: c(0).path, args }));
     const cf = conf({ runtimeConfig: { mac: '02:42:ac:11:00:09' } });
-    res = expectOk(await cniCall(plugin, 'ADD', cf, { netns: c(0).path, args }));
+    res = expectOk<J>(await cniCall(plugin, 'ADD', cf, { netns: c(0).path, args }));
     assert.equal(res.interfaces[0].mac, '02:42:ac:11:00:09');
     assert.equal(ipLink(c(0).name, 'eth0').address, '02:42:ac:11:00:09');
-    expectOk(await cniCall(plugin, 'DEL', cf, { netns: c(0).path }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { netns: c(0).path }));
   });
 
   test('linkInContainer: master and default route inside the container', async () => {
@@ -164,15 +167,15 @@ describe('macvlan ADD/DEL', () => {
     env.sb.exec('ip', ['route', 'add', 'default', 'via', '10.71.0.1'], { ns: c(1) });
     const cm0 = nl.withNetns(c(1).path, () => nl.getLinkOrThrow('cm0'));
     for (const cf of [conf({ linkInContainer: true }), conf({ linkInContainer: true, master: 'cm0' })]) {
-      const res = expectOk(await cniCall(plugin, 'ADD', cf, { netns: c(1).path, ifName: 'net1' }));
+      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, { netns: c(1).path, ifName: 'net1' }));
       const d = nl.withNetns(c(1).path, () => nl.getLinkDetails('net1'));
       assert.equal(d?.kind, 'macvlan');
       assert.equal(d?.linkIndex, cm0.index);
       assert.equal(d?.linkNetnsId, undefined, 'parent in the same namespace');
-      expectOk(
+      expectOk<J>(
         await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, { netns: c(1).path, ifName: 'net1' }),
       );
-      expectOk(await cniCall(plugin, 'DEL', cf, { netns: c(1).path, ifName: 'net1' }));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, { netns: c(1).path, ifName: 'net1' }));
       assert.equal(ipLink(c(1).name, 'net1'), undefined);
     }
     // a master that exists only on the host is not found in the container
@@ -188,7 +191,7 @@ describe('macvlan with IPAM, every version', () => {
   for (const v of ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']) {
     test(`static IPAM, cniVersion ${v}`, async () => {
       const cf = { ...conf(staticIpam('10.70.0.10/24')), cniVersion: v, dns: { nameservers: ['10.0.0.10'] } };
-      const res = expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(0).path }));
+      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(0).path }));
       assert.equal(res.cniVersion, v);
       if (v === '0.1.0' || v === '0.2.0') {
         assert.equal(res.ip4.ip, '10.70.0.10/24');
@@ -212,9 +215,11 @@ describe('macvlan with IPAM, every version', () => {
       assert.equal(notify, '1');
       // CHECK exists from spec 0.4.0 on
       if (v === '0.4.0' || v.startsWith('1.')) {
-        expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, { ...opts, netns: c(0).path }));
+        expectOk<J>(
+          await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, { ...opts, netns: c(0).path }),
+        );
       }
-      expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(0).path }));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(0).path }));
       assert.deepEqual(linkNames(c(0).name), ['lo']);
     });
   }
@@ -224,15 +229,15 @@ describe('macvlan CHECK after tampering', () => {
   test('mode, MAC, address, route, link gone, master gone: the reference messages', async () => {
     const cf = conf({ master: 'm0', ...staticIpam('10.70.0.11/24') });
     const o = { ...opts, netns: c(0).path };
-    const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+    const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
     const check = (extra: object = {}) => cniCall(plugin, 'CHECK', { ...cf, prevResult: res, ...extra }, o);
-    expectOk(await check());
+    expectOk<J>(await check());
     const inC = (args: string[]) => env.sb.exec('ip', args, { ns: c(0) });
 
     inC(['link', 'set', 'eth0', 'type', 'macvlan', 'mode', 'vepa']);
     expectCniError(await check(), 999, 'container macvlan mode vepa does not match expected value: bridge');
     inC(['link', 'set', 'eth0', 'type', 'macvlan', 'mode', 'bridge']);
-    expectOk(await check());
+    expectOk<J>(await check());
 
     const mac = res.interfaces[0].mac;
     inC(['link', 'set', 'eth0', 'address', '02:42:ac:11:00:99']);
@@ -242,18 +247,18 @@ describe('macvlan CHECK after tampering', () => {
       `interface eth0 Mac ${mac} doesn't match container Mac: 02:42:ac:11:00:99`,
     );
     inC(['link', 'set', 'eth0', 'address', mac]);
-    expectOk(await check());
+    expectOk<J>(await check());
 
     inC(['route', 'del', '10.99.0.0/16']);
     expectCniError(await check(), 999, /Expected Route .*10\.99\.0\.0.* not found in routing table/);
     inC(['route', 'add', '10.99.0.0/16', 'via', '10.70.0.1']);
-    expectOk(await check());
+    expectOk<J>(await check());
 
     inC(['addr', 'del', '10.70.0.11/24', 'dev', 'eth0']);
     expectCniError(await check(), 999, 'Failed to match addr 10.70.0.11/24 on interface eth0');
     inC(['addr', 'add', '10.70.0.11/24', 'dev', 'eth0']);
     inC(['route', 'add', '10.99.0.0/16', 'via', '10.70.0.1']);
-    expectOk(await check());
+    expectOk<J>(await check());
 
     expectCniError(
       await check({ mode: 'private' }),
@@ -276,7 +281,7 @@ describe('macvlan CHECK after tampering', () => {
 
     inC(['link', 'del', 'eth0']);
     expectCniError(await check(), 999, 'container Interface name in prevResult: eth0 not found');
-    expectOk(await cniCall(plugin, 'DEL', cf, o));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
   });
 });
 
@@ -337,28 +342,28 @@ describe('macvlan DEL with the namespace gone, GC, STATUS', () => {
   test('DEL after the namespace was deleted releases the IPAM reservation', async () => {
     const ns = createNamedNetns('cnikit-mvgone');
     const cf = conf(hostLocal());
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
     assert.equal(reservations().length, 1);
     deleteNamedNetns(ns);
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
     assert.deepEqual(reservations(), []);
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: '', containerId: 'gone' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: '', containerId: 'gone' }));
   });
   test('GC releases the reservations of attachments not in the valid list', async () => {
     const cf = conf(hostLocal());
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
     assert.equal(reservations().length, 2);
     const gc = { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] };
-    expectOk(await cniCall(plugin, 'GC', gc, opts));
+    expectOk<J>(await cniCall(plugin, 'GC', gc, opts));
     assert.equal(reservations().length, 1);
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
     assert.deepEqual(reservations(), []);
   });
   test('STATUS: IPAM STATUS, then the master (code 50 when it is missing)', async () => {
-    expectOk(await cniCall(plugin, 'STATUS', conf(hostLocal()), opts));
-    expectOk(await cniCall(plugin, 'STATUS', conf({ master: 'm0' }), opts));
+    expectOk<J>(await cniCall(plugin, 'STATUS', conf(hostLocal()), opts));
+    expectOk<J>(await cniCall(plugin, 'STATUS', conf({ master: 'm0' }), opts));
     expectCniError(
       await cniCall(plugin, 'STATUS', conf({ master: 'nope' }), opts),
       50,

@@ -17,6 +17,9 @@ import { after, describe, test } from 'node:test';
 import { cniRunner, expectCniError, expectOk, sandboxForFile, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: result JSON of every spec version under test
+type J = any;
+
 const GO = '/usr/lib/cni/tuning';
 const env = sandboxForFile();
 const data = tempDir('tuning');
@@ -81,7 +84,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       const c = conf(v, {
         sysctl: { 'net.ipv4.conf.IFNAME.arp_filter': '1', 'net/ipv4/conf/all/log_martians': '1' },
       });
-      const r = expectOk(await cni().add(c));
+      const r = expectOk<J>(await cni().add(c));
       // 0.x results always carry a (possibly empty) dns object, as Go prints them
       assert.deepEqual(r, v.startsWith('0.') ? { ...prev(v), dns: {} } : prev(v));
       assert.equal(sysctl('net/ipv4/conf/eth0/arp_filter'), '1');
@@ -90,8 +93,8 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
         !existsSync(join(data.path, 'ctr1_eth0.json')),
         "!existsSync(join(data.path, 'ctr1_eth0.json'))",
       );
-      if (v >= '0.4.0') expectOk(await cni().check(c));
-      expectOk(await cni().del(c));
+      if (v >= '0.4.0') expectOk<J>(await cni().check(c));
+      expectOk<J>(await cni().del(c));
       // sysctls are never restored (reference)
       assert.equal(sysctl('net/ipv4/conf/eth0/arp_filter'), '1');
       setSysctl('net/ipv4/conf/eth0/arp_filter', before);
@@ -101,7 +104,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     test(`${v}: mac + promisc + mtu + allmulti + txQLen, backup, CHECK, DEL restores every attribute`, async () => {
       const orig = freshEth0();
       const c = conf(v, { mac: 'c2:11:22:33:44:55', promisc: true, mtu: 1400, allmulti: true, txQLen: 123 });
-      const r = expectOk(await cni().add(c));
+      const r = expectOk<J>(await cni().add(c));
       assert.equal(r.interfaces[0].mac, 'c2:11:22:33:44:55');
       assert.deepEqual(link(), {
         mac: 'c2:11:22:33:44:55',
@@ -117,18 +120,18 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       );
       assert.equal(lstatSync(file).mode & 0o777, 0o600);
       assert.equal(readFileSync(`${file}.network`, 'utf8'), 'tnet');
-      if (v >= '0.4.0') expectOk(await cni().check({ ...c, prevResult: r }));
-      expectOk(await cni().del(c));
+      if (v >= '0.4.0') expectOk<J>(await cni().check({ ...c, prevResult: r }));
+      expectOk<J>(await cni().del(c));
       assert.deepEqual(link(), orig);
       assert.ok(!existsSync(file) && !existsSync(`${file}.network`), 'backup and owner record removed');
-      expectOk(await cni().del(c), 'second DEL');
+      expectOk<J>(await cni().del(c), 'second DEL');
     });
   }
 
   test('values from args.cni, CNI_ARGS MAC and runtimeConfig.mac', async () => {
     const orig = freshEth0();
     const v = '1.0.0';
-    let r = expectOk(
+    let r = expectOk<J>(
       await cni().add(
         conf(v, {
           args: { cni: { promisc: true, mtu: 1300, allmulti: true, txQLen: 50, mac: 'c2:00:00:00:00:0a' } },
@@ -143,28 +146,28 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       txqlen: 50,
     });
     assert.equal(r.interfaces[0].mac, 'c2:00:00:00:00:0a');
-    expectOk(await cni().del(conf(v)));
+    expectOk<J>(await cni().del(conf(v)));
     assert.deepEqual(link(), orig);
-    r = expectOk(await cni().add(conf(v), { args: 'IgnoreUnknown=1;MAC=c2:00:00:00:00:0b' }));
+    r = expectOk<J>(await cni().add(conf(v), { args: 'IgnoreUnknown=1;MAC=c2:00:00:00:00:0b' }));
     assert.equal(link().mac, 'c2:00:00:00:00:0b');
-    expectOk(await cni().del(conf(v)));
-    r = expectOk(
+    expectOk<J>(await cni().del(conf(v)));
+    r = expectOk<J>(
       await cni().add(conf(v, { runtimeConfig: { mac: 'c2:00:00:00:00:0c' } }), {
         args: 'MAC=c2:00:00:00:00:0b',
       }),
     );
     assert.equal(link().mac, 'c2:00:00:00:00:0c');
     assert.equal(r.interfaces[0].mac, 'c2:00:00:00:00:0c');
-    expectOk(await cni().del(conf(v)));
+    expectOk<J>(await cni().del(conf(v)));
     assert.deepEqual(link(), orig);
   });
 
   test('CHECK reports a change made behind its back, with the reference messages', async () => {
     freshEth0();
     const c = conf('1.0.0', { mtu: 1400, promisc: true, sysctl: { 'net.ipv4.conf.IFNAME.arp_filter': '1' } });
-    const r = expectOk(await cni().add(c));
+    const r = expectOk<J>(await cni().add(c));
     const withPrev = { ...c, prevResult: r };
-    expectOk(await cni().check(withPrev));
+    expectOk<J>(await cni().check(withPrev));
     env.sb.exec('ip', ['link', 'set', 'eth0', 'mtu', '1450'], { ns: 'container' });
     expectCniError(
       await cni().check(withPrev),
@@ -196,7 +199,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       999,
       'Cannot find container link eth0',
     );
-    expectOk(await cni().del(c), 'DEL with the interface gone');
+    expectOk<J>(await cni().del(c), 'DEL with the interface gone');
     assert.ok(!existsSync(join(data.path, 'ctr1_eth0.json')), 'an unrestorable backup is removed');
   });
 
@@ -276,9 +279,9 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     assert.deepEqual(lo(), before);
     assert.deepEqual(readdirSync(data.path), []);
     // other attributes of lo are restorable and still change and come back
-    expectOk(await cni().add(conf('1.0.0', { mtu: 1400, txQLen: 7 }), { ifName: 'lo' }));
+    expectOk<J>(await cni().add(conf('1.0.0', { mtu: 1400, txQLen: 7 }), { ifName: 'lo' }));
     assert.equal(lo().mtu, 1400);
-    expectOk(await cni().del(conf('1.0.0', { mtu: 1400, txQLen: 7 }), { ifName: 'lo' }));
+    expectOk<J>(await cni().del(conf('1.0.0', { mtu: 1400, txQLen: 7 }), { ifName: 'lo' }));
     assert.deepEqual(lo(), before);
     // a backup the kernel refuses in part (written by the Go tuning after changing lo's MAC): DEL restores what
     // it can, fails naming what it could not, and keeps only that for a retry
@@ -304,7 +307,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       /rollback: restore \/proc\/sys\/net\/ipv6\/conf\/eth0\/stable_secret failed: its previous value was unreadable, it stays ::1/,
     );
     // the namespace gone for the runtime: nothing can be restored any more, DEL succeeds and drops the backup
-    expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }), { netns: '' }));
+    expectOk<J>(await cni().del(conf('1.0.0', { mtu: 1400 }), { netns: '' }));
     assert.deepEqual(readdirSync(data.path), []);
   });
 
@@ -338,37 +341,40 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     assert.equal(r.signal, 'SIGKILL', `killed at the rename: ${r.code} ${r.stderr}`);
     assert.deepEqual(link(), orig, 'killed before the link changed');
     assert.match(readdirSync(dir).join(','), /^\.ctr1_eth0\.json\..*\.tmp$/);
-    expectOk(await cni().del(c));
+    expectOk<J>(await cni().del(c));
     assert.deepEqual(readdirSync(dir), []);
     const r2 = await killed().add(c);
     assert.equal(r2.signal, 'SIGKILL');
     assert.equal(readdirSync(dir).length, 1);
-    expectOk(await cni().gc({ ...c, 'cni.dev/valid-attachments': [] }));
+    expectOk<J>(await cni().gc({ ...c, 'cni.dev/valid-attachments': [] }));
     assert.deepEqual(readdirSync(dir), []);
   });
 
   test('DEL succeeds with the namespace gone, an empty CNI_NETNS, or a corrupt backup — and drops the backup', async () => {
     freshEth0();
     const c = conf('1.0.0', { mtu: 1400 });
-    expectOk(await cni().add(c, { containerId: 'gone' }));
-    expectOk(await cni().del(c, { containerId: 'gone', netns: '/run/netns/does-not-exist' }));
+    expectOk<J>(await cni().add(c, { containerId: 'gone' }));
+    expectOk<J>(await cni().del(c, { containerId: 'gone', netns: '/run/netns/does-not-exist' }));
     assert.ok(
       !existsSync(join(data.path, 'gone_eth0.json')),
       "!existsSync(join(data.path, 'gone_eth0.json'))",
     );
-    expectOk(await cni().add(c, { containerId: 'empty' }));
-    expectOk(await cni().del(c, { containerId: 'empty', netns: '' }));
+    expectOk<J>(await cni().add(c, { containerId: 'empty' }));
+    expectOk<J>(await cni().del(c, { containerId: 'empty', netns: '' }));
     assert.ok(
       !existsSync(join(data.path, 'empty_eth0.json')),
       "!existsSync(join(data.path, 'empty_eth0.json'))",
     );
     writeFileSync(join(data.path, 'corrupt_eth0.json'), '{not json');
-    expectOk(await cni().del(c, { containerId: 'corrupt' }));
+    expectOk<J>(await cni().del(c, { containerId: 'corrupt' }));
     assert.ok(
       !existsSync(join(data.path, 'corrupt_eth0.json')),
       "!existsSync(join(data.path, 'corrupt_eth0.json'))",
     );
-    expectOk(await cni().del(conf('1.0.0', {}, join(data.path, 'never-created'))), 'DEL without a data dir');
+    expectOk<J>(
+      await cni().del(conf('1.0.0', {}, join(data.path, 'never-created'))),
+      'DEL without a data dir',
+    );
   });
 
   test('state directory safety: a symlinked data dir is refused, symlinked backup names are never followed', async () => {
@@ -384,23 +390,23 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       );
       assert.deepEqual(link(), orig);
       assert.deepEqual(readdirSync(outside.path), []);
-      expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }, link1)), 'DEL still succeeds');
+      expectOk<J>(await cni().del(conf('1.0.0', { mtu: 1400 }, link1)), 'DEL still succeeds');
       // a dangling symlink where the backup goes: replaced by the real file, the target is never created
       const dir = join(data.path, 'd2');
       mkdirSync(dir);
       symlinkSync(join(outside.path, 'victim'), join(dir, 'ctr1_eth0.json'));
-      expectOk(await cni().add(conf('1.0.0', { mtu: 1400 }, dir)));
+      expectOk<J>(await cni().add(conf('1.0.0', { mtu: 1400 }, dir)));
       assert.ok(
         !lstatSync(join(dir, 'ctr1_eth0.json')).isSymbolicLink(),
         "!lstatSync(join(dir, 'ctr1_eth0.json')).isSymbolicLink()",
       );
       assert.deepEqual(readdirSync(outside.path), []);
-      expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }, dir)));
+      expectOk<J>(await cni().del(conf('1.0.0', { mtu: 1400 }, dir)));
       assert.deepEqual(link(), orig);
       // DEL finding a symlink in place of the backup removes the link, never reads or touches its target
       writeFileSync(join(outside.path, 'secret'), '{"mtu":1280}');
       symlinkSync(join(outside.path, 'secret'), join(dir, 'ctr1_eth0.json'));
-      expectOk(await cni().del(conf('1.0.0', { mtu: 1400 }, dir)));
+      expectOk<J>(await cni().del(conf('1.0.0', { mtu: 1400 }, dir)));
       assert.ok(!existsSync(join(dir, 'ctr1_eth0.json')), "!existsSync(join(dir, 'ctr1_eth0.json'))");
       assert.equal(readFileSync(join(outside.path, 'secret'), 'utf8'), '{"mtu":1280}');
       assert.equal(link().mtu, orig.mtu);
@@ -413,11 +419,11 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     freshEth0();
     const dir = join(data.path, 'gc');
     const c = (name: string) => ({ ...conf('1.1.0', { mtu: 1400 }, dir), name });
-    for (const id of ['a', 'b']) expectOk(await cni().add(c('net1'), { containerId: id }));
-    expectOk(await cni().add(c('net2'), { containerId: 'c' }));
+    for (const id of ['a', 'b']) expectOk<J>(await cni().add(c('net1'), { containerId: id }));
+    expectOk<J>(await cni().add(c('net2'), { containerId: 'c' }));
     writeFileSync(join(dir, 'go_eth0.json'), '{\n "mtu": 1500\n}'); // written by the Go tuning: owner unknown
     const gc = { ...c('net1'), 'cni.dev/valid-attachments': [{ containerID: 'a', ifname: 'eth0' }] };
-    expectOk(await cni().gc(gc));
+    expectOk<J>(await cni().gc(gc));
     assert.deepEqual(readdirSync(dir).sort(), [
       'a_eth0.json',
       'a_eth0.json.network',
@@ -425,7 +431,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
       'c_eth0.json.network',
       'go_eth0.json',
     ]);
-    expectOk(await cni().status(c('net1')));
+    expectOk<J>(await cni().status(c('net1')));
     writeFileSync(join(data.path, 'file'), '');
     expectCniError(
       await cni().status({ ...c('net1'), dataDir: join(data.path, 'file', 'x') }),
@@ -457,10 +463,10 @@ describe('side by side with the Go tuning (Debian 1.1.1): ADD by one, CHECK and 
     test(`ADD by ${addBy}, CHECK + DEL by ${otherBy}`, async () => {
       const orig = freshEth0();
       const [a, o] = addBy === 'cnikit' ? [cni(), go()] : [go(), cni()];
-      const r = expectOk(await a.add(c()));
+      const r = expectOk<J>(await a.add(c()));
       assert.equal(link().mtu, 1400);
-      expectOk(await o.check({ ...c(), prevResult: r }));
-      expectOk(await o.del(c()));
+      expectOk<J>(await o.check({ ...c(), prevResult: r }));
+      expectOk<J>(await o.del(c()));
       assert.deepEqual(link(), orig);
       assert.ok(
         !existsSync(join(data.path, 'ctr1_eth0.json')),

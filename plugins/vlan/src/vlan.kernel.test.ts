@@ -96,7 +96,7 @@ describe('vlan ADD/CHECK/DEL', () => {
     test(`vlanId ${id}, mtu ${mtu || '(master)'}`, async () => {
       const cf = conf({ vlanId: id, ...(mtu ? { mtu } : {}), ...staticIpam('10.74.0.10/24') });
       const o = { ...opts, netns: c(0).path };
-      const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
       assert.equal(res.interfaces.length, 1);
       assert.equal(res.interfaces[0].name, 'eth0');
       assert.equal(res.ips[0].interface, 0);
@@ -110,10 +110,10 @@ describe('vlan ADD/CHECK/DEL', () => {
         nl.withNetns(c(0).path, () => nl.getLinkDetails('eth0'))?.linkIndex,
         nl.getLinkOrThrow('v0').index,
       );
-      expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-      expectOk(await cniCall(plugin, 'DEL', cf, o));
+      expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
       assert.deepEqual(linkNames(c(0).name), ['lo']);
-      expectOk(await cniCall(plugin, 'DEL', cf, o));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
     });
   }
 
@@ -121,13 +121,13 @@ describe('vlan ADD/CHECK/DEL', () => {
     test(`cniVersion ${v}`, async () => {
       const cf = { ...conf(staticIpam('10.74.0.11/24')), cniVersion: v };
       const o = { ...opts, netns: c(0).path };
-      const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
       assert.equal(res.cniVersion, v);
       if (v === '0.1.0' || v === '0.2.0') assert.equal(res.ip4.ip, '10.74.0.11/24');
       // CHECK exists from spec 0.4.0 on
       if (v === '0.4.0' || v === '1.0.0')
-        expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-      expectOk(await cniCall(plugin, 'DEL', cf, o));
+        expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
     });
   }
 
@@ -137,10 +137,10 @@ describe('vlan ADD/CHECK/DEL', () => {
     env.sb.exec('ip', ['link', 'set', 'cv0', 'up'], { ns: c(1) });
     const cf = conf({ master: 'cv0', linkInContainer: true, vlanId: 7, ...staticIpam('10.75.0.10/24') });
     const o = { ...opts, netns: c(1).path, ifName: 'net1' };
-    const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+    const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
     assert.equal(ipLink(c(1).name, 'net1').linkinfo.info_data.id, 7);
-    expectOk(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-    expectOk(await cniCall(plugin, 'DEL', cf, o));
+    expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
     assert.deepEqual(linkNames(c(1).name), ['cv0', 'cv0p', 'lo']);
     env.sb.exec('ip', ['link', 'del', 'cv0'], { ns: c(1) });
   });
@@ -148,9 +148,9 @@ describe('vlan ADD/CHECK/DEL', () => {
   test('CHECK after tampering: VLAN ID, MTU, MAC, link', async () => {
     const cf = conf({ mtu: 1400, ...staticIpam('10.74.0.12/24') });
     const o = { ...opts, netns: c(0).path };
-    const res = expectOk(await cniCall(plugin, 'ADD', cf, o));
+    const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
     const check = (extra: object = {}) => cniCall(plugin, 'CHECK', { ...cf, prevResult: res, ...extra }, o);
-    expectOk(await check());
+    expectOk<J>(await check());
     expectCniError(
       await check({ vlanId: 43 }),
       999,
@@ -171,7 +171,7 @@ describe('vlan ADD/CHECK/DEL', () => {
     expectCniError(await check({ master: 'nope' }), 999, 'failed to lookup master "nope": Link not found');
     env.sb.exec('ip', ['link', 'del', 'eth0'], { ns: c(0) });
     expectCniError(await check(), 999, 'vlan: Container Interface name in prevResult: eth0 not found');
-    expectOk(await cniCall(plugin, 'DEL', cf, o));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
   });
 });
 
@@ -207,7 +207,7 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
     );
     clean();
     // the same VLAN on the same master twice: the kernel refuses the second
-    const first = expectOk(
+    const first = expectOk<J>(
       await cniCall(plugin, 'ADD', conf(staticIpam('10.74.0.13/24')), { ...o, netns: c(1).path }),
     );
     assert.ok(first);
@@ -216,7 +216,7 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
       999,
       'failed to create vlan: file exists',
     );
-    expectOk(await cniCall(plugin, 'DEL', conf(staticIpam('10.74.0.13/24')), { ...o, netns: c(1).path }));
+    expectOk<J>(await cniCall(plugin, 'DEL', conf(staticIpam('10.74.0.13/24')), { ...o, netns: c(1).path }));
     // allocation, then a route that cannot be added: reservation and link rolled back
     const bad = conf({ ipam: { ...hostLocal().ipam, routes: [{ dst: '10.98.0.0/16', gw: '192.0.2.1' }] } });
     assert.notEqual((await cniCall(plugin, 'ADD', bad, o)).code, 0);
@@ -225,14 +225,14 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
   test('DEL with the namespace or the master gone; GC; STATUS', async () => {
     const ns = createNamedNetns('cnikit-vlgone');
     const cf = conf(hostLocal());
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
     deleteNamedNetns(ns);
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
     assert.deepEqual(reservations(), []);
     // DEL needs no master (the reference's DEL fails when the master is gone)
-    expectOk(await cniCall(plugin, 'DEL', conf({ master: 'nope' }), { netns: c(0).path }));
-    expectOk(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk(
+    expectOk<J>(await cniCall(plugin, 'DEL', conf({ master: 'nope' }), { netns: c(0).path }));
+    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
+    expectOk<J>(
       await cniCall(plugin, 'ADD', conf({ vlanId: 43, ...hostLocal() }), {
         ...opts,
         netns: c(2).path,
@@ -241,11 +241,11 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
     );
     assert.equal(reservations().length, 2);
     const gc = { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] };
-    expectOk(await cniCall(plugin, 'GC', gc, opts));
+    expectOk<J>(await cniCall(plugin, 'GC', gc, opts));
     assert.equal(reservations().length, 1);
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
-    expectOk(await cniCall(plugin, 'STATUS', cf, opts));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
+    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
+    expectOk<J>(await cniCall(plugin, 'STATUS', cf, opts));
     expectCniError(await cniCall(plugin, 'STATUS', conf(), opts), 999, 'no plugin name provided');
     expectCniError(
       await cniCall(plugin, 'STATUS', conf({ master: 'nope', ...hostLocal() }), opts),
