@@ -36,7 +36,8 @@ function quickStartShell(): string[] {
 
 /**
  * A shell whose `npx` runs this repository's cnikit-build from source (what `npx cnikit-build` runs once the SDK
- * is installed; test-netns/packages.test.ts runs the packed one).
+ * is installed; test-netns/packages.test.ts runs the packed one). The workspace packages resolve to their sources
+ * (the cnikit-source condition): a fresh clone has no compiled dist/.
  */
 function shellEnv(dir: string): NodeJS.ProcessEnv {
   const bin = join(dir, '.bin');
@@ -44,7 +45,7 @@ function shellEnv(dir: string): NodeJS.ProcessEnv {
     mkdirSync(bin);
     writeFileSync(
       join(bin, 'npx'),
-      `#!/bin/sh\n[ "$1" = cnikit-build ] || exit 127\nshift\nexec ${JSON.stringify(process.execPath)} --conditions=cnikit-source --import tsx ${JSON.stringify(join(root, 'packages', 'build', 'src', 'cli.ts'))} "$@"\n`,
+      `#!/bin/sh\n[ "$1" = cnikit-build ] || exit 127\nshift\nexec ${JSON.stringify(process.execPath)} --conditions=cnikit-source --import tsx ${JSON.stringify(join(root, 'packages', 'build', 'src', 'cli.ts'))} --condition cnikit-source "$@"\n`,
       { mode: 0o755 },
     );
   }
