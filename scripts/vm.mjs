@@ -235,6 +235,8 @@ $B mkdir -p /dev/pts /dev/shm /dev/mqueue /run/netns /run/lock /tmp
 $B mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts; $B mount -t tmpfs -o mode=1777 shm /dev/shm
 # a fresh /tmp, but with the host's tsx cache (transformed TypeScript: esbuild under TCG costs minutes per test run)
 T=/run/cnikit-vm/tsx; [ -d /tmp/tsx-0 ] && $B mkdir -p $T && $B mount --bind /tmp/tsx-0 $T
+# the host's /tmp stays reachable: the command's directory may be under it (a CI clone), see job.sh
+$B mkdir -p /run/cnikit-vm/hosttmp && $B mount --bind /tmp /run/cnikit-vm/hosttmp
 $B mount -t tmpfs -o mode=1777 tmp /tmp
 [ -d $T ] && $B mkdir -p /tmp/tsx-0 && $B mount --move $T /tmp/tsx-0
 $B mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
@@ -291,7 +293,12 @@ function jobScript(argv, cwd, env) {
       continue;
     lines.push(`export ${k}=${quote(v)}`);
   }
-  lines.push(`run() { cd ${quote(cwd)} || exit 125; exec ${argv.map(quote).join(' ')}; }`);
+  // a directory under /tmp (hidden by stage 2's fresh /tmp) is bound back from the host's view first
+  const keep =
+    cwd === '/tmp' || cwd.startsWith('/tmp/')
+      ? `/run/cnikit-vm/busybox mkdir -p ${quote(cwd)} && /run/cnikit-vm/busybox mount --bind ${quote(`/run/cnikit-vm/hosttmp${cwd.slice(4)}`)} ${quote(cwd)} || exit 125; `
+      : '';
+  lines.push(`run() { ${keep}cd ${quote(cwd)} || exit 125; exec ${argv.map(quote).join(' ')}; }`);
   return `${lines.join('\n')}\n`;
 }
 
