@@ -116,6 +116,7 @@ export {
   type RouteSpec,
   replaceRoute,
   routeGet,
+  routeSpec,
   type ScopeName,
 } from './route.ts';
 export {

@@ -285,6 +285,23 @@ export function decodeRoute(m: NlMessage): Route | undefined {
   };
 }
 
+/** A listed route as a spec that adds it again (in `table`, default its own) or deletes exactly it. */
+export function routeSpec(r: Route, table = r.table): RouteSpec {
+  return {
+    dst: r.dst,
+    gw: r.gw,
+    dev: r.linkIndex,
+    scope: r.scope,
+    table,
+    priority: r.priority,
+    src: r.src,
+    protocol: r.protocol,
+    type: r.type,
+    mtu: r.mtu,
+    advmss: r.advmss,
+  };
+}
+
 export interface ListRoutesOptions {
   family?: 4 | 6;
   /** Table id; default main (254); 0 = every table. */

@@ -20,6 +20,7 @@ import {
   type Route,
   type RouteSpec,
   replaceRoute,
+  routeSpec,
 } from '@cnikit/netlink';
 import { CniError, ErrorCode, errorReason, type IPConfig, type Rollback } from '@cnikit/skel';
 import type { StaticGateways } from './config.ts';
@@ -61,23 +62,6 @@ function usedTables(): Set<number> {
     throw fail(`Failed to list all routes: ${errorReason(err)}`, err);
   }
   return used;
-}
-
-/** A route as the kernel listed it, as a spec that adds it elsewhere or deletes exactly it. */
-function specOf(r: Route, table = r.table): RouteSpec {
-  return {
-    dst: r.dst,
-    gw: r.gw,
-    dev: r.linkIndex,
-    scope: r.scope,
-    table,
-    priority: r.priority,
-    src: r.src,
-    protocol: r.protocol,
-    type: r.type,
-    mtu: r.mtu,
-    advmss: r.advmss,
-  };
 }
 
 function addSourceRule(address: string, table: number, undo: Rollback, msg: string): void {
@@ -138,7 +122,7 @@ export function setupRoutes(
       if (!generic && !(src && contains(addr, src)) && !(gw && contains(addr, gw))) continue;
       // A static gateway wins over the interface's default route (the reference copies that route over it).
       if (staticGw !== undefined && r.family === addr.ip.family && r.dst.endsWith('/0')) continue;
-      const copy = specOf(r, table);
+      const copy = routeSpec(r, table);
       const before = listRoutes({ table, family: r.family }).find((x) => x.dst === r.dst);
       try {
         replaceRoute(copy);
@@ -146,7 +130,7 @@ export function setupRoutes(
         throw fail(`Failed to readd route: ${errorReason(err)}`, err);
       }
       undo.push(`restore route ${r.dst} of table ${table}`, () =>
-        before ? replaceRoute(specOf(before)) : delRoute(copy),
+        before ? replaceRoute(routeSpec(before)) : delRoute(copy),
       );
     }
     table = nextFreeTable(used, table + 1);
@@ -168,7 +152,9 @@ export function setupRoutes(
       const before = routes.find((x) => x.dst === subnet);
       try {
         replaceRoute(hint);
-        undo.push(`restore route ${subnet}`, () => (before ? replaceRoute(specOf(before)) : delRoute(hint)));
+        undo.push(`restore route ${subnet}`, () =>
+          before ? replaceRoute(routeSpec(before)) : delRoute(hint),
+        );
       } catch {
         // the reference only warns here
       }
@@ -176,8 +162,8 @@ export function setupRoutes(
     for (const r of routes) {
       if (r.scope === RT_SCOPE_LINK) continue;
       try {
-        delRoute(specOf(r));
-        undo.push(`restore route ${r.dst}`, () => addRoute(specOf(r)));
+        delRoute(routeSpec(r));
+        undo.push(`restore route ${r.dst}`, () => addRoute(routeSpec(r)));
       } catch {
         // the reference only warns here
       }
@@ -185,11 +171,11 @@ export function setupRoutes(
   } else {
     for (const r of routes) {
       try {
-        delRoute(specOf(r));
+        delRoute(routeSpec(r));
       } catch (err) {
         throw fail(`Failed to delete route: ${errorReason(err)}`, err);
       }
-      undo.push(`restore route ${r.dst}`, () => addRoute(specOf(r)));
+      undo.push(`restore route ${r.dst}`, () => addRoute(routeSpec(r)));
     }
   }
 }

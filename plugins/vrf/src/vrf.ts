@@ -13,9 +13,8 @@ import {
   listLinks,
   listRoutes,
   listVrfs,
-  type Route,
-  type RouteSpec,
   replaceRoute,
+  routeSpec,
   setLinkUp,
   setMaster,
   type Vrf,
@@ -66,22 +65,6 @@ export function assignedInterfaces(vrf: Vrf): Link[] {
   return listLinks().filter((l) => l.masterIndex === vrf.index);
 }
 
-function specOf(r: Route, table: number): RouteSpec {
-  return {
-    dst: r.dst,
-    gw: r.gw,
-    dev: r.linkIndex,
-    scope: r.scope,
-    table,
-    priority: r.priority,
-    src: r.src,
-    protocol: r.protocol,
-    type: r.type,
-    mtu: r.mtu,
-    advmss: r.advmss,
-  };
-}
-
 const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 
 /** Enslaves `ifName` to the VRF (the reference's addInterface). */
@@ -110,7 +93,7 @@ export function addInterface(vrf: Vrf, ifName: string, undo: Rollback): void {
     for (const a of globalV6)
       if (!listAddrs({ link: link.index, family: 6 }).some((x) => x.cidr === a.cidr))
         addAddr(link.index, a.cidr, { noDad: true });
-    for (const r of globalRoutes) replaceRoute(specOf(r, RT_TABLE_MAIN));
+    for (const r of globalRoutes) replaceRoute(routeSpec(r, RT_TABLE_MAIN));
   });
 
   const after = new Set(listAddrs({ link: link.index, family: 6 }).map((a) => a.cidr));
@@ -135,7 +118,7 @@ export function addInterface(vrf: Vrf, ifName: string, undo: Rollback): void {
     }
   }
   for (const r of globalRoutes) {
-    const spec = specOf(r, vrf.table);
+    const spec = routeSpec(r, vrf.table);
     try {
       replaceRoute(spec);
     } catch (err) {
