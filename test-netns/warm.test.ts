@@ -86,7 +86,7 @@ class ServiceProc {
     );
   }
   async waitServed(n: number): Promise<void> {
-    await eventually(() => this.served() >= n, `service answered ${n} requests (log:\n${this.log})`, 10_000);
+    await eventually(() => this.served() >= n, `service answered ${n} requests (log:\n${this.log})`, 30_000);
   }
   async stop(): Promise<void> {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
@@ -275,7 +275,7 @@ describe('warm mode: cold and warm answer byte for byte', () => {
     await svc.waitServed(before0 + cases.length);
   });
 
-  test('closed stdin, /dev/null stdin, closed stdout: the same answers (an undeliverable ADD is rolled back)', () => {
+  test('closed stdin, /dev/null stdin, closed or /dev/null stdout: the same answers', () => {
     const sb = sandbox();
     const lo = JSON.stringify({ cniVersion: '1.0.0', name: 'warm-lo', type: 'loopback' });
     const loUp = () =>
@@ -300,9 +300,18 @@ describe('warm mode: cold and warm answer byte for byte', () => {
         );
         res[mode] = { code: r.status ?? 128, stdout: r.stdout, stderr: r.stderr, up: loUp() };
       }
-      assert.equal(res.cold.code, 1, `${what}: ${res.cold.stdout}`);
-      if (what.startsWith('stdout')) assert.equal(res.cold.up, false, `${what}: the ADD was rolled back`);
-      assert.deepEqual(res.warm, res.cold, what);
+      // stdin: error 5/6; stdout closed or /dev/null: delivered (a closed fd 1 is reopened on /dev/null, issue 20
+      // item 1), so the ADD stays; a real write failure is rolled back (test-netns/hardening.test.ts)
+      const stdout = what.startsWith('stdout');
+      assert.equal(res.cold.code, stdout ? 0 : 1, `${what}: ${res.cold.stdout}`);
+      if (stdout) assert.equal(res.cold.up, true, `${what}: the ADD was applied`);
+      if (what === 'stdout closed') {
+        // the one known difference: the C client sees its closed fd 1 and the service rolls the ADD back (code 5
+        // on stderr), where the cold runtime cannot tell it from /dev/null
+        assert.equal(res.warm.code, 1, what);
+        assert.equal(res.warm.up, false, `${what}: warm rolled the ADD back`);
+        assert.match(res.warm.stderr, /stdout is closed/);
+      } else assert.deepEqual(res.warm, res.cold, what);
     }
   });
 

@@ -209,9 +209,9 @@ static int forwarded(const char *kv) {
          strncmp(kv, "TRACESTATE=", 11) == 0 || strncmp(kv, "BAGGAGE=", 8) == 0;
 }
 
-// A descriptor the caller closed (Node and Bun reopen a closed fd 0-2 read-write on /dev/null, and the cold
-// executable reports that as closed; an explicit read-only /dev/null is not).
-static int fd_closed(int fd, int any_dev_null) {
+// stdin the caller closed (Node and Bun reopen a closed fd 0-2 read-write on /dev/null, and the cold executable
+// reports that as closed; an explicit read-only /dev/null is not).
+static int fd_closed(int fd) {
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0) return errno == EBADF;
   char path[32], target[64];
@@ -220,7 +220,7 @@ static int fd_closed(int fd, int any_dev_null) {
   if (n < 0) return 0;
   target[n] = 0;
   if (strcmp(target, "/dev/null") != 0) return 0;
-  return any_dev_null || (fl & O_ACCMODE) == O_RDWR;
+  return (fl & O_ACCMODE) == O_RDWR;
 }
 
 // The stdin answer: u32 errno (0 = read to end of file), then the bytes.
@@ -260,8 +260,9 @@ static void send_stdin(int sock, int stdin_closed, int64_t deadline) {
 int main(int argc, char **argv) {
   (void)argc;
   g_argv = argv;
-  int stdin_closed = fd_closed(0, 0);
-  int stdout_closed = fd_closed(1, 1);
+  int stdin_closed = fd_closed(0);
+  // stdout: only a descriptor that is really closed (EBADF); /dev/null is a destination the caller chose
+  int stdout_closed = fcntl(1, F_GETFL) < 0 && errno == EBADF;
   // Never let the socket become fd 0-2 (a closed stdout would receive it): fill the gaps like Node and Bun do.
   for (int fd = 0; fd < 3; fd++) {
     if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
