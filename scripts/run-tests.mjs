@@ -110,17 +110,24 @@ if (vmFiles.length === 0) {
 /** Forwards a stream to ours and keeps the spec reporter's closing counts ("ℹ pass 12"). */
 function tally(target) {
   const counts = {};
-  let tail = '';
+  let partial = '';
+  // counted line by line as they pass: with failures, the reporter's details follow the counts at length
+  const scan = (text) => {
+    for (const m of text.matchAll(/^ℹ (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)$/gm))
+      counts[m[1]] = Number(m[2]);
+  };
   const stream = new Writable({
     write(chunk, _enc, done) {
       target.write(chunk);
-      tail = (tail + chunk.toString()).slice(-4000);
+      const text = partial + chunk.toString();
+      const end = text.lastIndexOf('\n') + 1;
+      scan(text.slice(0, end));
+      partial = text.slice(end);
       done();
     },
   });
   stream.counts = () => {
-    for (const m of tail.matchAll(/^ℹ (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)$/gm))
-      counts[m[1]] = Number(m[2]);
+    scan(partial);
     return counts;
   };
   return stream;
