@@ -122,7 +122,7 @@ async function gc(req: Request<IpvlanConf>): Promise<void> {
 }
 
 /**
- * STATUS: the IPAM's STATUS, then (beyond the reference's TODO) a configured master in the host namespace must
+ * STATUS: the IPAM's STATUS, then (beyond the reference, which leaves it unimplemented) a configured master in the host namespace must
  * exist (code 50 otherwise). Without `master` the master may come from prevResult, which STATUS does not have.
  */
 async function status(req: Request<IpvlanConf>): Promise<void> {

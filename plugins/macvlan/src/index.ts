@@ -111,7 +111,7 @@ async function gc(req: Request<MacvlanConf>): Promise<void> {
 }
 
 /**
- * STATUS: the IPAM's STATUS, then (beyond the reference's TODO) the master: a master in the host namespace that does
+ * STATUS: the IPAM's STATUS, then (beyond the reference, which leaves it unimplemented) the master: a master in the host namespace that does
  * not exist, or no default route to take it from, is "not available" (code 50). A master in the container
  * (linkInContainer) cannot be checked without a container.
  */

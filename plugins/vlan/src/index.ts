@@ -124,7 +124,7 @@ async function gc(req: Request<VlanConf>): Promise<void> {
 
 /**
  * STATUS: the IPAM's STATUS (like the reference, also when no IPAM is configured: "no plugin name provided"), then
- * (beyond the reference's TODO) a master in the host namespace must exist (code 50 otherwise).
+ * (beyond the reference, which leaves it unimplemented) a master in the host namespace must exist (code 50 otherwise).
  */
 async function status(req: Request<VlanConf>): Promise<void> {
   const conf = req.conf;
