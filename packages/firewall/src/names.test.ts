@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import * as go from '@cnikit/skel/go';
 import {
   chainName,
   formatChainName,
@@ -64,6 +65,20 @@ describe('comment quoting (Go %q)', () => {
   test('formatComment', () => {
     assert.equal(formatComment('mynet', 'abc'), 'name: "mynet" id: "abc"');
     assert.equal(formatComment('my"net', 'a\\b'), 'name: "my\\"net" id: "a\\\\b"');
+  });
+  test('formatComment escapes the edge cases like Go utils.FormatComment (%q)', () => {
+    assert.equal(formatComment('nét"\\', 'id\n\x00'), 'name: "nét\\"\\\\" id: "id\\n\\x00"');
+    assert.equal(formatComment('\u00a0\ud800', '😀'), 'name: "\\u00a0\ufffd" id: "😀"');
+    for (const [net, id] of [
+      ['a"b\\c', 'x\ty'],
+      ['é\u0085', '\u{e0001}'],
+    ] as const) {
+      assert.deepEqual(parseComment(formatComment(net, id)), { network: net, containerID: id });
+    }
+  });
+  test('goQuote/goUnquote are the one implementation, @cnikit/skel/go', () => {
+    assert.equal(goQuote, go.goQuote);
+    assert.equal(goUnquote, go.goUnquote);
   });
   test('goQuote escapes like strconv.Quote', () => {
     assert.equal(goQuote('a\nb\t\x01\x7f'), '"a\\nb\\t\\x01\\x7f"');

@@ -3,6 +3,7 @@
  * switch between the two implementations with containers running.
  */
 import { createHash } from 'node:crypto';
+import { goQuote, goUnquote } from '@cnikit/skel/go';
 
 /** Maximum length of an iptables chain name produced by the helpers below. */
 export const MAX_CHAIN_LENGTH = 28;
@@ -86,91 +87,8 @@ function cutUtf8(s: string, max: number): string {
   return b.subarray(0, end).toString('utf8');
 }
 
-const PRINTABLE = /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u;
-
-/** Go `strconv.Quote` / `%q` for a string. */
-export function goQuote(s: string): string {
-  let out = '"';
-  for (const ch of s) {
-    const cp = ch.codePointAt(0)!;
-    switch (ch) {
-      case '"':
-        out += '\\"';
-        continue;
-      case '\\':
-        out += '\\\\';
-        continue;
-      case '\x07':
-        out += '\\a';
-        continue;
-      case '\b':
-        out += '\\b';
-        continue;
-      case '\f':
-        out += '\\f';
-        continue;
-      case '\n':
-        out += '\\n';
-        continue;
-      case '\r':
-        out += '\\r';
-        continue;
-      case '\t':
-        out += '\\t';
-        continue;
-      case '\v':
-        out += '\\v';
-        continue;
-    }
-    if (PRINTABLE.test(ch)) out += ch;
-    else if (cp < 0x80) out += `\\x${cp.toString(16).padStart(2, '0')}`;
-    else if (cp < 0x10000) out += `\\u${cp.toString(16).padStart(4, '0')}`;
-    else out += `\\U${cp.toString(16).padStart(8, '0')}`;
-  }
-  return `${out}"`;
-}
-
-/** Inverse of goQuote for the escapes it produces (and `\'`, octal `\NNN`). Throws on malformed input. */
-export function goUnquote(q: string): string {
-  if (q.length < 2 || q[0] !== '"' || q[q.length - 1] !== '"')
-    throw new SyntaxError(`not a quoted string: ${q}`);
-  let out = '';
-  const body = q.slice(1, -1);
-  for (let i = 0; i < body.length; i++) {
-    const c = body[i]!;
-    if (c !== '\\') {
-      out += c;
-      continue;
-    }
-    const e = body[++i];
-    const simple: Record<string, string> = {
-      a: '\x07',
-      b: '\b',
-      f: '\f',
-      n: '\n',
-      r: '\r',
-      t: '\t',
-      v: '\v',
-      '\\': '\\',
-      '"': '"',
-      "'": "'",
-    };
-    if (e !== undefined && e in simple) out += simple[e];
-    else if (e === 'x' || e === 'u' || e === 'U') {
-      const n = e === 'x' ? 2 : e === 'u' ? 4 : 8;
-      const hex = body.slice(i + 1, i + 1 + n);
-      if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== n) throw new SyntaxError(`bad escape in ${q}`);
-      out += String.fromCodePoint(Number.parseInt(hex, 16));
-      i += n;
-    } else if (e !== undefined && /[0-7]/.test(e)) {
-      const oct = body.slice(i, i + 3);
-      if (!/^[0-7]{3}$/.test(oct)) throw new SyntaxError(`bad escape in ${q}`);
-      out += String.fromCharCode(Number.parseInt(oct, 8));
-      i += 2;
-    } else throw new SyntaxError(`bad escape in ${q}`);
-  }
-  return out;
-}
+/** Go `%q` and its inverse: the one implementation, @cnikit/skel/go's (re-exported as part of this package's API). */
+export { goQuote, goUnquote };
 
 /**
  * Parse an iptables comment made by formatComment: `name: "<net>" id: "<id>"`. Returns undefined

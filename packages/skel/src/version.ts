@@ -19,7 +19,15 @@ function atoi(part: string, which: string, version: string): number {
 
 const NON_PRINT = /^[\p{C}\p{Z}]$/u;
 
-/** Go `%q` of a string (without the surrounding quotes). */
+/**
+ * Go `strconv.Quote` (`%q`) of a string, without the surrounding quotes. The one implementation for every text that
+ * must match the reference byte for byte: the iptables rule comment `name: %q id: %q` (Go `utils.FormatComment`,
+ * read back by DEL and by the other implementation) and the spec library's error texts (versions, CNI_ARGS).
+ * `"` and `\` get a backslash; \a \b \f \n \r \t \v their short escapes; other C0 controls and DEL `\xNN`;
+ * what Go's `unicode.IsPrint` accepts (letters, marks, numbers, punctuation, symbols, ASCII space) stays as it is;
+ * any other code point `\uNNNN` / `\UNNNNNNNN`. A lone UTF-16 surrogate (a JSON `"\ud800"` escape, kept by
+ * JSON.parse) is U+FFFD, printed as it is: Go's JSON decoder turns it into U+FFFD before anything quotes it.
+ */
 export function goQuoteInner(s: string): string {
   let out = '';
   for (const ch of s) {
@@ -34,7 +42,7 @@ export function goQuoteInner(s: string): string {
     else if (c === 0x09) out += '\\t';
     else if (c === 0x0b) out += '\\v';
     else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
-    else if (c >= 0xd800 && c <= 0xdfff) out += '\\ufffd';
+    else if (c >= 0xd800 && c <= 0xdfff) out += '\ufffd';
     else if (ch !== ' ' && NON_PRINT.test(ch)) {
       out += c > 0xffff ? `\\U${c.toString(16).padStart(8, '0')}` : `\\u${c.toString(16).padStart(4, '0')}`;
     } else out += ch;
@@ -45,6 +53,49 @@ export function goQuoteInner(s: string): string {
 /** Go `%q` of a string. */
 export function goQuote(s: string): string {
   return `"${goQuoteInner(s)}"`;
+}
+
+const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
+  a: '\x07',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+  v: '\v',
+  '\\': '\\',
+  '"': '"',
+  "'": "'",
+};
+
+/** Inverse of `goQuote` (Go `strconv.Unquote` of a `"…"` literal: also `\'` and octal `\NNN`). Throws SyntaxError. */
+export function goUnquote(q: string): string {
+  if (q.length < 2 || q[0] !== '"' || q[q.length - 1] !== '"')
+    throw new SyntaxError(`not a quoted string: ${q}`);
+  let out = '';
+  const body = q.slice(1, -1);
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i]!;
+    if (c !== '\\') {
+      out += c;
+      continue;
+    }
+    const e = body[++i];
+    if (e !== undefined && Object.hasOwn(SIMPLE_ESCAPES, e)) out += SIMPLE_ESCAPES[e];
+    else if (e === 'x' || e === 'u' || e === 'U') {
+      const n = e === 'x' ? 2 : e === 'u' ? 4 : 8;
+      const hex = body.slice(i + 1, i + 1 + n);
+      if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== n) throw new SyntaxError(`bad escape in ${q}`);
+      out += String.fromCodePoint(Number.parseInt(hex, 16));
+      i += n;
+    } else if (e !== undefined && /[0-7]/.test(e)) {
+      const oct = body.slice(i, i + 3);
+      if (!/^[0-7]{3}$/.test(oct)) throw new SyntaxError(`bad escape in ${q}`);
+      out += String.fromCharCode(Number.parseInt(oct, 8));
+      i += 2;
+    } else throw new SyntaxError(`bad escape in ${q}`);
+  }
+  return out;
 }
 
 /** Go `%q` of a []string: `["a" "b"]`. */
