@@ -98,6 +98,9 @@ export function extras(root = ROOT): EntryExtras {
     ...(existsSync(join(root, 'packages', 'conformance', 'src', 'cli.ts'))
       ? { conformance: '@cnikit/conformance' }
       : {}),
+    ...(existsSync(join(root, 'packages', 'warm', 'src', 'install-cni.ts'))
+      ? { installCni: '@cnikit/warm/install-cni' }
+      : {}),
   };
 }
 

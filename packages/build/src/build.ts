@@ -64,6 +64,8 @@ export interface EntryExtras {
   serve?: string;
   /** A module exporting `conformanceMain` (@cnikit/conformance): `cnikit conformance` runs the conformance kit. */
   conformance?: string;
+  /** A module exporting `installCniMain` (@cnikit/warm/install-cni): `cnikit install-cni` installs on a node. */
+  installCni?: string;
 }
 
 export interface EntryOptions {
@@ -106,6 +108,9 @@ export function entrySource(plugins: readonly PluginEntry[], opts: EntryOptions)
     ...(extras.serve ? [`serve: () => import(${imp(extras.serve)}).then((m) => m.serveMain)`] : []),
     ...(extras.conformance
       ? [`conformance: () => import(${imp(extras.conformance)}).then((m) => m.conformanceMain)`]
+      : []),
+    ...(extras.installCni
+      ? [`installCni: () => import(${imp(extras.installCni)}).then((m) => m.installCniMain)`]
       : []),
     ...(opts.stamp ? [`stamp: ${JSON.stringify(opts.stamp)}`] : []),
   ];

@@ -13,6 +13,8 @@ export {
   CONFORMANCE_WORD,
   type ConformanceMain,
   handleNoPlugin,
+  INSTALL_CNI_WORD,
+  type InstallCniMain,
   type LazyPlugin,
   lazyFacade,
   loadPlugin,

@@ -32,6 +32,8 @@ export const TOOL_WORD = 'tool';
 export const SERVE_WORD = 'serve';
 /** `cnikit conformance …`: the conformance kit (packages/conformance). */
 export const CONFORMANCE_WORD = 'conformance';
+/** `cnikit install-cni …`: the Kubernetes init container's installer (packages/warm/src/install-cni.ts). */
+export const INSTALL_CNI_WORD = 'install-cni';
 
 /** The cnitool arguments when this invocation selects cnitool, else undefined. */
 export function toolArgs(
@@ -106,6 +108,7 @@ export function usage(plugins: readonly AnyPlugin[], self: string = MULTICALL_NA
           `warm mode: ${MULTICALL_NAME} ${SERVE_WORD} [--socket PATH] | ${SERVE_WORD} --check   (the service behind the plugin names; see scripts/install --warm)`,
           `version: ${MULTICALL_NAME} --version   (version, commit, build date, back-end, architecture)`,
           `conformance: ${MULTICALL_NAME} ${CONFORMANCE_WORD} --plugin PATH --config CONFLIST   (tests any CNI plugin; --help)`,
+          `kubernetes: ${MULTICALL_NAME} ${INSTALL_CNI_WORD} [--warm|--cold] [--bin-dir DIR] [--conf-dir DIR] [--template FILE]   (--help)`,
         ]
       : []),
     '',
@@ -267,6 +270,20 @@ export type ConformanceMain = (
   ctx: { reexec: readonly string[] },
 ) => Promise<number>;
 
+/** `cnikit install-cni` (`installCniMain` of @cnikit/warm/install-cni): only executables built with it carry it. */
+export type InstallCniMain = (
+  args: readonly string[],
+  ctx: {
+    plugins: readonly string[];
+    execPath: string;
+    env: Readonly<Record<string, string | undefined>>;
+    out: (line: string) => void;
+    err: (line: string) => void;
+    serviceCheck?: (socket: string) => Promise<number>;
+    signal?: AbortSignal;
+  },
+) => Promise<number>;
+
 export interface MainOptions {
   /** The embedded addon (set by the single-file build); absent when running from source. */
   native?: NativeSource;
@@ -278,6 +295,8 @@ export interface MainOptions {
   serve?: () => Promise<ServeMain>;
   /** Loads the conformance kit; without it, `cnikit conformance` is an unknown name. */
   conformance?: () => Promise<ConformanceMain>;
+  /** Loads the Kubernetes installer; without it, `cnikit install-cni` is an unknown name. */
+  installCni?: () => Promise<InstallCniMain>;
   /** Version, commit and build date for `cnikit --version` (set by the build). */
   stamp?: BuildStamp;
 }
@@ -325,6 +344,43 @@ export async function main(sources: readonly PluginSource[], opts: MainOptions =
     process.exitCode = await conformanceMain(process.argv.slice(3), process, {
       reexec: [process.execPath, CONFORMANCE_WORD],
     });
+    return;
+  }
+  if (
+    opts.installCni &&
+    (basenameOf(process.argv0) === MULTICALL_NAME || basenameOf(process.execPath) === MULTICALL_NAME) &&
+    process.argv[2] === INSTALL_CNI_WORD
+  ) {
+    // `cnikit install-cni …`: installs this executable on a Kubernetes node; --check asks the warm service
+    const installCniMain = await opts.installCni();
+    const serve = opts.serve;
+    const ac = new AbortController();
+    const stop = () => ac.abort();
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+    const plugins = sources.map((p) => p.name);
+    process.exitCode = await installCniMain(process.argv.slice(3), {
+      plugins,
+      execPath: process.execPath,
+      env: process.env,
+      out: (l) => process.stdout.write(`${l}\n`),
+      err: (l) => process.stderr.write(`${l}\n`),
+      serviceCheck: serve
+        ? async (socket) => {
+            // `serve --check --socket PATH` of this executable: one VERSION call (loopback) through the service
+            const serveMain = await serve();
+            const probe = sources.find((p) => p.name === 'loopback') ?? sources[0];
+            return serveMain(['--check', '--socket', socket], {
+              plugins: probe ? [loadPlugin(probe)] : [],
+              argv0: process.argv0,
+              unknown: () => 1,
+            });
+          }
+        : undefined,
+      signal: ac.signal,
+    });
+    process.off('SIGTERM', stop);
+    process.off('SIGINT', stop);
     return;
   }
   const names = sources.map((p) => ({ name: p.name }) as AnyPlugin);
