@@ -19,6 +19,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { CLIENT_FILE, COLD_FILE } from './build-client.ts';
+import { TOOL_FILE } from './install.ts';
 import {
   checkInstalled,
   type InstallCniOptions,
@@ -78,6 +80,12 @@ function opts(extra: Partial<InstallCniOptions> = {}): InstallCniOptions & { lin
 }
 
 const ino = (p: string) => statSync(p).ino;
+
+test('the installed names are those of the build and scripts/install', () => {
+  const o = opts();
+  installCni({ ...o, plugins: [] });
+  assert.deepEqual(readdirSync(o.binDir).sort(), [RECORD_FILE, CLIENT_FILE, COLD_FILE, TOOL_FILE].sort());
+});
 
 describe('renderTemplate', () => {
   test('substitutes, applies defaults and JSON-escapes values', () => {

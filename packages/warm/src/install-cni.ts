@@ -42,8 +42,12 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/build/runtime';
-import { CLIENT_FILE, COLD_FILE } from './build-client.ts';
-import { TOOL_FILE } from './install.ts';
+
+// The names of build-client.ts / install.ts (CLIENT_FILE, COLD_FILE, TOOL_FILE), not imported from there: those
+// modules resolve the client's C source from import.meta.url at load, which a compiled executable does not have.
+const CLIENT_FILE = 'cnikit-client';
+const COLD_FILE = 'cnikit';
+const TOOL_FILE = 'cnitool';
 
 /** The ownership record in the bin directory. */
 export const RECORD_FILE = '.cnikit-install-cni.json';
