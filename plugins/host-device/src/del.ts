@@ -1,14 +1,15 @@
 /**
  * DEL: IPAM DEL, then the device back to the host under its original name, with the addresses and up state it had
  * before ADD. Idempotent: a missing namespace or a device no longer in the container is not an error (the reference
- * fails in both cases). Keeps going after a failure and reports every failure at the end.
+ * fails in both cases); a device the kernel returned to the host when the namespace died (container-side name,
+ * alias kept) is found by its saved MAC and alias, renamed back and restored. Keeps going after a failure and reports every failure at the end.
  */
 import { closeSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
 import { delegateDel, ErrorList, type Request } from '@cnikit/skel';
 import { openNetns } from './add.ts';
 import type { HostDeviceConf } from './config.ts';
-import { moveLinkOut } from './move.ts';
+import { moveLinkOut, reclaimReturned } from './move.ts';
 import { readState, removeState, restoreDevice, stateName } from './state.ts';
 
 export async function cmdDel(req: Request<HostDeviceConf>): Promise<void> {
@@ -17,18 +18,25 @@ export async function cmdDel(req: Request<HostDeviceConf>): Promise<void> {
   const state = stateName(req.containerId, req.ifName);
   if (conf.ipamType !== '') await errors.run('', () => delegateDel(conf.ipamType, req));
   let done = true;
+  /** Not in the container (any more): the kernel may have returned it to the host when the namespace died. */
+  const reclaim = () => {
+    const saved = readState(conf.dataDir, conf.name, state);
+    if (!saved || !reclaimReturned(saved)) return;
+    const errs = restoreDevice(saved);
+    if (errs.length) throw new Error(errs.join('; '));
+  };
   if (req.netns !== '') {
     errors.run('', () => {
       let fd: number;
       try {
         fd = openNetns(req.netns);
       } catch (err) {
-        if (nl.isNetnsGoneForDel(err, req.netns)) return;
+        if (nl.isNetnsGoneForDel(err, req.netns)) return reclaim();
         throw err;
       }
       try {
         const original = moveLinkOut(fd, req.ifName);
-        if (original === undefined) return;
+        if (original === undefined) return reclaim();
         const saved = readState(conf.dataDir, conf.name, state);
         if (saved && saved.device === original) {
           const errs = restoreDevice(saved);

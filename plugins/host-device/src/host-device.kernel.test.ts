@@ -381,6 +381,42 @@ describe('host-device on the real kernel (in-process)', () => {
     assert.ok(!l.flags.includes('UP'));
   });
 
+  test('the namespace died without DEL: the device the kernel returned (container name or dev%d) comes back by DEL', async () => {
+    // what the kernel does to a physical device of a dying namespace (default_device_exit): it goes to the
+    // initial namespace, down, alias kept, under its container-side name or dev%d when that is taken there
+    for (const [i, returnedAs] of [
+      [0, 'net1'],
+      [1, 'dev7'],
+    ] as const) {
+      const mac = `0a:72:00:00:00:1${i}`;
+      makeDevice('hd0', mac);
+      const cn = env.sb.newContainer();
+      const c = conf({ device: 'hd0' });
+      assert.equal((await call('ADD', c, { netns: cn.path, containerId: 'died' })).code, 0);
+      env.sb.exec('ip', ['link', 'set', 'net1', 'down'], { ns: cn });
+      if (returnedAs !== 'net1') env.sb.exec('ip', ['link', 'set', 'net1', 'name', returnedAs], { ns: cn });
+      env.sb.exec('ip', ['link', 'set', returnedAs, 'netns', env.sb.host.name], { ns: cn });
+      deleteNamedNetns(cn);
+      assert.equal(link('host', returnedAs).ifalias, 'hd0');
+      const d = await call('DEL', c, { netns: cn.path, containerId: 'died' });
+      assert.equal(d.code, 0, d.stdout);
+      assertBack('hd0', mac);
+      assert.equal(link('host', returnedAs), undefined, `${returnedAs} renamed back`);
+      assert.deepEqual(states(), []);
+      host(['link', 'del', 'hd0']);
+    }
+    // another link with the saved MAC but without the alias is not touched
+    makeDevice('hd0', '0a:72:00:00:00:12');
+    const cn = env.sb.newContainer();
+    const c = conf({ device: 'hd0' });
+    assert.equal((await call('ADD', c, { netns: cn.path, containerId: 'died' })).code, 0);
+    deleteNamedNetns(cn);
+    host(['link', 'add', 'net1', 'address', '0a:72:00:00:00:12', 'type', 'veth', 'peer', 'name', 'net1p']);
+    assert.equal((await call('DEL', c, { netns: cn.path, containerId: 'died' })).code, 0);
+    assert.ok(link('host', 'net1'), 'a link without the alias keeps its name');
+    host(['link', 'del', 'net1']);
+  });
+
   describe('interoperability with the Go reference host-device', () => {
     assert.ok(existsSync(GO), 'Go reference plugins not installed in /usr/lib/cni');
     const goCall = (cmd: 'ADD' | 'DEL' | 'CHECK', c: object) =>

@@ -170,3 +170,35 @@ export function moveLinkOut(containerFd: number, ifName: string): string | undef
     }
   });
 }
+
+/**
+ * The device of a namespace that died without DEL: the kernel returns a physical device to the initial namespace
+ * under its container-side name (`dev%d` when that name is taken there), alias kept. Found by the MAC and alias
+ * that ADD saved, it gets its original name back and its alias cleared. Returns false when no such link is here
+ * (a virtual device dies with its namespace; a link of that name already exists). Synchronous, in the host.
+ */
+export function reclaimReturned(saved: { device: string; mac: string }): boolean {
+  if (!saved.mac || !saved.device) return false;
+  const mac = saved.mac.toLowerCase();
+  const l = nl.listLinks().find((x) => x.mac.toLowerCase() === mac && x.alias === saved.device);
+  if (!l) return false;
+  if (l.name !== saved.device) {
+    if (nl.getLink(saved.device)) return false;
+    // a rename needs the link down; the kernel set it down when it moved it out of the dying namespace
+    if (l.up) nl.setLinkDown(l.index);
+    try {
+      nl.renameLink(l.index, saved.device);
+    } catch (err) {
+      throw internalError(
+        `failed to rename returned device ${q(l.name)} to ${q(saved.device)}: ${errorReason(err)}`,
+        err,
+      );
+    }
+  }
+  try {
+    nl.setAlias(l.index, '');
+  } catch (err) {
+    throw internalError(`failed to unset alias of ${q(saved.device)}: ${errorReason(err)}`, err);
+  }
+  return true;
+}
