@@ -6,7 +6,7 @@
  * (so a caller already inside `withNetns(...)` gets that namespace).
  */
 import { spawnSync } from 'node:child_process';
-import { withNetns } from '@cnikit/netlink';
+import { traceSection, withNetns } from '@cnikit/netlink';
 
 /** Options shared by every function that runs a tool. */
 export interface ToolOptions {
@@ -92,7 +92,15 @@ export function runTool(tool: string, args: readonly string[], opts: RunOptions 
     });
   execStats.count++;
   // The child is forked by the calling thread, so inside withNetns it starts in that namespace.
-  const r = opts.netns !== undefined ? withNetns(opts.netns, spawn) : spawn();
+  const r = traceSection(
+    `exec ${tool}`,
+    { 'process.executable.name': tool, 'process.command_args': [tool, ...args].join(' ') },
+    (span) => {
+      const out = opts.netns !== undefined ? withNetns(opts.netns, spawn) : spawn();
+      span?.setAttributes({ 'process.exit.code': out.status ?? -1 });
+      return out;
+    },
+  );
   if (r.error) {
     const code = (r.error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new ToolNotFoundError(tool, r.error);

@@ -83,6 +83,8 @@ export {
   openNetnsFd,
   type Sync,
   sameNetns,
+  type TracedSpan,
+  traceSection,
   withNetns,
   withNetnsFd,
 } from './netns.ts';

@@ -310,12 +310,34 @@ export type Sync<T> = T &
  */
 export function withNetns<T>(path: string, fn: (hostNs: NetNS) => Sync<T>): T {
   if (poisoned) throw poisoned;
-  const fd = openNetnsFd(path);
-  try {
-    return runIn(fd, path, fn);
-  } finally {
-    closeSync(fd);
-  }
+  return traceSection('netns', { 'cnikit.netns': path }, () => {
+    const fd = openNetnsFd(path);
+    try {
+      return runIn(fd, path, fn);
+    } finally {
+      closeSync(fd);
+    }
+  });
+}
+
+const TRACE_HOOK = Symbol.for('cnikit.trace.v1');
+
+/**
+ * Runs `fn` as a child span of the traced plugin call running it (skel installs the hook, see
+ * @cnikit/skel trace.ts); without one it is just `fn()`. Kernel sections (each withNetns) and tool execs use it.
+ */
+export function traceSection<T>(name: string, attributes: TraceAttributes, fn: (span?: TracedSpan) => T): T {
+  const hook = (globalThis as { [TRACE_HOOK]?: TraceHook })[TRACE_HOOK];
+  return hook ? hook.traced(name, attributes, fn) : fn();
+}
+
+type TraceAttributes = Record<string, string | number | boolean>;
+/** The part of a span a traced section may use: more attributes (e.g. an exit code). */
+export interface TracedSpan {
+  setAttributes(attributes: TraceAttributes): void;
+}
+interface TraceHook {
+  traced<R>(name: string, attributes: TraceAttributes, fn: (span?: TracedSpan) => R): R;
 }
 
 /**

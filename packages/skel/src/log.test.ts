@@ -84,3 +84,65 @@ describe('createLogger', () => {
     assert.match(err.lines[0]!, /WARN p\/ipam\[/);
   });
 });
+
+describe('createLogger: JSON format', () => {
+  const id = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const env = {
+    TRACEPARENT: `00-${id}-00f067aa0ba902b7-01`,
+    CNI_COMMAND: 'ADD',
+    CNI_CONTAINERID: 'ctr-9',
+  };
+
+  test('logFormat json (config key, any case) or CNIKIT_LOG_FORMAT=json: one object per line with trace, plugin, verb, container', () => {
+    for (const [config, e] of [
+      [{ logFormat: 'json' }, env],
+      [{ LogFormat: 'JSON' }, env],
+      [undefined, { ...env, CNIKIT_LOG_FORMAT: 'json' }],
+    ] as const) {
+      const err = sink();
+      const log = createLogger('bridge', config, { stderr: err, env: e });
+      assert.equal(log.format, 'json');
+      log.warn('veth %s: "%s"', 'v1', 'q');
+      log.child('ipam').error('x\ny');
+      assert.equal(err.lines.length, 2);
+      for (const l of err.lines) assert.ok(l.endsWith('}\n') && l.split('\n').length === 2, l);
+      const a = JSON.parse(err.lines[0]!);
+      assert.match(a.time, /^\d{4}-\d\d-\d\dT/);
+      assert.deepEqual(
+        { ...a, time: undefined },
+        {
+          time: undefined,
+          level: 'warn',
+          plugin: 'bridge',
+          pid: process.pid,
+          trace_id: id,
+          span_id: '00f067aa0ba902b7',
+          verb: 'ADD',
+          container_id: 'ctr-9',
+          msg: 'veth v1: "q"',
+        },
+      );
+      const b = JSON.parse(err.lines[1]!);
+      assert.equal(b.plugin, 'bridge/ipam');
+      assert.equal(b.msg, 'x\ny');
+      assert.equal(b.level, 'error');
+    }
+  });
+
+  test('text stays the default; the config key wins over the environment; unknown values are ignored', () => {
+    const err = sink();
+    const log = createLogger(
+      'p',
+      { logFormat: 'text' },
+      { stderr: err, env: { ...env, CNIKIT_LOG_FORMAT: 'json' } },
+    );
+    assert.equal(log.format, 'text');
+    log.warn('w');
+    assert.match(err.lines[0]!, / WARN p\[\d+\] trace=4bf9.*: w\n$/);
+    assert.equal(createLogger('p', { logFormat: 'xml' }, { env: {} }).format, 'text');
+    assert.equal(createLogger('p', undefined, { env: { CNIKIT_LOG_FORMAT: 'yaml' } }).format, 'text');
+    const noCtx = sink();
+    createLogger('p', undefined, { stderr: noCtx, env: { CNIKIT_LOG_FORMAT: 'json' } }).error('e');
+    assert.deepEqual(Object.keys(JSON.parse(noCtx.lines[0]!)), ['time', 'level', 'plugin', 'pid', 'msg']);
+  });
+});

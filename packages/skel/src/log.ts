@@ -7,17 +7,22 @@
  * A failing log file is ignored (logging never breaks a plugin).
  * When the environment carries a W3C trace context (TRACEPARENT, set by a runtime as Go's libcni does), every line
  * names its trace id (`trace=<32 hex>`), so plugin logs can be matched to the runtime's trace.
+ * Format: option `format`, else config key `logFormat`, else env `CNIKIT_LOG_FORMAT`: `text` (default, the line
+ * above) or `json` — one JSON object per line: `time`, `level`, `plugin`, `pid`, `msg`, and when known `trace_id`,
+ * `span_id` (the caller's span), `verb` (CNI_COMMAND) and `container_id` (CNI_CONTAINERID).
  */
 import { appendFileSync } from 'node:fs';
 import { format } from 'node:util';
 import type { Logger } from './types.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'none';
+export type LogFormat = 'text' | 'json';
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, none: 100 };
 
 export interface LoggerOptions {
   logFile?: string;
   level?: LogLevel;
+  format?: LogFormat;
   /** Where stderr lines go (default process.stderr). */
   stderr?: { write(s: string): unknown };
   /** Environment to read CNIKIT_LOG_FILE / CNIKIT_LOG_LEVEL from (default process.env). */
@@ -41,6 +46,12 @@ export function traceIdOf(traceparent: string | undefined): string | undefined {
   return id && !/^0+$/.test(id) ? id : undefined;
 }
 
+function asFormat(v: unknown): LogFormat | undefined {
+  if (typeof v !== 'string') return undefined;
+  const f = v.trim().toLowerCase();
+  return f === 'json' || f === 'text' ? f : undefined;
+}
+
 function asLevel(v: unknown): LogLevel | undefined {
   if (typeof v !== 'string') return undefined;
   const l = v.toLowerCase();
@@ -50,6 +61,7 @@ function asLevel(v: unknown): LogLevel | undefined {
 export interface FullLogger extends Logger {
   readonly level: LogLevel;
   readonly logFile: string | undefined;
+  readonly format: LogFormat;
   child(name: string): FullLogger;
 }
 
@@ -68,12 +80,26 @@ export function createLogger(name: string, config?: unknown, options: LoggerOpti
     options.level ?? asLevel(configKey(config, 'logLevel')) ?? asLevel(env.CNIKIT_LOG_LEVEL) ?? 'warn';
   const stderr = options.stderr ?? process.stderr;
   const min = RANK[level];
+  const fmt =
+    options.format ?? asFormat(configKey(config, 'logFormat')) ?? asFormat(env.CNIKIT_LOG_FORMAT) ?? 'text';
   const traceId = traceIdOf(env.TRACEPARENT);
   const tag = traceId ? ` trace=${traceId}` : '';
+  // the JSON fields every line of this logger carries, in a fixed order
+  const fields: Record<string, string | number> = { plugin: name, pid: process.pid };
+  if (traceId) {
+    fields.trace_id = traceId;
+    fields.span_id = (env.TRACEPARENT as string).trim().slice(36, 52);
+  }
+  if (env.CNI_COMMAND) fields.verb = env.CNI_COMMAND;
+  if (env.CNI_CONTAINERID) fields.container_id = env.CNI_CONTAINERID;
   const emit = (lvl: Exclude<LogLevel, 'none'>, msg: string, args: unknown[]) => {
     if (RANK[lvl] < min) return;
     const text = args.length ? format(msg, ...args) : msg;
-    const line = `${new Date().toISOString()} ${lvl.toUpperCase()} ${name}[${process.pid}]${tag}: ${text}\n`;
+    const time = new Date().toISOString();
+    const line =
+      fmt === 'json'
+        ? `${JSON.stringify({ time, level: lvl, ...fields, msg: text })}\n`
+        : `${time} ${lvl.toUpperCase()} ${name}[${process.pid}]${tag}: ${text}\n`;
     try {
       stderr.write(line);
     } catch {
@@ -90,10 +116,12 @@ export function createLogger(name: string, config?: unknown, options: LoggerOpti
   return {
     level,
     logFile,
+    format: fmt,
     debug: (m, ...a) => emit('debug', m, a),
     info: (m, ...a) => emit('info', m, a),
     warn: (m, ...a) => emit('warn', m, a),
     error: (m, ...a) => emit('error', m, a),
-    child: (sub) => createLogger(`${name}/${sub}`, undefined, { ...options, logFile, level, stderr, env }),
+    child: (sub) =>
+      createLogger(`${name}/${sub}`, undefined, { ...options, logFile, level, format: fmt, stderr, env }),
   };
 }
