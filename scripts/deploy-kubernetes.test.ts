@@ -1,0 +1,186 @@
+// deploy/kubernetes/: every manifest validated against the Kubernetes API's own OpenAPI schemas (the validators
+// kubernetes-models generates from them; no cluster here), plus what the schemas cannot know: the DaemonSet's
+// commands are ones `cnikit install-cni` accepts, the ConfigMap's template renders with the init container's
+// environment into a conflist of this tree's plugins, every mount names a volume, tolerations cover every taint.
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { DaemonSet } from 'kubernetes-models/apps/v1';
+import { ConfigMap } from 'kubernetes-models/v1';
+import { parseAllDocuments } from 'yaml';
+import { checkConflist, parseInstallCniArgs, renderTemplate } from '../packages/warm/src/install-cni.ts';
+import { discoverPlugins } from './build.ts';
+
+const DIR = join(import.meta.dirname, '..', 'deploy', 'kubernetes');
+
+interface Doc {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  [k: string]: unknown;
+}
+
+function docs(file: string): Doc[] {
+  return parseAllDocuments(readFileSync(join(DIR, file), 'utf8')).map((d) => {
+    assert.deepEqual(d.errors, [], `${file}: YAML errors`);
+    return d.toJS({ maxAliasCount: 0 }) as Doc;
+  });
+}
+
+const kustomization = docs('kustomization.yaml')[0] as unknown as {
+  resources: string[];
+  namespace: string;
+  images: { name: string; newTag: string }[];
+};
+const all = kustomization.resources.flatMap((f) => docs(f).map((d) => ({ file: f, doc: d })));
+const ds = all.find((d) => d.doc.kind === 'DaemonSet')?.doc as unknown as {
+  spec: {
+    template: {
+      spec: {
+        hostPID: boolean;
+        hostNetwork: boolean;
+        priorityClassName: string;
+        tolerations: { operator: string; key?: string; effect?: string }[];
+        initContainers: Container[];
+        containers: Container[];
+        volumes: { name: string; hostPath?: { path: string }; configMap?: { name: string } }[];
+      };
+    };
+    updateStrategy: { type: string };
+  };
+};
+const cm = all.find((d) => d.doc.kind === 'ConfigMap')?.doc as unknown as Doc & {
+  data: Record<string, string>;
+};
+
+interface Container {
+  name: string;
+  image: string;
+  command: string[];
+  env?: {
+    name: string;
+    valueFrom?: { fieldRef?: { fieldPath: string }; configMapKeyRef?: { name: string; key: string } };
+  }[];
+  resources: { requests: Record<string, string>; limits: Record<string, string> };
+  volumeMounts: { name: string; mountPath: string }[];
+  readinessProbe?: { exec: { command: string[] } };
+  securityContext?: { privileged?: boolean };
+}
+
+describe('deploy/kubernetes', () => {
+  test('kustomization lists every manifest of the directory; everything in kube-system', () => {
+    const yamls = readdirSync(DIR).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml');
+    assert.deepEqual([...kustomization.resources].sort(), yamls.sort());
+    assert.equal(kustomization.namespace, 'kube-system');
+    for (const { doc } of all) assert.equal(doc.metadata.namespace, 'kube-system', doc.metadata.name);
+    const version = JSON.parse(readFileSync(join(DIR, '..', '..', 'package.json'), 'utf8')).version;
+    assert.equal(kustomization.images[0]?.newTag, `v${version}`, 'the image tag is the release version');
+  });
+
+  test('every manifest is valid against the Kubernetes API schema of its kind', () => {
+    const models: Record<string, new (d: never) => { validate(): void }> = {
+      'apps/v1 DaemonSet': DaemonSet as never,
+      'v1 ConfigMap': ConfigMap as never,
+    };
+    for (const { file, doc } of all) {
+      const M = models[`${doc.apiVersion} ${doc.kind}`];
+      assert.ok(M, `${file}: no schema for ${doc.apiVersion} ${doc.kind}`);
+      assert.doesNotThrow(() => new M(doc as never).validate(), `${file}: ${doc.kind} ${doc.metadata.name}`);
+    }
+  });
+
+  test('the schema check catches a broken manifest (it can fail)', () => {
+    const bad = structuredClone(ds) as unknown as { spec: { template: { spec: { containers: unknown[] } } } };
+    (bad.spec.template.spec.containers[0] as { command: unknown }).command = 'not-a-list';
+    assert.throws(() => new DaemonSet(bad as never).validate(), /command/);
+    const noSelector = structuredClone(ds) as unknown as { spec: Record<string, unknown> };
+    delete noSelector.spec.selector;
+    assert.throws(() => new DaemonSet(noSelector as never).validate(), /selector/);
+  });
+
+  test('node-critical, every taint tolerated, rolling update, requests and limits on every container', () => {
+    const spec = ds.spec.template.spec;
+    assert.equal(spec.priorityClassName, 'system-node-critical');
+    assert.ok(spec.tolerations.some((t) => t.operator === 'Exists' && !t.key && !t.effect));
+    assert.equal(ds.spec.updateStrategy.type, 'RollingUpdate');
+    assert.equal(spec.hostNetwork, true);
+    assert.equal(spec.hostPID, true, 'cnikit-hostns enters pid 1 mount namespace');
+    for (const c of [...spec.initContainers, ...spec.containers]) {
+      for (const k of ['cpu', 'memory']) {
+        assert.ok(c.resources.requests[k], `${c.name} requests.${k}`);
+        assert.ok(c.resources.limits[k], `${c.name} limits.${k}`);
+      }
+      const volumes = new Set(spec.volumes.map((v) => v.name));
+      for (const m of c.volumeMounts)
+        assert.ok(volumes.has(m.name), `${c.name}: mount of unknown volume ${m.name}`);
+    }
+  });
+
+  test('install-cni accepts the init container command; the template renders into a conflist of our plugins', () => {
+    const init = ds.spec.template.spec.initContainers.find((c) => c.name === 'install-cni') as Container;
+    assert.deepEqual(init.command.slice(0, 2), ['/opt/cnikit/cnikit', 'install-cni']);
+    const args = parseInstallCniArgs(init.command.slice(2));
+    assert.notEqual(args, 'help');
+    if (args === 'help') return;
+    assert.equal(args.mode, 'warm');
+    // the template file comes from the ConfigMap volume mounted at the template's directory
+    const tmplDir = args.template?.slice(0, args.template.lastIndexOf('/'));
+    const mount = init.volumeMounts.find((m) => m.mountPath === tmplDir);
+    const vol = ds.spec.template.spec.volumes.find((v) => v.name === mount?.name);
+    assert.equal(vol?.configMap?.name, cm.metadata.name);
+    const template = cm.data[(args.template as string).slice((tmplDir as string).length + 1)];
+    assert.ok(template, 'the ConfigMap carries the template file');
+    // the environment as the kubelet would give it: downward API and ConfigMap keys
+    const env: Record<string, string> = {};
+    for (const e of init.env ?? []) {
+      if (e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName') env[e.name] = 'node-1';
+      const ref = e.valueFrom?.configMapKeyRef;
+      if (ref) {
+        assert.equal(ref.name, cm.metadata.name);
+        if (cm.data[ref.key] !== undefined) env[e.name] = cm.data[ref.key] as string;
+      }
+    }
+    const conf = checkConflist(renderTemplate(template, env), 'configmap');
+    assert.deepEqual(conf.types, ['bridge', 'portmap', 'bandwidth', 'tuning']);
+    const ours = new Set(discoverPlugins().map((p) => p.dir));
+    for (const t of [...conf.types, 'host-local']) assert.ok(ours.has(t), `${t} is a plugin of this tree`);
+    const rendered = JSON.parse(renderTemplate(template, env));
+    assert.equal(rendered.plugins[0].ipam.type, 'host-local');
+    assert.equal(rendered.plugins[0].ipam.ranges[0][0].subnet, cm.data['pod-cidr']);
+    // without the ConfigMap's pod-cidr the install stops (nothing written)
+    const { POD_CIDR: _, ...noCidr } = env;
+    assert.throws(() => renderTemplate(template, noCidr), /POD_CIDR is not set/);
+  });
+
+  test('serve runs the host executable in the host mount namespace; readiness = files + conflist + service', () => {
+    const spec = ds.spec.template.spec;
+    const serve = spec.containers.find((c) => c.name === 'serve') as Container;
+    assert.deepEqual(serve.command.slice(0, 3), [
+      '/opt/cnikit/cnikit-hostns',
+      '/opt/cni/bin/cnikit',
+      'serve',
+    ]);
+    assert.equal(serve.securityContext?.privileged, true);
+    const socket = serve.command[serve.command.indexOf('--socket') + 1];
+    assert.equal(socket, '/run/cnikit/cnikit.sock', 'the path the installed clients use');
+    const probe = serve.readinessProbe?.exec.command ?? [];
+    assert.deepEqual(probe.slice(0, 3), ['/opt/cnikit/cnikit', 'install-cni', '--check']);
+    const args = parseInstallCniArgs(probe.slice(2));
+    assert.ok(args !== 'help' && args.verb === 'check' && args.socket === socket);
+    // the socket directory and the bin dir are the host's in the probe's (container) mount namespace too
+    const hostPathOf = (mountPath: string) => {
+      const m = serve.volumeMounts.find((x) => x.mountPath === mountPath);
+      return spec.volumes.find((v) => v.name === m?.name)?.hostPath?.path;
+    };
+    assert.equal(hostPathOf('/run/cnikit'), '/run/cnikit');
+    assert.equal(hostPathOf('/host/opt/cni/bin'), '/opt/cni/bin');
+    const init = spec.initContainers[0] as Container;
+    assert.equal(
+      init.volumeMounts.find((m) => m.mountPath === '/host/etc/cni/net.d') &&
+        spec.volumes.find((v) => v.name === 'cni-conf')?.hostPath?.path,
+      '/etc/cni/net.d',
+    );
+    assert.ok(existsSync(join(DIR, '..', '..', 'packages', 'warm', 'client', 'cnikit-hostns.c')));
+  });
+});
