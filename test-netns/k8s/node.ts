@@ -1,0 +1,432 @@
+/**
+ * A private Kubernetes "node" for the end-to-end test: Debian's containerd (1.6, CRI plugin) started by the test with
+ * its own root, state, socket and config, inside a private network namespace and a private mount namespace. The
+ * mount namespace gets a tmpfs on /run (pod netns mounts, shim sockets, /run/cnikit, the xtables lock) and the
+ * scratch tree's var/lib/cni bound on /var/lib/cni, so the plugins' state (host-local reservations, containerd's
+ * CNI result cache) lands in the scratch tree: the machine's containerd, network namespace, /etc/cni, /var/lib/cni
+ * and /run are never touched. A second private network namespace ("client") is joined to the node by a veth pair
+ * (node eth0 192.168.77.1/24, client 192.168.77.2/24): hostPort traffic comes from there, as from another machine.
+ * Everything runs as argument arrays (no shell); stop() ends only the processes this node started.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { sleep } from '@cnikit/testing';
+import { type CriClient, criClient } from './cri.ts';
+
+export const NODE_IP = '192.168.77.1';
+export const CLIENT_IP = '192.168.77.2';
+export const SANDBOX_IMAGE = 'cnikit.test/pause:1';
+export const CGROUP_PARENT = '/cnikit-k8s-e2e';
+
+export interface RunResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], timeout = 60_000): RunResult {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout, maxBuffer: 64 * 1024 * 1024 });
+  if (r.error) throw r.error;
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function must(cmd: string, args: string[], timeout?: number): string {
+  const r = run(cmd, args, timeout);
+  assert.equal(r.status, 0, `${cmd} ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** A process holding fresh namespaces (`unshare … sleep`): its pid names them for nsenter. */
+async function holder(unshareArgs: string[]): Promise<ChildProcess> {
+  const p = spawn('unshare', [...unshareArgs, 'sleep', '86400'], { stdio: 'ignore' });
+  const self = readlinkNs(process.pid, 'net');
+  for (let i = 0; i < 200; i++) {
+    if (p.exitCode !== null) throw new Error(`unshare ${unshareArgs.join(' ')} exited ${p.exitCode}`);
+    try {
+      const comm = readFileSync(`/proc/${p.pid}/comm`, 'utf8').trim();
+      if (comm === 'sleep' && readlinkNs(p.pid as number, 'net') !== self) return p;
+    } catch {
+      // not there yet
+    }
+    await sleep(10);
+  }
+  p.kill('SIGKILL');
+  throw new Error('the namespace holder did not start');
+}
+
+function readlinkNs(pid: number, ns: string): string {
+  return spawnSync('readlink', [`/proc/${pid}/ns/${ns}`], { encoding: 'utf8' }).stdout.trim();
+}
+
+/** Paths of the node's scratch tree (the "host" filesystem the DaemonSet would see through hostPath volumes). */
+export interface NodePaths {
+  root: string;
+  binDir: string;
+  confDir: string;
+  varLibCni: string;
+  containerdRoot: string;
+  containerdState: string;
+  socket: string;
+  config: string;
+  log: string;
+}
+
+export function nodePaths(root: string): NodePaths {
+  return {
+    root,
+    binDir: join(root, 'host', 'opt', 'cni', 'bin'),
+    confDir: join(root, 'host', 'etc', 'cni', 'net.d'),
+    varLibCni: join(root, 'host', 'var', 'lib', 'cni'),
+    containerdRoot: join(root, 'containerd', 'root'),
+    containerdState: join(root, 'containerd', 'state'),
+    socket: join(root, 'containerd', 'containerd.sock'),
+    config: join(root, 'containerd', 'config.toml'),
+    log: join(root, 'containerd', 'containerd.log'),
+  };
+}
+
+function containerdConfig(p: NodePaths): string {
+  const q = (s: string) => JSON.stringify(s);
+  return [
+    'version = 2',
+    `root = ${q(p.containerdRoot)}`,
+    `state = ${q(p.containerdState)}`,
+    'disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",',
+    '  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]',
+    '[grpc]',
+    `  address = ${q(p.socket)}`,
+    '[ttrpc]',
+    `  address = ${q(`${p.socket}.ttrpc`)}`,
+    '[debug]',
+    '  level = "info"',
+    '[metrics]',
+    '  address = ""',
+    '[plugins."io.containerd.grpc.v1.cri"]',
+    `  sandbox_image = ${q(SANDBOX_IMAGE)}`,
+    '  netns_mounts_under_state_dir = true',
+    '  enable_selinux = false',
+    '  disable_apparmor = true',
+    '  restrict_oom_score_adj = true',
+    '  stream_server_address = "127.0.0.1"',
+    '  stream_server_port = "0"',
+    '  [plugins."io.containerd.grpc.v1.cri".containerd]',
+    '    snapshotter = "overlayfs"',
+    '    default_runtime_name = "runc"',
+    '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+    '      runtime_type = "io.containerd.runc.v2"',
+    '  [plugins."io.containerd.grpc.v1.cri".cni]',
+    `    bin_dir = ${q(p.binDir)}`,
+    `    conf_dir = ${q(p.confDir)}`,
+    '    max_conf_num = 1',
+    '',
+  ].join('\n');
+}
+
+/** The OCI archive of the sandbox image: one layer holding the static pause binary (built with cc -static). */
+export function buildPauseImage(workDir: string, pauseSource: string): string {
+  mkdirSync(workDir, { recursive: true });
+  const bin = join(workDir, 'rootfs', 'pause');
+  mkdirSync(join(workDir, 'rootfs'), { recursive: true });
+  must('cc', ['-static', '-Os', '-s', '-o', bin, pauseSource]);
+  const layer = join(workDir, 'layer.tar');
+  must('tar', [
+    '--sort=name',
+    '--owner=0',
+    '--group=0',
+    '--numeric-owner',
+    '--mtime=@0',
+    '-C',
+    join(workDir, 'rootfs'),
+    '-cf',
+    layer,
+    'pause',
+  ]);
+  const oci = join(workDir, 'oci');
+  const blobs = join(oci, 'blobs', 'sha256');
+  mkdirSync(blobs, { recursive: true });
+  const put = (data: Buffer): { digest: string; size: number } => {
+    const h = createHash('sha256').update(data).digest('hex');
+    writeFileSync(join(blobs, h), data);
+    return { digest: `sha256:${h}`, size: data.length };
+  };
+  const layerBlob = put(readFileSync(layer));
+  const config = put(
+    Buffer.from(
+      JSON.stringify({
+        architecture: 'amd64',
+        os: 'linux',
+        config: { Entrypoint: ['/pause'] },
+        rootfs: { type: 'layers', diff_ids: [layerBlob.digest] },
+      }),
+    ),
+  );
+  const manifest = put(
+    Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+        layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...layerBlob }],
+      }),
+    ),
+  );
+  writeFileSync(join(oci, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
+  writeFileSync(
+    join(oci, 'index.json'),
+    JSON.stringify({
+      schemaVersion: 2,
+      manifests: [
+        {
+          mediaType: 'application/vnd.oci.image.manifest.v1+json',
+          ...manifest,
+          platform: { architecture: 'amd64', os: 'linux' },
+          annotations: {
+            'io.containerd.image.name': SANDBOX_IMAGE,
+            'org.opencontainers.image.ref.name': '1',
+          },
+        },
+      ],
+    }),
+  );
+  const archive = join(workDir, 'pause.oci.tar');
+  must('tar', ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', '-C', oci, '-cf', archive, '.']);
+  return archive;
+}
+
+/** A running private node: namespaces, containerd, optionally `cnikit serve`; stop() tears all of it down. */
+export class PrivateNode {
+  readonly paths: NodePaths;
+  private nodeNs?: ChildProcess;
+  private clientNs?: ChildProcess;
+  private containerd?: ChildProcess;
+  private serveProc?: ChildProcess;
+  private criConn?: CriClient;
+
+  constructor(root: string) {
+    this.paths = nodePaths(root);
+  }
+
+  get pid(): number {
+    assert.ok(this.nodeNs?.pid, 'node not started');
+    return this.nodeNs.pid;
+  }
+
+  get clientPid(): number {
+    assert.ok(this.clientNs?.pid, 'node not started');
+    return this.clientNs.pid;
+  }
+
+  /** The node's network namespace, for snapshotNetns(). */
+  get netnsPath(): string {
+    return `/proc/${this.pid}/ns/net`;
+  }
+
+  /** A path of the node's private mount namespace (e.g. /run/cnikit/cnikit.sock on its tmpfs), seen from here. */
+  nodeFsPath(path: string): string {
+    return `/proc/${this.pid}/root${path}`;
+  }
+
+  get cri(): CriClient {
+    assert.ok(this.criConn, 'containerd not started');
+    return this.criConn;
+  }
+
+  /** Run a command in the node's network and mount namespaces. */
+  exec(cmd: string, args: string[], timeout?: number): RunResult {
+    return run('nsenter', ['-t', String(this.pid), '-n', '-m', '--', cmd, ...args], timeout);
+  }
+
+  execOk(cmd: string, args: string[], timeout?: number): string {
+    return must('nsenter', ['-t', String(this.pid), '-n', '-m', '--', cmd, ...args], timeout);
+  }
+
+  /** Run a command in the client machine's network namespace. */
+  clientExec(cmd: string, args: string[], timeout?: number): RunResult {
+    return run('nsenter', ['-t', String(this.clientPid), '-n', '--', cmd, ...args], timeout);
+  }
+
+  /** Namespaces, mounts, the client link and containerd with the sandbox image imported. */
+  async start(pauseArchive: string): Promise<void> {
+    const p = this.paths;
+    for (const d of [p.binDir, p.confDir, p.varLibCni, p.containerdRoot, p.containerdState]) {
+      mkdirSync(d, { recursive: true });
+    }
+    this.nodeNs = await holder(['--net', '--mount', '--propagation', 'private']);
+    const pid = String(this.pid);
+    must('nsenter', [
+      '-t',
+      pid,
+      '-m',
+      '--',
+      'mount',
+      '-t',
+      'tmpfs',
+      '-o',
+      'mode=755',
+      'cnikit-k8s-run',
+      '/run',
+    ]);
+    must('nsenter', ['-t', pid, '-m', '--', 'mount', '--bind', p.varLibCni, '/var/lib/cni']);
+    this.execOk('ip', ['link', 'set', 'lo', 'up']);
+    this.clientNs = await holder(['--net']);
+    this.execOk('ip', [
+      'link',
+      'add',
+      'eth0',
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'eth0',
+      'netns',
+      String(this.clientPid),
+    ]);
+    this.execOk('ip', ['addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0']);
+    this.execOk('ip', ['link', 'set', 'eth0', 'up']);
+    for (const args of [
+      ['link', 'set', 'lo', 'up'],
+      ['addr', 'add', `${CLIENT_IP}/24`, 'dev', 'eth0'],
+      ['link', 'set', 'eth0', 'up'],
+    ]) {
+      const r = this.clientExec('ip', args);
+      assert.equal(r.status, 0, r.stderr);
+    }
+    writeFileSync(p.config, containerdConfig(p));
+    const log = openSync(p.log, 'a');
+    try {
+      this.containerd = spawn('nsenter', ['-t', pid, '-n', '-m', '--', 'containerd', '--config', p.config], {
+        stdio: ['ignore', log, log],
+      });
+    } finally {
+      closeSync(log);
+    }
+    for (let i = 0; !existsSync(p.socket); i++) {
+      if (this.containerd.exitCode !== null || i > 600) {
+        throw new Error(`containerd did not start:\n${readFileSync(p.log, 'utf8').slice(-3000)}`);
+      }
+      await sleep(50);
+    }
+    this.criConn = criClient(p.socket);
+    for (let i = 0; ; i++) {
+      try {
+        const c = await this.cri.conditions();
+        if (c.RuntimeReady?.status) break;
+      } catch (e) {
+        if (i > 100) throw e;
+      }
+      await sleep(100);
+    }
+    this.execOk(
+      'ctr',
+      ['--address', p.socket, '--namespace', 'k8s.io', 'images', 'import', pauseArchive],
+      120_000,
+    );
+  }
+
+  /** Wait until the CRI plugin has loaded a network configuration (kubelet's NetworkReady condition). */
+  async networkReady(timeoutMs = 30_000): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const c = await this.cri.conditions();
+      if (c.NetworkReady?.status) return;
+      if (Date.now() > end) throw new Error(`NetworkReady stays false: ${c.NetworkReady?.message}`);
+      await sleep(100);
+    }
+  }
+
+  /** `cnikit serve` from the installed executable in the node's namespaces, on the default socket. */
+  async startServe(executable = join(this.paths.binDir, 'cnikit')): Promise<string> {
+    const logFile = join(this.paths.root, `serve-${Date.now()}.log`);
+    const log = openSync(logFile, 'a');
+    try {
+      this.serveProc = spawn(
+        'nsenter',
+        ['-t', String(this.pid), '-n', '-m', '--', executable, 'serve', '--verbose'],
+        { stdio: ['ignore', log, log], env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' } },
+      );
+    } finally {
+      closeSync(log);
+    }
+    const sock = this.nodeFsPath('/run/cnikit/cnikit.sock');
+    for (let i = 0; !existsSync(sock); i++) {
+      if (this.serveProc.exitCode !== null || i > 600) {
+        throw new Error(`cnikit serve did not start:\n${readFileSync(logFile, 'utf8').slice(-3000)}`);
+      }
+      await sleep(50);
+    }
+    return logFile;
+  }
+
+  async stopServe(): Promise<void> {
+    await stopProcess(this.serveProc);
+    this.serveProc = undefined;
+  }
+
+  /** Remove every sandbox, then stop containerd, leftover shims and sandbox processes, and the namespaces. */
+  async stop(): Promise<void> {
+    if (this.criConn) {
+      try {
+        for (const s of await this.cri.listPodSandbox()) {
+          await this.cri.stopPodSandbox(s.id).catch(() => undefined);
+          await this.cri.removePodSandbox(s.id).catch(() => undefined);
+        }
+      } catch {
+        // containerd is gone already
+      }
+      this.criConn.close();
+      this.criConn = undefined;
+    }
+    await this.stopServe();
+    await stopProcess(this.containerd);
+    this.containerd = undefined;
+    // shims this containerd started (they name its socket) and sandbox processes in this node's cgroup parent
+    for (const pid of ownProcesses(this.paths.socket)) killPid(pid);
+    for (const node of [this.nodeNs, this.clientNs]) await stopProcess(node);
+    this.nodeNs = undefined;
+    this.clientNs = undefined;
+  }
+}
+
+function killPid(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // gone
+  }
+}
+
+/** Processes whose command line names `socket` (the shims) or whose cgroup is under CGROUP_PARENT (pause). */
+function ownProcesses(socket: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8');
+      const cgroup = readFileSync(`/proc/${name}/cgroup`, 'utf8');
+      if (cmdline.includes(socket) || cgroup.includes(`${CGROUP_PARENT}/`)) out.push(Number(name));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+async function stopProcess(p: ChildProcess | undefined): Promise<void> {
+  if (!p || p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => p.once('exit', () => resolve()));
+  p.kill('SIGTERM');
+  const t = setTimeout(() => p.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(t);
+}
