@@ -268,16 +268,21 @@ function describe(m: DhcpMessage): string {
   return MESSAGE_TYPE_NAMES[messageType(m) ?? 0] ?? `message type ${messageType(m)}`;
 }
 
-/** One INIT cycle: DISCOVER → OFFER → REQUEST → ACK. Throws on NAK or timeout. */
+/**
+ * One INIT cycle: DISCOVER → OFFER → REQUEST → ACK. Throws on NAK or timeout. `want`: the address to ask for
+ * (option 50 in the DISCOVER); an offer of another address is then refused (DhcpError) before anything is requested.
+ */
 export async function requestLease(
   sock: DhcpSocket,
   id: Identity,
   s: ClientSettings,
   signal?: AbortSignal,
+  want?: string,
 ): Promise<DhcpMessage> {
   const xid = newXid();
   const flags = FLAG_BROADCAST;
   const discover = withIdentityOptions(baseMessage(id, MessageType.DISCOVER, xid, flags), id);
+  if (want) discover.options.set(Opt.REQUESTED_IP, Buffer.from(want.split('.').map(Number)));
   const offer = await sock.exchange(
     discover,
     BROADCAST,
@@ -286,6 +291,7 @@ export async function requestLease(
     signal,
   );
   if (!offer) throw new DhcpError(`no DHCPOFFER within ${s.timeoutMs / 1000}s`);
+  if (want && offer.yiaddr !== want) throw new DhcpError(`server offered ${offer.yiaddr} instead of ${want}`);
   const serverId = optIp(offer, Opt.SERVER_ID);
   if (!serverId) throw new DhcpError('DHCPOFFER without a server identifier');
   const req = withIdentityOptions(baseMessage(id, MessageType.REQUEST, xid, flags), id);

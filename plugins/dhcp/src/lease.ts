@@ -13,6 +13,7 @@ import { StateDir } from '@cnikit/sys';
 import {
   backoffDelays,
   type ClientSettings,
+  DhcpError,
   DhcpNak,
   DhcpSocket,
   extendLease,
@@ -324,6 +325,9 @@ export class Lease {
     const signal = this.#stop.signal;
     const s = this.#hooks.settings;
     let delay = backoffDelays(s.resendMaxMs);
+    // resumed after its end (no daemon ran meanwhile): the server may have forgotten it too, so a REBINDING
+    // request can go unanswered; the address is asked for again in a fresh DISCOVER instead (RFC 2131 4.4.5: INIT)
+    if (r.state !== 'expired' && Date.now() >= Date.parse(r.expiresAt) && !(await this.#reacquire())) return;
     while (!signal.aborted && r.state !== 'expired') {
       if (r.state === 'bound') {
         await sleep(Date.parse(r.renewAt) - Date.now(), signal);
@@ -384,6 +388,57 @@ export class Lease {
       const limit = Date.parse(r.state === 'renewing' ? r.rebindAt : r.expiresAt) - Date.now();
       this.#save();
       await sleep(Math.max(0, Math.min(delay(), limit)), signal);
+    }
+  }
+
+  /**
+   * A new lease for the address held, through DISCOVER (asking for it) → OFFER → REQUEST → ACK, retried with the
+   * reference's back-off until -resendtimeout. False when maintenance ends: stopped, the link gone, or no server
+   * gave the address back in time (the lease expires: the interface is set down, as at any expiry).
+   */
+  async #reacquire(): Promise<boolean> {
+    const r = this.record;
+    const signal = this.#stop.signal;
+    const s = this.#hooks.settings;
+    const log = this.#hooks.log;
+    log(`${r.clientId}: the lease ended while no daemon maintained it, requesting ${r.address} again`);
+    const deadline = Date.now() + s.resendTimeoutMs;
+    const delay = backoffDelays(s.resendMaxMs);
+    for (;;) {
+      if (!linkExists(r.netns, r.ifName)) {
+        log(
+          `${r.clientId}: interface ${r.ifName} in ${r.netns} no longer exists, terminating lease maintenance`,
+        );
+        this.#stop.abort();
+        this.#hooks.gone(this);
+        return false;
+      }
+      let sock: DhcpSocket | undefined;
+      try {
+        sock = await DhcpSocket.open(r.netns, r.ifName, macBytes(r.mac));
+        const ack = await requestLease(sock, this.identity, s, signal, r.address);
+        if (ack.yiaddr !== r.address)
+          throw new DhcpError(`server acknowledged ${ack.yiaddr} instead of ${r.address}`);
+        this.#commit(ack, Date.now());
+        log(`${r.clientId}: lease acquired again (${r.address}), expiration is ${r.expiresAt}`);
+        this.#save();
+        return true;
+      } catch (err) {
+        if (signal.aborted) return false;
+        if (!(err instanceof LinkGoneError)) {
+          r.lastError = (err as Error).message;
+          log(`${r.clientId}: ${r.lastError}`);
+        }
+      } finally {
+        sock?.close();
+      }
+      const wait = delay();
+      if (Date.now() + wait >= deadline) {
+        this.#expire('lease expired');
+        return false;
+      }
+      await sleep(wait, signal);
+      if (signal.aborted) return false;
     }
   }
 

@@ -33,6 +33,8 @@ export interface DnsmasqOptions {
   range?: string;
   t1?: number;
   t2?: number;
+  /** false: without --dhcp-authoritative (a REQUEST for a lease the server does not know is ignored). */
+  authoritative?: boolean;
   extra?: string[];
 }
 
@@ -147,7 +149,7 @@ export class Lab {
       '--interface=srv0',
       '--user=root',
       '--group=root',
-      '--dhcp-authoritative',
+      ...(o.authoritative === false ? [] : ['--dhcp-authoritative']),
       '--no-ping',
       '--log-dhcp',
       `--log-facility=${join(this.dir, 'dnsmasq.log')}`,
