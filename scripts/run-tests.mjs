@@ -6,6 +6,8 @@
 //   node scripts/run-tests.mjs --vm       only the kernel and black-box tests, inside the kernel lab's VM (npm run test:vm)
 //   node scripts/run-tests.mjs --release  only the release tests (*.release.test.ts: `npm run test:release`, slow;
 //                                         every other run leaves them out unless they are named)
+//   node scripts/run-tests.mjs --k8s      only the Kubernetes end-to-end tests (*.k8s.test.ts: `npm run test:k8s`, a
+//                                         private containerd; every other run leaves them out unless they are named)
 import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -16,6 +18,7 @@ const root = new URL('..', import.meta.url).pathname;
 const args = process.argv.slice(2);
 const unitOnly = args.includes('--unit');
 const releaseOnly = args.includes('--release');
+const k8sOnly = args.includes('--k8s');
 const explicit = args.filter((a) => !a.startsWith('--'));
 
 function walk(dir, out) {
@@ -31,7 +34,11 @@ function walk(dir, out) {
 let files = explicit.length
   ? explicit
   : ['packages', 'plugins', 'scripts', 'test-netns'].flatMap((d) => walk(join(root, d), [])).sort();
-if (!explicit.length) files = files.filter((f) => f.endsWith('.release.test.ts') === releaseOnly);
+if (!explicit.length) {
+  files = files.filter(
+    (f) => f.endsWith('.release.test.ts') === releaseOnly && f.endsWith('.k8s.test.ts') === k8sOnly,
+  );
+}
 if (unitOnly) files = files.filter((f) => !f.endsWith('.kernel.test.ts') && !f.startsWith('test-netns/'));
 if (files.length === 0) {
   console.error('no test files found');
