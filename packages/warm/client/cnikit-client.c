@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@
 
 extern char **environ;
 static char **g_argv;
+static const char *g_socket = DEFAULT_SOCKET;
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -74,9 +76,33 @@ static void write_all(int fd, const void *buf, size_t len) {
   }
 }
 
+// The fallback record (issue 28): one line, the reason, appended to client-fallbacks in the socket's directory,
+// which `cnikit serve` counts for its metrics (cnikit_client_fallbacks_total). Best effort: no directory (no
+// service was ever started there), a symlink or anything but a regular file, and nothing is written.
+static void record_fallback(const char *reason) {
+  const char *slash = strrchr(g_socket, '/');
+  if (!slash || slash == g_socket) return;
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof(path), "%.*s/client-fallbacks", (int)(slash - g_socket), g_socket);
+  if (n <= 0 || (size_t)n >= sizeof(path)) return;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    char line[32];
+    int len = snprintf(line, sizeof(line), "%s\n", reason);
+    // one write of a short line to an O_APPEND file: lines of concurrent clients do not interleave
+    if (len > 0 && write(fd, line, (size_t)len) < 0) {
+      // nothing to do: the count is best effort
+    }
+  }
+  close(fd);
+}
+
 // Runs the cold executable: <directory of this executable's path>/cnikit, same argv (argv[0] names the plugin),
-// environment and (unread) stdin. Returns only if the exec failed.
-static void exec_cold(void) {
+// environment and (unread) stdin, after recording why. Returns only if the exec failed.
+static void exec_cold(const char *reason) {
+  record_fallback(reason);
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   char cold[PATH_MAX + 16];
@@ -279,35 +305,40 @@ int main(int argc, char **argv) {
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof(sa));
   sa.sun_family = AF_UNIX;
-  if (strlen(path) >= sizeof(sa.sun_path)) exec_cold();
+  g_socket = path;
+  if (strlen(path) >= sizeof(sa.sun_path)) exec_cold("socket");
   strcpy(sa.sun_path, path);
   int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (sock < 0) exec_cold();
+  if (sock < 0) exec_cold("socket");
   // Non-blocking: a full backlog (EAGAIN) means a busy service, and the cold executable serves this call.
   if (connect(sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    int e = errno;
     close(sock);
-    exec_cold();
+    exec_cold(e == EAGAIN ? "busy" : "unavailable");
   }
   struct ucred cred;
   socklen_t clen = sizeof(cred);
   if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != 0) {
     close(sock);
-    exec_cold();
+    exec_cold("peer");
   }
   int hello_ms = HELLO_TIMEOUT_MS;
   const char *h = getenv("CNIKIT_HELLO_TIMEOUT_MS");
   if (h && *h) hello_ms = atoi(h);
   unsigned char hello[HELLO_LEN];
-  if (read_full(sock, hello, HELLO_LEN, now_ms() + hello_ms) != 1 || memcmp(hello, MAGIC, 4) != 0 ||
-      hello[4] != PROTO_VERSION) {
+  if (read_full(sock, hello, HELLO_LEN, now_ms() + hello_ms) != 1) {
     close(sock);
-    exec_cold();
+    exec_cold("hello");
+  }
+  if (memcmp(hello, MAGIC, 4) != 0 || hello[4] != PROTO_VERSION) {
+    close(sock);
+    exec_cold("protocol");
   }
   uint32_t service_deadline = get32(hello + 12);
   int netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (netns < 0) {
     close(sock);
-    exec_cold();
+    exec_cold("netns");
   }
 
   // From here on the request belongs to the service: never cold.
