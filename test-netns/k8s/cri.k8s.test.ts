@@ -13,36 +13,37 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { eventually, type Snapshot, snapshotNetns } from '@cnikit/testing';
+import { eventually, type Snapshot, sleep, snapshotNetns } from '@cnikit/testing';
+import { parse as parseYaml } from 'yaml';
 import { DIST, ensureBuilt, ROOT } from '../dist.ts';
 import type { PodSpec, SandboxInfo } from './cri.ts';
 import { buildPauseImage, CGROUP_PARENT, NODE_IP, PrivateNode } from './node.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
-const NET = 'cbr0';
+const NET = 'cnikit';
 const SUBNET = '10.244.0.0/24';
 const HOST_PORT = 30080;
-const CONFLIST = {
-  cniVersion: '1.0.0',
-  name: NET,
-  plugins: [
-    {
-      type: 'bridge',
-      bridge: 'cni0',
-      isGateway: true,
-      ipMasq: true,
-      hairpinMode: true,
-      ipam: { type: 'host-local', ranges: [[{ subnet: SUBNET }]], routes: [{ dst: '0.0.0.0/0' }] },
-    },
-    { type: 'portmap', capabilities: { portMappings: true }, snat: true },
-    { type: 'bandwidth', capabilities: { bandwidth: true } },
-  ],
-};
+/** The DaemonSet's conflist template, from the ConfigMap that deploy/kubernetes/ applies. */
+const TEMPLATE = (
+  parseYaml(readFileSync(join(ROOT, 'deploy', 'kubernetes', 'configmap.yaml'), 'utf8')) as {
+    data: Record<string, string>;
+  }
+).data['10-cnikit.conflist'] as string;
 const POD_A: PodSpec = {
   name: 'web',
   uid: 'uid-web',
@@ -62,27 +63,25 @@ ensureBuilt();
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-k8s-'));
 let pauseArchive = '';
 
-/** Install cnikit the way the DaemonSet's init container does: the executable, the warm client under every name. */
-function install(node: PrivateNode, source = DIST): string {
-  const r = spawnSync(
-    join(ROOT, 'scripts', 'install'),
-    [
-      '--warm',
-      '--target',
-      node.paths.binDir,
-      '--systemd-dir',
-      join(node.paths.root, 'systemd'),
-      '--source',
-      source,
-    ],
-    { encoding: 'utf8', timeout: 120_000 },
-  );
-  assert.equal(r.status, 0, `install: ${r.stdout}${r.stderr}`);
-  return r.stdout;
-}
-
-function writeConflist(node: PrivateNode): void {
-  writeFileSync(join(node.paths.confDir, '10-cnikit.conflist'), `${JSON.stringify(CONFLIST, null, 2)}\n`);
+/**
+ * `cnikit install-cni --warm` as the DaemonSet's init container runs it (deploy/kubernetes/daemonset.yaml): from an
+ * executable with the warm client beside it, into the node's CNI bin directory, the conflist rendered from the
+ * ConfigMap's template with the node's environment. Asynchronous, so pods can be created meanwhile (the upgrade).
+ */
+async function installCni(node: PrivateNode, source: string): Promise<string> {
+  const template = join(node.paths.root, 'template.conflist');
+  writeFileSync(template, TEMPLATE);
+  const args = ['install-cni', '--warm', '--bin-dir', node.paths.binDir, '--conf-dir', node.paths.confDir];
+  const p = spawn(join(source, 'cnikit'), [...args, '--template', template], {
+    env: { PATH: process.env.PATH, NODE_NAME: 'node-1', POD_CIDR: SUBNET, MTU: '1500' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  p.stdout.on('data', (d: Buffer) => (out += d));
+  p.stderr.on('data', (d: Buffer) => (out += d));
+  const code = await new Promise<number | null>((resolve) => p.on('exit', resolve));
+  assert.equal(code, 0, `install-cni: ${out}`);
+  return out;
 }
 
 /** A TCP server in a pod's network namespace answering every connection with `name`. */
@@ -217,8 +216,7 @@ async function scenario(mode: 'cold' | 'warm'): Promise<Outcome> {
   const servers: { kill(): void }[] = [];
   try {
     await node.start(pauseArchive);
-    install(node);
-    writeConflist(node);
+    await installCni(node, join(DIST, 'warm'));
     await node.networkReady();
     const serveLog = mode === 'warm' ? await node.startServe() : undefined;
     const a = await runPod(node, POD_A, 'a');
@@ -311,6 +309,94 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
 
   test('warm (cnikit serve running): the same, every call served by the service', async () => {
     outcomes.warm = await scenario('warm');
+  });
+
+  test('upgrade: v2 installed with install-cni over v1 while pods are created and deleted, zero failed calls', async (t) => {
+    const node = new PrivateNode(join(scratch, 'upgrade'));
+    const exe = join(node.paths.binDir, 'cnikit');
+    try {
+      await node.start(pauseArchive);
+      await installCni(node, join(DIST, 'warm')); // v1: the Bun back-end (dist-bin's default)
+      await node.networkReady();
+      const serveLog = await node.startServe();
+      assert.match(node.execOk(exe, ['--version']), /back-end: bun /);
+      // v2: the same source built with the other back-end (node SEA), staged with the warm client beside it
+      const v2 = join(scratch, 'v2');
+      mkdirSync(v2);
+      linkSync(join(DIST, 'sea', 'cnikit'), join(v2, 'cnikit'));
+      linkSync(join(DIST, 'warm', 'cnikit-client'), join(v2, 'cnikit-client'));
+
+      const counts: Record<string, number> = {};
+      const failures: string[] = [];
+      const call = async <T>(what: string, fn: () => Promise<T>): Promise<T | undefined> => {
+        counts[what] = (counts[what] ?? 0) + 1;
+        try {
+          return await fn();
+        } catch (e) {
+          failures.push(`${what}: ${(e as Error).message}`);
+          return undefined;
+        }
+      };
+      let cycles = 0;
+      let stop = false;
+      const churn = async (worker: number) => {
+        for (let i = 0; !stop; i++) {
+          const spec: PodSpec = {
+            name: `churn-${worker}-${i}`,
+            uid: `uid-churn-${worker}-${i}`,
+            namespace: 'default',
+            cgroupParent: CGROUP_PARENT,
+            // one worker's pods publish a port, the other's are shaped: every plugin of the chain runs
+            portMappings: worker === 0 ? [{ containerPort: 8080, hostPort: HOST_PORT }] : [],
+            annotations: worker === 1 ? { 'kubernetes.io/ingress-bandwidth': '10M' } : {},
+          };
+          const id = await call('RunPodSandbox', () => node.cri.runPodSandbox(spec));
+          if (id) {
+            const st = await call('PodSandboxStatus', () => node.cri.podSandboxStatus(id));
+            if (st && !/^10\.244\.0\.\d+$/.test(st.status.network?.ip ?? ''))
+              failures.push(`no address: ${id}`);
+            await call('StopPodSandbox', () => node.cri.stopPodSandbox(id));
+            await call('RemovePodSandbox', () => node.cri.removePodSandbox(id));
+          }
+          cycles++;
+        }
+      };
+      const workers = [churn(0), churn(1)];
+      const waitCycles = async (n: number) => {
+        while (cycles < n && failures.length === 0) await sleep(50);
+      };
+      await waitCycles(2);
+      const t0 = Date.now();
+      const installed = await installCni(node, v2);
+      const installMs = Date.now() - t0;
+      const atInstall = cycles;
+      await waitCycles(atInstall + 4);
+      stop = true;
+      await Promise.all(workers);
+
+      assert.deepEqual(failures, []);
+      assert.match(node.execOk(exe, ['--version']), /back-end: node .*\(SEA\)/);
+      const log = readFileSync(serveLog, 'utf8');
+      assert.match(log, /re-executing .* was replaced/, 'the service moved to v2');
+      const exits = log.split('\n').filter((l) => l.includes(' → exit '));
+      assert.deepEqual(
+        exits.filter((l) => !l.includes(' → exit 0')),
+        [],
+        'every call the service answered succeeded',
+      );
+      const links = JSON.parse(node.execOk('ip', ['-json', 'link', 'show'])) as { ifname: string }[];
+      assert.deepEqual(links.map((l) => l.ifname).sort(), ['cni0', 'eth0', 'lo']);
+      assert.deepEqual(readdirSync(join(node.paths.varLibCni, 'networks', NET)).sort(), [
+        'last_reserved_ip.0',
+        'lock',
+      ]);
+      t.diagnostic(
+        `upgrade: ${cycles} pod cycles, CRI calls ${JSON.stringify(counts)}, ${exits.length} CNI calls served warm, ` +
+          `0 failed; install-cni v2 took ${installMs} ms: ${installed.trim().split('\n').length} lines`,
+      );
+    } finally {
+      await node.stop();
+    }
   });
 
   test('cold and warm leave identical node state', () => {
