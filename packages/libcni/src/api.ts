@@ -20,22 +20,24 @@
  * CNI_PATH is this very executable (cnitool inside the multicall binary) or the caller passed the plugin objects
  * (`plugins`) — and as processes otherwise; results and errors are the same either way.
  */
+
+import { parseJsonGo } from '@cnikit/skel/go';
 import {
   type AnyPlugin,
   type AnyResult,
   type Attachment,
+  defaultInvoker,
   findInPath as findInPathSync,
+  Invoker,
   parseResult,
   type Result,
-  registerInProcess,
   toCurrent,
   type VersionInfo,
   validateContainerID,
   validateInterfaceName,
   validateNetworkName,
   versionGte,
-} from '@cnikit/skel';
-import { parseJsonGo } from '@cnikit/skel/go';
+} from '@cnikit/skel/invoke';
 import {
   cacheAdd,
   cacheDel,
@@ -69,10 +71,16 @@ export interface CniConfigOptions {
   /**
    * Plugin objects to run in this process (e.g. cnikit's plugins imported from source): a plugin whose `type` is one
    * of these names runs through skel's dispatcher instead of exec'ing the file CNI_PATH resolves it to (that file
-   * must still exist, as the lookup is unchanged). They are registered process-wide, so their own delegations
-   * (bridge → host-local) run in-process too.
+   * must still exist, as the lookup is unchanged). They are registered in this config's Invoker, which their own
+   * delegations (bridge → host-local) use too; plugins registered with skel's `registerInProcess` stay reachable.
    */
   plugins?: readonly AnyPlugin[];
+  /**
+   * The Invoker that runs the plugins (skel `@cnikit/skel/invoke`): its in-process plugins run in this process
+   * (`plugins` are added to it). Default: a new one over `plugins` falling back to skel's default Invoker, or the
+   * default Invoker itself when there are no `plugins`.
+   */
+  invoker?: Invoker;
   /** false: exec every plugin, even a registered one or one that is this executable (default true). */
   inProcess?: boolean;
   /** The environment plugins start from (default process.env); CNI_* variables are set on top. */
@@ -98,6 +106,7 @@ export class CniConfig {
   readonly path: readonly string[];
   readonly cacheDir: string;
   readonly inProcess: boolean;
+  readonly invoker: Invoker;
   private readonly env: Readonly<Record<string, string | undefined>>;
   private readonly stderr: Writable;
   private readonly timeoutMs: number | undefined;
@@ -110,12 +119,14 @@ export class CniConfig {
     this.env = opts.env ?? process.env;
     this.stderr = opts.stderr ?? process.stderr;
     this.timeoutMs = opts.timeoutMs;
-    for (const p of opts.plugins ?? []) registerInProcess(p, { anyPath: true });
+    this.invoker =
+      opts.invoker ?? (opts.plugins?.length ? new Invoker({ fallback: defaultInvoker }) : defaultInvoker);
+    for (const p of opts.plugins ?? []) this.invoker.register(p, { anyPath: true });
   }
 
   /** How the plugin `type` would run now: `in-process` or `exec` (throws when it is not in CNI_PATH). */
   runMode(type: string): 'exec' | 'in-process' {
-    return runMode(findOrThrow(type, this.path), this.inProcess);
+    return runMode(findOrThrow(type, this.path), this.inProcess, this.invoker);
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -137,6 +148,7 @@ export class CniConfig {
         env,
         stderr: this.stderr,
         inProcess: this.inProcess,
+        invoker: this.invoker,
         ...(sig.signal ? { signal: sig.signal } : {}),
       });
     } finally {

@@ -22,8 +22,8 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { type AnyResult, convertResult, formatResult, parseResult } from '@cnikit/skel';
 import { foldKey, parseJsonGo } from '@cnikit/skel/go';
+import { type AnyResult, convertResult, formatResult, parseResult } from '@cnikit/skel/invoke';
 import { goMarshal, type Json } from './conf.ts';
 import { CacheError } from './errors.ts';
 

@@ -22,7 +22,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { formatResult } from '@cnikit/skel';
+import { formatResult, type Invoker } from '@cnikit/skel/invoke';
 import { CniConfig } from './api.ts';
 import type { RuntimeConf } from './cache.ts';
 import { loadNetworkConf } from './conf.ts';
@@ -39,6 +39,8 @@ export interface ToolIO {
   stderr: { write(s: string): unknown };
   /** Working directory for a relative netns path (default process.cwd()). */
   cwd?: string;
+  /** Runs the plugins (the multicall executable passes the Invoker holding its plugins); default skel's default. */
+  invoker?: Invoker;
 }
 
 export const USAGE = `usage: cnitool [options] add|check|del|gc|status NETWORK NETNS
@@ -188,6 +190,7 @@ async function run(argv: readonly string[], io: ToolIO): Promise<number> {
     path: env.CNI_PATH ?? '',
     cacheDir: values['cache-dir'] || env.CNI_CACHE_DIR || '',
     inProcess: !values.exec,
+    ...(io.invoker ? { invoker: io.invoker } : {}),
     env,
     stderr: io.stderr,
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),

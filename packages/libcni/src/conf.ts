@@ -15,8 +15,8 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import { CURRENT_VERSION, compareVersions } from '@cnikit/skel';
 import { foldKey, goJsonSyntaxErrorPosition, goKind, goMarshal, parseJsonGo } from '@cnikit/skel/go';
+import { CURRENT_VERSION, compareVersions } from '@cnikit/skel/invoke';
 import { ConfigError, LibcniError, NoConfigsFoundError, NotFoundError } from './errors.ts';
 
 export type Json = Record<string, unknown>;

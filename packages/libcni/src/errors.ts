@@ -11,7 +11,7 @@
  *   ├─ AbortedError        the call's AbortSignal fired (or its timeout passed)
  *   └─ MultiError          several failures of one operation (GC keeps going and reports all)
  */
-import type { CniErrorJSON } from '@cnikit/skel';
+import type { CniErrorJSON } from '@cnikit/skel/invoke';
 
 const BRAND = Symbol.for('cnikit.libcni.error');
 

@@ -11,12 +11,10 @@
 import {
   CniError,
   type ExecPluginOptions,
-  execPlugin,
   findInPath,
-  getVersionInfo,
-  inProcessPlugin,
+  type Invoker,
   type VersionInfo,
-} from '@cnikit/skel';
+} from '@cnikit/skel/invoke';
 import { AbortedError, LibcniError, PluginError, type Verb } from './errors.ts';
 
 /** W3C trace context handed to plugins in their environment. */
@@ -96,14 +94,16 @@ export interface RunOptions {
   stderr: Writable;
   /** false: always exec, never in-process. */
   inProcess: boolean;
+  /** Runs the plugins (its in-process plugins, exec otherwise). */
+  invoker: Invoker;
   signal?: AbortSignal;
   /** Prefix of error messages (the reference's `plugin type="x" failed (add): `). */
   prefix: string;
 }
 
 /** How a plugin will run: `exec` (a process) or `in-process` (skel's dispatcher in this process). */
-export function runMode(path: string, inProcess: boolean): 'exec' | 'in-process' {
-  return inProcess && inProcessPlugin(path) ? 'in-process' : 'exec';
+export function runMode(path: string, inProcess: boolean, invoker: Invoker): 'exec' | 'in-process' {
+  return inProcess && invoker.inProcessPlugin(path) ? 'in-process' : 'exec';
 }
 
 /** Run one plugin with `cniEnv` and `stdin`; resolves to its stdout. Errors: PluginError, AbortedError, LibcniError. */
@@ -125,7 +125,7 @@ export async function runPlugin(
     },
     ...(o.signal ? { signal: o.signal } : {}),
   };
-  const run = execPlugin(path, stdin, { ...o.env, ...cniEnv }, o.stderr, opts);
+  const run = o.invoker.execPlugin(path, stdin, { ...o.env, ...cniEnv }, o.stderr, opts);
   try {
     return await raceAbort(run, o.signal);
   } catch (e) {
@@ -192,7 +192,7 @@ export async function versionInfo(type: string, o: RunOptions): Promise<VersionI
   let stderr = '';
   try {
     return await raceAbort(
-      getVersionInfo(path, o.env, o.stderr, {
+      o.invoker.getVersionInfo(path, o.env, o.stderr, {
         inProcess: o.inProcess,
         onStderr: (t) => {
           stderr = t;

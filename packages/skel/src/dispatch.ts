@@ -9,6 +9,7 @@ import { statSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode, errorReason } from './errors.ts';
 import { configVersion, goEscapeJSON, goKind, goStringField, parseJsonGo } from './gojson.ts';
+import type { Invoker } from './invoke.ts';
 import { createLogger } from './log.ts';
 import { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
@@ -36,6 +37,8 @@ export interface PluginIO {
   stdin: Uint8Array | string | (() => Uint8Array);
   stdout: Writable;
   stderr: Writable;
+  /** Runs the plugin's delegations (`req.invoker`): the caller's in-process plugins. Default: the default Invoker. */
+  invoker?: Invoker;
 }
 
 type Verb = Exclude<Command, 'VERSION'>;
@@ -349,6 +352,7 @@ async function run<C>(plugin: Plugin<C>, io: PluginIO, supported: readonly strin
     env: io.env,
     log: createLogger(plugin.name, conf, { stderr: io.stderr, env: io.env }),
     stderr: io.stderr,
+    ...(io.invoker ? { invoker: io.invoker } : {}),
   };
   if ((verb === 'ADD' || verb === 'DEL' || verb === 'CHECK') && plugin.parsePrevResult !== false) {
     let prev: Result | undefined;
@@ -463,6 +467,7 @@ export async function invokeInProcess<C>(
   plugin: Plugin<C>,
   env: Record<string, string | undefined>,
   stdin: Uint8Array | string = '',
+  opts: { invoker?: Invoker } = {},
 ): Promise<InProcessResult> {
   let stdout = '';
   let stderr = '';
@@ -471,6 +476,7 @@ export async function invokeInProcess<C>(
     stdin,
     stdout: { write: (s: string) => (stdout += s) },
     stderr: { write: (s: string) => (stderr += s) },
+    ...(opts.invoker ? { invoker: opts.invoker } : {}),
   });
   return { code, stdout, stderr };
 }

@@ -3,7 +3,8 @@
  *
  * Entry points: `runPlugin(plugin)` (process), `dispatch(plugin, io)` / `invokeInProcess(plugin, env, stdin)`
  * (in-process seam for tests), `s`/`decode` (typed config), `loadArgs` (CNI_ARGS), result helpers,
- * delegation (`delegateAdd` & co., `withDelegateCleanup`, `registerInProcess`) and `createLogger`.
+ * delegation (`delegateAdd` & co., `withDelegateCleanup`, `Invoker`, `registerInProcess`) and `createLogger`.
+ * The caller side alone (a runtime: no plugin dispatcher) is `@cnikit/skel/invoke`.
  *
  * Every export here is public API.
  */
@@ -39,6 +40,7 @@ export {
 } from './errors.ts';
 export {
   type DelegateOptions,
+  defaultInvoker,
   delegate,
   delegateAdd,
   delegateCheck,
@@ -50,6 +52,8 @@ export {
   execPlugin,
   findInPath,
   getVersionInfo,
+  Invoker,
+  type InvokerOptions,
   inProcessPlugin,
   onDelegateRollback,
   parseDelegateResult,

@@ -1,248 +1,74 @@
 /**
- * Delegation to other plugins found in CNI_PATH (spec §14b), mirroring Go's `pkg/invoke`:
- * lookup (first regular file), env = the invocation's full env with CNI_COMMAND replaced, stdin = the
- * same config bytes, the result parsed in its own version and converted to the current shape, a
- * failing delegate's error object passed through unchanged (code 0 when it printed no parseable
+ * The caller side of the protocol (`@cnikit/skel/invoke`), mirroring Go's `pkg/invoke` with the executor passed in:
+ * an `Invoker` runs plugins found in CNI_PATH (spec §14b) — lookup (first regular file), env = the invocation's full
+ * env with CNI_COMMAND replaced, stdin = the same config bytes, the result parsed in its own version and converted to
+ * the current shape, a failing delegate's error object passed through unchanged (code 0 when it printed no parseable
  * error), "text file busy" retried 1 s apart up to 6 attempts, stderr copied only on success.
  *
- * When the file found in CNI_PATH is this very executable (same dev+inode as `process.execPath`) and a
- * plugin of that name was `registerInProcess`ed, it runs in-process through `dispatch` with identical
- * semantics (same env, stdin, exit code and stdout handling) instead of starting a new process.
+ * An Invoker holds the plugins that may run in-process (`plugins` / `register`): when the file found in CNI_PATH is
+ * this very executable (same dev+inode as `process.execPath`, or `isSelf`) — or for any file with `anyPath` — a
+ * registered plugin of that name runs in this process through `dispatch` with identical semantics (same env, stdin,
+ * exit code and stdout handling) instead of starting a new process. Whoever holds the plugins makes the Invoker and
+ * passes it on: the multicall executable and warm mode to `runPlugin` / `dispatch` (`PluginIO.invoker`), which hand
+ * it to the plugin in `req.invoker`; libcni in `CniConfigOptions.invoker` (or its `plugins`). The delegation
+ * functions (`delegateAdd(type, req)` & co.) use `req.invoker`, so a delegate run in-process delegates through the
+ * same Invoker. Without one, they use `defaultInvoker` (what `registerInProcess` fills: the API before Invokers).
  *
  * An in-process delegate ADD can also register what its DEL does not undo (`onDelegateRollback`, e.g. host-local's
  * allocation cursor): when the delegating plugin's rollback DELs it (`delegateDel` with the same request, or
  * `withDelegateCleanup`), those steps run right after, so a failed ADD changes nothing (issue 20 item 7).
+ *
+ * The plugin dispatcher is loaded only when a plugin runs in-process: a runtime importing this module (libcni) does
+ * not load the plugin side.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { statSync } from 'node:fs';
-import { basename, join } from 'node:path';
-import { invokeInProcess } from './dispatch.ts';
+import { basename } from 'node:path';
 import { CniError, ErrorCode } from './errors.ts';
-import { concatBytes } from './fdio.ts';
-import { configVersion, goKind, parseJsonGo } from './gojson.ts';
-import { parseResult, toCurrent } from './result.ts';
-import { foldKey } from './schema.ts';
+import {
+  decoder,
+  decodeVersionInfo,
+  findInPath,
+  isRunningExecutable,
+  parseDelegateResult,
+  pluginErr,
+  type RawOutcome,
+  spawnPlugin,
+  splitPathList,
+  type VersionInfo,
+} from './exec.ts';
+import { SpanKind, startSpan, withSpan } from './trace.ts';
 import { type AnyPlugin, CURRENT_VERSION as CURRENT, type RequestBase, type Result } from './types.ts';
-import { goQuote } from './version.ts';
 
-const registry = new Map<string, AnyPlugin>();
-/** Names registered with `anyPath`: run in-process whatever file CNI_PATH resolves them to. */
-const anyPath = new Set<string>();
+export {
+  decodeVersionInfo,
+  findInPath,
+  isRunningExecutable,
+  parseDelegateResult,
+  splitPathList,
+  type VersionInfo,
+} from './exec.ts';
 
-/**
- * Register a plugin that may be run in-process when a delegate resolves to this executable. With `anyPath`, it runs
- * in-process whenever a delegation (or libcni) resolves its name in CNI_PATH, whatever the file is: a program that
- * hands its plugin objects to libcni (a CI sandbox) gets its IPAM delegations in-process too.
- */
-export function registerInProcess(plugin: AnyPlugin, opts: { anyPath?: boolean } = {}): void {
-  registry.set(plugin.name, plugin);
-  if (opts.anyPath) anyPath.add(plugin.name);
-  else anyPath.delete(plugin.name);
+export interface InvokerOptions {
+  /** Plugins that may run in-process (the multicall executable's table, a program's own plugin objects). */
+  plugins?: Iterable<AnyPlugin>;
+  /**
+   * `plugins` run in-process whatever file CNI_PATH resolves their name to (a program that hands its plugin objects
+   * to libcni gets its IPAM delegations in-process too); default: only when that file is this executable.
+   */
+  anyPath?: boolean;
+  /** Decides whether a resolved plugin path is this executable (default: same dev+inode as process.execPath). */
+  isSelf?: (path: string) => boolean;
+  /** Delay between "text file busy" retries (default 1000 ms). */
+  retryDelayMs?: number;
+  /** Asked for an in-process plugin this Invoker does not hold (libcni's Invoker falls back to `defaultInvoker`). */
+  fallback?: Invoker;
 }
-
-/** The registered in-process plugin of that name, if any. */
-export function getInProcess(name: string): AnyPlugin | undefined {
-  return registry.get(name);
-}
-
-let execStat: { dev: bigint; ino: bigint } | null | undefined;
-
-/** Default same-executable check: same dev+inode as process.execPath. */
-export function isRunningExecutable(path: string): boolean {
-  if (execStat === undefined) {
-    try {
-      execStat = statSync(process.execPath, { bigint: true });
-    } catch {
-      execStat = null;
-    }
-  }
-  if (!execStat) return false;
-  try {
-    const st = statSync(path, { bigint: true });
-    return st.dev === execStat.dev && st.ino === execStat.ino;
-  } catch {
-    return false;
-  }
-}
-
-/** Test seams (process-wide; module-internal: not exported from the package index). */
-export const invokeHooks = {
-  /** Decides whether a resolved delegate path is this executable. */
-  isSelf: isRunningExecutable as (path: string) => boolean,
-  /** Delay between "text file busy" retries. */
-  retryDelayMs: 1000,
-};
 
 export interface DelegateOptions {
   /** Config bytes to send instead of `req.stdin`. */
   stdin?: Uint8Array | string;
   /** Environment to start from instead of `req.env` (CNI_COMMAND is always replaced). */
   env?: Readonly<Record<string, string | undefined>>;
-}
-
-/** Go `invoke.FindInPath`: the first `<dir>/<plugin>` that is a regular file. Throws plain Errors. */
-export function findInPath(plugin: string, paths: readonly string[]): string {
-  if (plugin === '') throw new Error('no plugin name provided');
-  if (plugin.includes('/')) throw new Error(`invalid plugin name: ${plugin}`);
-  if (paths.length === 0) throw new Error('no paths provided');
-  for (const dir of paths) {
-    const full = join(dir, plugin);
-    try {
-      if (statSync(full).isFile()) return full;
-    } catch {
-      // not here
-    }
-  }
-  throw new Error(`failed to find plugin ${goQuote(plugin)} in path [${paths.join(' ')}]`);
-}
-
-/** Go `filepath.SplitList`: '' → []. */
-export function splitPathList(value: string | undefined): string[] {
-  return value ? value.split(':') : [];
-}
-
-const SIGNALS: Record<string, string> = {
-  SIGKILL: 'killed',
-  SIGTERM: 'terminated',
-  SIGSEGV: 'segmentation fault',
-  SIGABRT: 'aborted',
-  SIGINT: 'interrupt',
-  SIGHUP: 'hangup',
-  SIGPIPE: 'broken pipe',
-  SIGBUS: 'bus error',
-  SIGILL: 'illegal instruction',
-  SIGQUIT: 'quit',
-};
-
-const ERRNO_TEXT: Record<string, string> = {
-  ENOENT: 'no such file or directory',
-  EACCES: 'permission denied',
-  ENOEXEC: 'exec format error',
-  ETXTBSY: 'text file busy',
-  EISDIR: 'is a directory',
-  ENOTDIR: 'not a directory',
-};
-
-const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
-
-/** Build the error a failed delegate surfaces as (Go `RawExec.pluginErr`). */
-function pluginErr(errText: string, stdout: Uint8Array, stderr: Uint8Array): CniError {
-  if (stdout.length === 0) {
-    if (stderr.length === 0)
-      return new CniError(ErrorCode.Unknown, `netplugin failed with no error message: ${errText}`);
-    return new CniError(
-      ErrorCode.Unknown,
-      `netplugin failed: ${goQuote(decoder.decode(stderr))}: ${errText}`,
-    );
-  }
-  const text = decoder.decode(stdout);
-  const bad = (why: string) =>
-    new CniError(
-      ErrorCode.Unknown,
-      `netplugin failed but error parsing its diagnostic message ${goQuote(text)}: ${why}`,
-    );
-  const parsed = parseJsonGo(stdout, text);
-  if (!parsed.ok) return bad(parsed.error);
-  const json = parsed.value;
-  if (json === null) return new CniError(ErrorCode.Unknown, '');
-  if (typeof json !== 'object' || Array.isArray(json)) {
-    return bad(`json: cannot unmarshal ${goKind(json)} into Go value of type types.Error`);
-  }
-  let code = 0;
-  let msg = '';
-  let details = '';
-  for (const [k, v] of Object.entries(json as Record<string, unknown>)) {
-    if (v === null) continue;
-    const f = foldKey(k);
-    if (f === 'code') {
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
-        return bad(
-          `json: cannot unmarshal ${typeof v === 'number' ? `number ${v}` : goKind(v)} into Go struct field Error.code of type uint`,
-        );
-      }
-      code = v;
-    } else if (f === 'msg' || f === 'details') {
-      if (typeof v !== 'string')
-        return bad(`json: cannot unmarshal ${goKind(v)} into Go struct field Error.${f} of type string`);
-      if (f === 'msg') msg = v;
-      else details = v;
-    }
-  }
-  return new CniError(code, msg, details);
-}
-
-interface RawOutcome {
-  stdout: Uint8Array;
-  stderr: Uint8Array;
-  /** Go's error text when the plugin failed (`exit status 1`), else undefined. */
-  failure?: string;
-}
-
-async function spawnOnce(
-  path: string,
-  stdin: Uint8Array,
-  env: Record<string, string>,
-  signal?: AbortSignal,
-): Promise<RawOutcome & { busy?: boolean }> {
-  const { spawn } = await import('node:child_process');
-  return new Promise((resolve) => {
-    const out: Uint8Array[] = [];
-    const err: Uint8Array[] = [];
-    let settled = false;
-    const fail = (e: NodeJS.ErrnoException) => {
-      if (settled) return;
-      settled = true;
-      const text = (e.code && ERRNO_TEXT[e.code]) ?? e.message;
-      resolve({
-        stdout: concatBytes(out),
-        stderr: concatBytes(err),
-        failure: `fork/exec ${path}: ${text}`,
-        busy: e.code === 'ETXTBSY',
-      });
-    };
-    let child: ReturnType<typeof spawn>;
-    try {
-      // some exec failures (ETXTBSY, EACCES) are thrown synchronously by Node
-      // like Go's exec.CommandContext: an abort kills the plugin (SIGKILL)
-      child = spawn(path, [], {
-        env,
-        stdio: ['pipe', 'pipe', 'pipe'],
-        ...(signal ? { signal, killSignal: 'SIGKILL' } : {}),
-      });
-    } catch (e) {
-      fail(e as NodeJS.ErrnoException);
-      return;
-    }
-    child.stdout!.on('data', (d: Uint8Array) => out.push(d));
-    child.stderr!.on('data', (d: Uint8Array) => err.push(d));
-    child.stdin!.on('error', () => undefined); // the delegate may not read stdin (EPIPE)
-    child.on('error', (e: NodeJS.ErrnoException) => {
-      if (e.name === 'AbortError') return; // reported by 'close' as "signal: killed", like Go
-      fail(e);
-    });
-    child.on('close', (code, signal) => {
-      if (settled) return;
-      settled = true;
-      const failure =
-        code === 0 ? undefined : signal ? `signal: ${SIGNALS[signal] ?? signal}` : `exit status ${code ?? 1}`;
-      resolve({ stdout: concatBytes(out), stderr: concatBytes(err), ...(failure ? { failure } : {}) });
-    });
-    child.stdin!.end(stdin);
-  });
-}
-
-async function runInProcess(
-  plugin: AnyPlugin,
-  stdin: Uint8Array,
-  env: Record<string, string>,
-): Promise<RawOutcome> {
-  const { code, stdout, stderr } = await invokeInProcess(plugin, env, stdin);
-  const enc = new TextEncoder();
-  return {
-    stdout: enc.encode(stdout),
-    stderr: enc.encode(stderr),
-    ...(code === 0 ? {} : { failure: `exit status ${code}` }),
-  };
 }
 
 export interface ExecPluginOptions {
@@ -254,104 +80,261 @@ export interface ExecPluginOptions {
   onStderr?: (text: string) => void;
 }
 
-/** Whether `path` would run in-process (a registered plugin of that name that is this executable, or `anyPath`). */
-export function inProcessPlugin(path: string): AnyPlugin | undefined {
-  const name = basename(path);
-  const self = registry.get(name);
-  return self && (anyPath.has(name) || invokeHooks.isSelf(path)) ? self : undefined;
-}
-
-/**
- * Execute the plugin at `path` with `stdin` and `env` (Go `RawExec.ExecPlugin`), in-process when it is
- * this executable and registered. Resolves to its stdout; rejects with the delegate's CniError.
- * Its stderr is copied to `stderr` on success only.
- */
-export async function execPlugin(
-  path: string,
-  stdin: Uint8Array | string,
-  env: Readonly<Record<string, string | undefined>>,
-  stderr: { write(s: string): unknown } = process.stderr,
-  options: ExecPluginOptions = {},
-): Promise<Uint8Array> {
-  const bytes = typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin;
-  const cleanEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) cleanEnv[k] = v;
-  const self = options.inProcess === false ? undefined : inProcessPlugin(path);
-  let outcome: RawOutcome & { busy?: boolean };
-  if (self) {
-    outcome = await runInProcess(self, bytes, cleanEnv);
-  } else {
-    for (let attempt = 0; ; attempt++) {
-      outcome = await spawnOnce(path, bytes, cleanEnv, options.signal);
-      if (!outcome.busy || attempt >= 5) break;
-      await new Promise((r) => setTimeout(r, invokeHooks.retryDelayMs));
-    }
-  }
-  options.onStderr?.(decoder.decode(outcome.stderr));
-  if (outcome.failure !== undefined) throw pluginErr(outcome.failure, outcome.stdout, outcome.stderr);
-  if (outcome.stderr.length > 0) {
-    try {
-      stderr.write(decoder.decode(outcome.stderr));
-    } catch {
-      // informational only
-    }
-  }
-  return outcome.stdout;
-}
-
-function configVersionOf(stdin: Uint8Array): string {
-  const parsed = parseJsonGo(stdin);
-  if (!parsed.ok) throw new Error(`decoding version from network config: ${parsed.error}`);
-  const json = parsed.value;
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) return '0.1.0';
-  return configVersion(json as Record<string, unknown>, (kind) => {
-    throw new Error(
-      `decoding version from network config: json: cannot unmarshal ${kind} into Go struct field .cniVersion of type string`,
-    );
-  });
-}
-
-/** Parse a delegate's ADD output like Go `ExecPluginWithResult` and convert it to the current shape. */
-export function parseDelegateResult(stdout: Uint8Array, netconf: Uint8Array): Result {
-  const confVersion = configVersionOf(netconf);
-  const parsed = parseJsonGo(stdout);
-  if (!parsed.ok) throw new Error(`failed to unmarshal raw result: ${parsed.error}`);
-  let raw = parsed.value;
-  if (raw === null) raw = {};
-  if (typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new Error(
-      `failed to unmarshal raw result: json: cannot unmarshal ${goKind(raw)} into Go value of type map[string]interface {}`,
-    );
-  }
-  const rec = { ...(raw as Record<string, unknown>) };
-  let version = confVersion;
-  if (typeof rec.cniVersion === 'string' && rec.cniVersion !== '') version = rec.cniVersion;
-  else rec.cniVersion = confVersion;
-  return toCurrent(parseResult(rec, version));
-}
-
 type Verb = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
+type Stderr = { write(s: string): unknown };
 
-/**
- * Run delegate `type` for `verb` on behalf of `req`: CNI_PATH lookup, env = req.env with CNI_COMMAND
- * replaced, stdin = req.stdin unchanged. Resolves to the delegate's raw stdout.
- */
-export async function delegate(
-  verb: Verb,
-  type: string,
-  req: RequestBase,
-  opts: DelegateOptions = {},
-): Promise<Uint8Array> {
-  const baseEnv = opts.env ?? req.env;
-  const chain = delegationChain(baseEnv, typeof req.config?.type === 'string' ? req.config.type : '', type);
-  const path = findInPath(type, splitPathList(baseEnv.CNI_PATH));
-  const stdin = opts.stdin ?? req.stdin;
-  return execPlugin(
-    path,
-    stdin,
-    { ...baseEnv, CNI_COMMAND: verb, [DELEGATION_ENV]: chain },
-    req.stderr ?? process.stderr,
-  );
+/** The undo steps registered by the in-process delegate ADD running in this async context. */
+const rollbackSteps = new AsyncLocalStorage<Array<() => unknown>>();
+/** Steps of successful in-process delegate ADDs, by request and delegate type, until that delegate's DEL. */
+const pendingRollback = new WeakMap<RequestBase, Map<string, Array<() => unknown>>>();
+
+/** Runs plugins for a caller: CNI_PATH lookup, exec or in-process, delegation on behalf of a request. */
+export class Invoker {
+  readonly #plugins = new Map<string, AnyPlugin>();
+  /** Names registered with `anyPath`. */
+  readonly #anyPath = new Set<string>();
+  /** Read at each use (the default Invoker's are the test seams `invokeHooks`). */
+  readonly #options: InvokerOptions;
+
+  constructor(options: InvokerOptions = {}) {
+    this.#options = options;
+    for (const p of options.plugins ?? []) this.register(p, { anyPath: options.anyPath === true });
+  }
+
+  /** Add (or replace) a plugin that may run in-process; `anyPath`: whatever file CNI_PATH resolves its name to. */
+  register(plugin: AnyPlugin, opts: { anyPath?: boolean } = {}): void {
+    this.#plugins.set(plugin.name, plugin);
+    if (opts.anyPath) this.#anyPath.add(plugin.name);
+    else this.#anyPath.delete(plugin.name);
+  }
+
+  /** The registered plugin of that name (here or in the fallback), if any. */
+  get(name: string): AnyPlugin | undefined {
+    return this.#plugins.get(name) ?? this.#options.fallback?.get(name);
+  }
+
+  /** The plugin that `path` would run in-process: registered under its file name and this executable (or `anyPath`). */
+  inProcessPlugin(path: string): AnyPlugin | undefined {
+    const name = basename(path);
+    const self = this.#plugins.get(name);
+    const isSelf = this.#options.isSelf ?? isRunningExecutable;
+    if (self && (this.#anyPath.has(name) || isSelf(path))) return self;
+    return this.#options.fallback?.inProcessPlugin(path);
+  }
+
+  /**
+   * Execute the plugin at `path` with `stdin` and `env` (Go `RawExec.ExecPlugin`), in-process when it is
+   * this executable and registered. Resolves to its stdout; rejects with the delegate's CniError.
+   * Its stderr is copied to `stderr` on success only.
+   */
+  async execPlugin(
+    path: string,
+    stdin: Uint8Array | string,
+    env: Readonly<Record<string, string | undefined>>,
+    stderr: Stderr = process.stderr,
+    options: ExecPluginOptions = {},
+  ): Promise<Uint8Array> {
+    const bytes = typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin;
+    const cleanEnv: Record<string, string> = {};
+    for (const [k, v] of Object.entries(env)) if (v !== undefined) cleanEnv[k] = v;
+    const self = options.inProcess === false ? undefined : this.inProcessPlugin(path);
+    let outcome: RawOutcome & { busy?: boolean };
+    if (self) {
+      outcome = await this.#runInProcess(self, bytes, cleanEnv);
+    } else {
+      for (let attempt = 0; ; attempt++) {
+        outcome = await spawnPlugin(path, bytes, cleanEnv, options.signal);
+        if (!outcome.busy || attempt >= 5) break;
+        await new Promise((r) => setTimeout(r, this.#options.retryDelayMs ?? 1000));
+      }
+    }
+    options.onStderr?.(decoder.decode(outcome.stderr));
+    if (outcome.failure !== undefined) throw pluginErr(outcome.failure, outcome.stdout, outcome.stderr);
+    if (outcome.stderr.length > 0) {
+      try {
+        stderr.write(decoder.decode(outcome.stderr));
+      } catch {
+        // informational only
+      }
+    }
+    return outcome.stdout;
+  }
+
+  /** Dispatch `plugin` in this process, handing it this Invoker for its own delegations. */
+  async #runInProcess(
+    plugin: AnyPlugin,
+    stdin: Uint8Array,
+    env: Record<string, string>,
+  ): Promise<RawOutcome> {
+    const { invokeInProcess } = await import('./dispatch.ts');
+    const { code, stdout, stderr } = await invokeInProcess(plugin, env, stdin, { invoker: this });
+    const enc = new TextEncoder();
+    return {
+      stdout: enc.encode(stdout),
+      stderr: enc.encode(stderr),
+      ...(code === 0 ? {} : { failure: `exit status ${code}` }),
+    };
+  }
+
+  /**
+   * Ask the plugin at `path` which spec versions it supports (Go `invoke.GetVersionInfo`): VERSION with
+   * stdin `{"cniVersion":"1.1.0"}` and dummy NETNS/IFNAME/PATH for old skels. A plugin answering
+   * `unknown CNI_COMMAND: VERSION` supports only 0.1.0; an answer without `supportedVersions` is accepted
+   * only for cniVersion 0.2.0 (→ 0.1.0, 0.2.0).
+   */
+  async getVersionInfo(
+    path: string,
+    env: Readonly<Record<string, string | undefined>> = process.env,
+    stderr: Stderr = process.stderr,
+    options: ExecPluginOptions = {},
+  ): Promise<VersionInfo> {
+    const probeEnv = {
+      ...env,
+      CNI_COMMAND: 'VERSION',
+      CNI_CONTAINERID: '',
+      CNI_NETNS: 'dummy',
+      CNI_ARGS: '',
+      CNI_IFNAME: 'dummy',
+      CNI_PATH: 'dummy',
+    };
+    let out: Uint8Array;
+    try {
+      out = await this.execPlugin(path, `{"cniVersion":"${CURRENT}"}`, probeEnv, stderr, options);
+    } catch (e) {
+      if (CniError.is(e) && e.msg === 'unknown CNI_COMMAND: VERSION') {
+        return { cniVersion: CURRENT, supportedVersions: ['0.1.0'] };
+      }
+      throw e;
+    }
+    return decodeVersionInfo(out);
+  }
+
+  /**
+   * Run delegate `type` for `verb` on behalf of `req`: CNI_PATH lookup, env = req.env with CNI_COMMAND
+   * replaced, stdin = req.stdin unchanged. Resolves to the delegate's raw stdout.
+   */
+  async delegate(
+    verb: Verb,
+    type: string,
+    req: RequestBase,
+    opts: DelegateOptions = {},
+  ): Promise<Uint8Array> {
+    const baseEnv = opts.env ?? req.env;
+    const chain = delegationChain(baseEnv, typeof req.config?.type === 'string' ? req.config.type : '', type);
+    const path = findInPath(type, splitPathList(baseEnv.CNI_PATH));
+    const stdin = opts.stdin ?? req.stdin;
+    const env = { ...baseEnv, CNI_COMMAND: verb, [DELEGATION_ENV]: chain };
+    const span = startSpan(
+      `delegate ${type} ${verb}`,
+      {
+        'cni.delegate.type': type,
+        'cni.command': verb,
+        'cni.delegate.path': path,
+        'cni.delegate.mode': this.inProcessPlugin(path) ? 'in-process' : 'exec',
+      },
+      SpanKind.Client,
+    );
+    if (!span) return this.execPlugin(path, stdin, env, req.stderr ?? process.stderr);
+    // a traced call (issue 28): the delegate, exec'd or in-process, continues the trace as a child of this span
+    try {
+      const out = await withSpan(span, () =>
+        this.execPlugin(path, stdin, { ...env, TRACEPARENT: span.traceparent }, req.stderr ?? process.stderr),
+      );
+      span.setAttributes({ 'cni.result_code': 0 });
+      span.end();
+      return out;
+    } catch (e) {
+      span.setAttributes({ 'cni.result_code': CniError.is(e) ? e.code : ErrorCode.Internal });
+      span.end(e);
+      throw e;
+    }
+  }
+
+  /** Delegate ADD; resolves to the delegate's result in the current (1.1.0) shape. */
+  async delegateAdd(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<Result> {
+    const out = await this.#delegateAddRaw(type, req, opts);
+    return parseDelegateResult(out, stdinBytes(opts.stdin ?? req.stdin));
+  }
+
+  /**
+   * Delegate DEL. After an in-process `delegateAdd` of the same request and type (a rollback), the steps that ADD
+   * registered with `onDelegateRollback` run once the DEL succeeded.
+   */
+  async delegateDel(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+    try {
+      await this.delegate('DEL', type, req, opts);
+    } catch (err) {
+      pendingRollback.get(req)?.delete(type);
+      throw err;
+    }
+    await runPendingRollback(type, req);
+  }
+
+  async delegateCheck(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+    await this.delegate('CHECK', type, req, opts);
+  }
+
+  async delegateStatus(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+    await this.delegate('STATUS', type, req, opts);
+  }
+
+  async delegateGc(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+    await this.delegate('GC', type, req, opts);
+  }
+
+  /** VERSION of delegate `type` found in the request's CNI_PATH. */
+  async delegateVersion(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<VersionInfo> {
+    const env = opts.env ?? req.env;
+    const path = findInPath(type, splitPathList(env.CNI_PATH));
+    return this.getVersionInfo(path, env, req.stderr ?? process.stderr);
+  }
+
+  /**
+   * ADD the delegate and run `fn` with its (1.1.0) result; if `fn` throws — or the delegate exited 0 but
+   * its answer cannot be parsed — DEL the delegate (best effort, a DEL failure is logged) and rethrow the
+   * original error. A delegate ADD that itself fails is not followed by DEL (like the reference plugins).
+   */
+  async withDelegateCleanup<T>(
+    type: string,
+    req: RequestBase,
+    fn: (result: Result) => T | Promise<T>,
+    opts: DelegateOptions = {},
+  ): Promise<T> {
+    // A delegate whose ADD failed is not cleaned up (the reference plugins do not either); one that
+    // exited 0 may hold resources, so anything failing from here on (even parsing its answer) runs DEL.
+    const out = await this.#delegateAddRaw(type, req, opts);
+    try {
+      const r = parseDelegateResult(out, stdinBytes(opts.stdin ?? req.stdin));
+      return await fn(r);
+    } catch (e) {
+      try {
+        await this.delegateDel(type, req, opts);
+      } catch (delErr) {
+        req.log.warn(
+          'cleanup: delegate %s DEL failed: %s',
+          type,
+          delErr instanceof Error ? delErr.message : String(delErr),
+        );
+      }
+      throw e;
+    }
+  }
+
+  /** `delegate('ADD')` collecting the delegate's rollback steps for a later `delegateDel` of the same request. */
+  async #delegateAddRaw(type: string, req: RequestBase, opts: DelegateOptions): Promise<Uint8Array> {
+    const steps: Array<() => unknown> = [];
+    const out = await rollbackSteps.run(steps, () => this.delegate('ADD', type, req, opts));
+    if (steps.length > 0) {
+      const byType = pendingRollback.get(req) ?? new Map<string, Array<() => unknown>>();
+      pendingRollback.set(req, byType);
+      byType.set(type, steps);
+    }
+    return out;
+  }
+}
+
+function stdinBytes(stdin: Uint8Array | string): Uint8Array {
+  return typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin;
 }
 
 /**
@@ -386,11 +369,6 @@ function delegationChain(
   return [...chain, type].join(',');
 }
 
-/** The undo steps registered by the in-process delegate ADD running in this async context. */
-const rollbackSteps = new AsyncLocalStorage<Array<() => unknown>>();
-/** Steps of successful in-process delegate ADDs, by request and delegate type, until that delegate's DEL. */
-const pendingRollback = new WeakMap<RequestBase, Map<string, Array<() => unknown>>>();
-
 /**
  * For a plugin running in-process as the delegate of an ADD: register `undo`, a change its own DEL does not revert
  * (host-local's last_reserved_ip), to run when the delegating plugin's rollback DELs this delegate. Returns false
@@ -402,18 +380,6 @@ export function onDelegateRollback(undo: () => unknown): boolean {
   if (!steps) return false;
   steps.push(undo);
   return true;
-}
-
-/** `delegate('ADD')` collecting the delegate's rollback steps for a later `delegateDel` of the same request. */
-async function delegateAddRaw(type: string, req: RequestBase, opts: DelegateOptions): Promise<Uint8Array> {
-  const steps: Array<() => unknown> = [];
-  const out = await rollbackSteps.run(steps, () => delegate('ADD', type, req, opts));
-  if (steps.length > 0) {
-    const byType = pendingRollback.get(req) ?? new Map<string, Array<() => unknown>>();
-    pendingRollback.set(req, byType);
-    byType.set(type, steps);
-  }
-  return out;
 }
 
 /** Run (once) the rollback steps the in-process ADD of delegate `type` registered for `req`. */
@@ -434,162 +400,121 @@ async function runPendingRollback(type: string, req: RequestBase): Promise<void>
   }
 }
 
-/** Delegate ADD; resolves to the delegate's result in the current (1.1.0) shape. */
-export async function delegateAdd(
+// ---------------------------------------------------------------------------------------------------------------
+// The default Invoker and the functions of the API before Invokers (thin wrappers over it, or over `req.invoker`)
+
+/** Test seams of `defaultInvoker` (module-internal: not exported from the package index); read at each use. */
+export const invokeHooks: { isSelf: (path: string) => boolean; retryDelayMs: number } = {
+  isSelf: isRunningExecutable,
+  retryDelayMs: 1000,
+};
+
+/** The Invoker of code that passes none: what `registerInProcess` fills and the wrappers below use. */
+export const defaultInvoker: Invoker = new Invoker(invokeHooks);
+
+/** The Invoker a request was dispatched with (`PluginIO.invoker`), else the default one. */
+export function invokerOf(req: RequestBase): Invoker {
+  return req.invoker ?? defaultInvoker;
+}
+
+/** `defaultInvoker.register`. */
+export function registerInProcess(plugin: AnyPlugin, opts: { anyPath?: boolean } = {}): void {
+  defaultInvoker.register(plugin, opts);
+}
+
+/** `defaultInvoker.get`. */
+export function getInProcess(name: string): AnyPlugin | undefined {
+  return defaultInvoker.get(name);
+}
+
+/** `defaultInvoker.inProcessPlugin`. */
+export function inProcessPlugin(path: string): AnyPlugin | undefined {
+  return defaultInvoker.inProcessPlugin(path);
+}
+
+/** `defaultInvoker.execPlugin`. */
+export function execPlugin(
+  path: string,
+  stdin: Uint8Array | string,
+  env: Readonly<Record<string, string | undefined>>,
+  stderr: Stderr = process.stderr,
+  options: ExecPluginOptions = {},
+): Promise<Uint8Array> {
+  return defaultInvoker.execPlugin(path, stdin, env, stderr, options);
+}
+
+/** `defaultInvoker.getVersionInfo`. */
+export function getVersionInfo(
+  path: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  stderr: Stderr = process.stderr,
+  options: ExecPluginOptions = {},
+): Promise<VersionInfo> {
+  return defaultInvoker.getVersionInfo(path, env, stderr, options);
+}
+
+/** `Invoker.delegate` with the request's Invoker. */
+export function delegate(
+  verb: Verb,
   type: string,
   req: RequestBase,
   opts: DelegateOptions = {},
-): Promise<Result> {
-  const out = await delegateAddRaw(type, req, opts);
-  const stdin = opts.stdin ?? req.stdin;
-  return parseDelegateResult(out, typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin);
+): Promise<Uint8Array> {
+  return invokerOf(req).delegate(verb, type, req, opts);
 }
 
-/**
- * Delegate DEL. After an in-process `delegateAdd` of the same request and type (a rollback), the steps that ADD
- * registered with `onDelegateRollback` run once the DEL succeeded.
- */
-export async function delegateDel(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
-  try {
-    await delegate('DEL', type, req, opts);
-  } catch (err) {
-    pendingRollback.get(req)?.delete(type);
-    throw err;
-  }
-  await runPendingRollback(type, req);
+/** Delegate ADD with the request's Invoker; resolves to the delegate's result in the current (1.1.0) shape. */
+export function delegateAdd(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<Result> {
+  return invokerOf(req).delegateAdd(type, req, opts);
 }
 
-export async function delegateCheck(
+/** Delegate DEL with the request's Invoker (runs the rollback steps of an in-process `delegateAdd`, see there). */
+export function delegateDel(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+  return invokerOf(req).delegateDel(type, req, opts);
+}
+
+export function delegateCheck(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+  return invokerOf(req).delegateCheck(type, req, opts);
+}
+
+export function delegateStatus(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+  return invokerOf(req).delegateStatus(type, req, opts);
+}
+
+export function delegateGc(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+  return invokerOf(req).delegateGc(type, req, opts);
+}
+
+/** VERSION of delegate `type` found in the request's CNI_PATH, with the request's Invoker. */
+export function delegateVersion(
   type: string,
   req: RequestBase,
   opts: DelegateOptions = {},
-): Promise<void> {
-  await delegate('CHECK', type, req, opts);
+): Promise<VersionInfo> {
+  return invokerOf(req).delegateVersion(type, req, opts);
 }
 
-export async function delegateStatus(
-  type: string,
-  req: RequestBase,
-  opts: DelegateOptions = {},
-): Promise<void> {
-  await delegate('STATUS', type, req, opts);
-}
-
-export async function delegateGc(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
-  await delegate('GC', type, req, opts);
-}
-
-/**
- * ADD the delegate and run `fn` with its (1.1.0) result; if `fn` throws — or the delegate exited 0 but
- * its answer cannot be parsed — DEL the delegate (best effort, a DEL failure is logged) and rethrow the
- * original error. A delegate ADD that itself fails is not followed by DEL (like the reference plugins).
- */
-export async function withDelegateCleanup<T>(
+/** `Invoker.withDelegateCleanup` with the request's Invoker. */
+export function withDelegateCleanup<T>(
   type: string,
   req: RequestBase,
   fn: (result: Result) => T | Promise<T>,
   opts: DelegateOptions = {},
 ): Promise<T> {
-  // A delegate whose ADD failed is not cleaned up (the reference plugins do not either); one that
-  // exited 0 may hold resources, so anything failing from here on (even parsing its answer) runs DEL.
-  const out = await delegateAddRaw(type, req, opts);
-  try {
-    const stdin = opts.stdin ?? req.stdin;
-    const r = parseDelegateResult(out, typeof stdin === 'string' ? new TextEncoder().encode(stdin) : stdin);
-    return await fn(r);
-  } catch (e) {
-    try {
-      await delegateDel(type, req, opts);
-    } catch (delErr) {
-      req.log.warn(
-        'cleanup: delegate %s DEL failed: %s',
-        type,
-        delErr instanceof Error ? delErr.message : String(delErr),
-      );
-    }
-    throw e;
-  }
+  return invokerOf(req).withDelegateCleanup(type, req, fn, opts);
 }
 
-export interface VersionInfo {
-  cniVersion: string;
-  supportedVersions: string[];
-}
+// ---------------------------------------------------------------------------------------------------------------
+// What a runtime needs besides running plugins (results, versions, names, errors): libcni imports only this module.
 
-/**
- * Ask the plugin at `path` which spec versions it supports (Go `invoke.GetVersionInfo`): VERSION with
- * stdin `{"cniVersion":"1.1.0"}` and dummy NETNS/IFNAME/PATH for old skels. A plugin answering
- * `unknown CNI_COMMAND: VERSION` supports only 0.1.0; an answer without `supportedVersions` is accepted
- * only for cniVersion 0.2.0 (→ 0.1.0, 0.2.0).
- */
-export async function getVersionInfo(
-  path: string,
-  env: Readonly<Record<string, string | undefined>> = process.env,
-  stderr: { write(s: string): unknown } = process.stderr,
-  options: ExecPluginOptions = {},
-): Promise<VersionInfo> {
-  const probeEnv = {
-    ...env,
-    CNI_COMMAND: 'VERSION',
-    CNI_CONTAINERID: '',
-    CNI_NETNS: 'dummy',
-    CNI_ARGS: '',
-    CNI_IFNAME: 'dummy',
-    CNI_PATH: 'dummy',
-  };
-  let out: Uint8Array;
-  try {
-    out = await execPlugin(path, `{"cniVersion":"${CURRENT}"}`, probeEnv, stderr, options);
-  } catch (e) {
-    if (CniError.is(e) && e.msg === 'unknown CNI_COMMAND: VERSION') {
-      return { cniVersion: CURRENT, supportedVersions: ['0.1.0'] };
-    }
-    throw e;
-  }
-  const parsed = parseJsonGo(out);
-  if (!parsed.ok) throw new Error(`decoding version info: ${parsed.error}`);
-  const raw = parsed.value;
-  let cniVersion = '';
-  let supported: string[] = [];
-  if (raw !== null && (typeof raw !== 'object' || Array.isArray(raw))) {
-    throw new Error(
-      `decoding version info: json: cannot unmarshal ${goKind(raw)} into Go value of type version.pluginInfo`,
-    );
-  }
-  for (const [k, v] of Object.entries((raw ?? {}) as Record<string, unknown>)) {
-    if (v === null) continue;
-    const f = foldKey(k);
-    if (f === 'cniversion') {
-      if (typeof v !== 'string') {
-        throw new Error(
-          `decoding version info: json: cannot unmarshal ${goKind(v)} into Go struct field pluginInfo.cniVersion of type string`,
-        );
-      }
-      cniVersion = v;
-    } else if (f === 'supportedversions') {
-      if (!Array.isArray(v) || v.some((x) => typeof x !== 'string' && x !== null)) {
-        throw new Error(
-          `decoding version info: json: cannot unmarshal ${goKind(v)} into Go struct field pluginInfo.supportedVersions of type []string`,
-        );
-      }
-      supported = v.map((x) => (x === null ? '' : (x as string)));
-    }
-  }
-  if (cniVersion === '') throw new Error('decoding version info: missing field cniVersion');
-  if (supported.length === 0) {
-    if (cniVersion === '0.2.0') return { cniVersion: CURRENT, supportedVersions: ['0.1.0', '0.2.0'] };
-    throw new Error('decoding version info: missing field supportedVersions');
-  }
-  return { cniVersion, supportedVersions: supported };
-}
-
-/** VERSION of delegate `type` found in the request's CNI_PATH. */
-export async function delegateVersion(
-  type: string,
-  req: RequestBase,
-  opts: DelegateOptions = {},
-): Promise<VersionInfo> {
-  const env = opts.env ?? req.env;
-  const path = findInPath(type, splitPathList(env.CNI_PATH));
-  return getVersionInfo(path, env, req.stderr ?? process.stderr);
-}
+export { CniError, type CniErrorJSON, ErrorCode } from './errors.ts';
+export { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
+export {
+  type AnyPlugin,
+  type AnyResult,
+  type Attachment,
+  CURRENT_VERSION,
+  type Result,
+} from './types.ts';
+export { validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
+export { compareVersions, versionGte } from './version.ts';

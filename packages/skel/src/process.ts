@@ -4,14 +4,16 @@
  */
 import { dispatch } from './dispatch.ts';
 import { fdWriter, readStdin } from './fdio.ts';
+import type { Invoker } from './invoke.ts';
 import type { Plugin } from './types.ts';
 
 /**
  * Process entry point: reads `process.env` and fd 0 (only when needed), writes to fd 1/2 and sets
  * `process.exitCode`. Never calls `process.exit`. `console.log/info/debug/dir/table` are redirected
- * to stderr so stray logging in plugin code cannot corrupt stdout.
+ * to stderr so stray logging in plugin code cannot corrupt stdout. `opts.invoker` runs the plugin's delegations (the
+ * multicall executable passes the Invoker holding its plugins); default: the default Invoker.
  */
-export async function runPlugin<C>(plugin: Plugin<C>): Promise<void> {
+export async function runPlugin<C>(plugin: Plugin<C>, opts: { invoker?: Invoker } = {}): Promise<void> {
   // Nothing but the result or error JSON may reach stdout: console output from plugin code goes to stderr.
   const toStderr = console.error.bind(console);
   console.log = toStderr;
@@ -27,6 +29,7 @@ export async function runPlugin<C>(plugin: Plugin<C>): Promise<void> {
     // write itself fails (EPIPE, EBADF, ENOSPC, …): only then is an ADD rolled back.
     stdout: fdWriter(1),
     stderr: fdWriter(2),
+    ...(opts.invoker ? { invoker: opts.invoker } : {}),
   });
   process.exitCode = code;
 }

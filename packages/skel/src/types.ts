@@ -2,6 +2,7 @@
  * CNI spec data types: network configuration, results of every spec version, and the
  * request/handler contract of a plugin. Runtime-neutral (no Node imports).
  */
+import type { Invoker } from './invoke.ts';
 
 /** Every published spec version, oldest first. */
 export const ALL_VERSIONS = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
@@ -195,6 +196,11 @@ export interface RequestBase {
   log: Logger;
   /** The invocation's stderr (delegates' stderr is copied here on success). Default process.stderr. */
   stderr?: { write(s: string): unknown };
+  /**
+   * The Invoker this invocation was dispatched with (`PluginIO.invoker`): `delegateAdd` & co. run delegates through
+   * it (its in-process plugins). Absent: the default Invoker.
+   */
+  invoker?: Invoker;
 }
 
 /** What a handler receives: the parsed, validated invocation with the config decoded by `Plugin.conf`. */

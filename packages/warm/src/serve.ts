@@ -25,8 +25,8 @@ import {
   dispatch,
   ErrorCode,
   findInPath,
+  Invoker,
   type PluginIO,
-  registerInProcess,
   splitPathList,
 } from '@cnikit/skel';
 import {
@@ -218,6 +218,8 @@ export class Service {
   #sinceGc = 0;
   #watchdog = false;
   #routes = new Map<string, { stamp: string; names: Set<string> }>();
+  /** Runs the served plugins' delegations: in-process where CNI_PATH resolves them to this executable or a client. */
+  readonly #invoker = new Invoker();
 
   constructor(opts: ServeOptions, ctx: ServeContext) {
     this.opts = opts;
@@ -248,7 +250,7 @@ export class Service {
     }
     if (process.geteuid?.() !== 0)
       log('warning: not running as root; clients only talk to a service of uid 0');
-    for (const p of this.ctx.plugins) registerInProcess(p);
+    for (const p of this.ctx.plugins) this.#invoker.register(p);
     if (process.env.CNIKIT_BUNDLED === '1') {
       // a request stuck in synchronous code (a tool exec that never returns) cannot reach the JavaScript deadline:
       // the watchdog thread replaces the process image WATCHDOG_GRACE_MS after the deadline
@@ -409,7 +411,7 @@ export class Service {
       if (this.#routes.size >= 64) this.#routes.clear();
       this.#routes.set(key, clients);
     }
-    for (const p of this.ctx.plugins) registerInProcess(p, { anyPath: clients.names.has(p.name) });
+    for (const p of this.ctx.plugins) this.#invoker.register(p, { anyPath: clients.names.has(p.name) });
   }
 
   fetchStdin(conn: Conn, deadline: number): Uint8Array {
@@ -463,6 +465,7 @@ export class Service {
           return true;
         },
       },
+      invoker: this.#invoker,
     };
     const plugin = this.#byName.get(req.name);
     if (plugin) this.routeDelegates(env.CNI_PATH);
