@@ -135,6 +135,8 @@ export function buildImage(o: {
   epoch: number;
   work: string;
   out: string;
+  /** gzip level of the layer (9 for a release; tests may trade size for time). */
+  level?: number;
 }): ImageResult {
   const root = join(o.work, 'image-root');
   const oci = join(o.work, 'image-oci');
@@ -178,7 +180,7 @@ export function buildImage(o: {
   tarOf(root, names, o.epoch, layerTar);
   const tarBytes = readFileSync(layerTar);
   const diffId = sha256(tarBytes);
-  const gz = spawnSync('gzip', ['-n', '-9', '-c', layerTar], { maxBuffer: 1 << 30 });
+  const gz = spawnSync('gzip', ['-n', `-${o.level ?? 9}`, '-c', layerTar], { maxBuffer: 1 << 30 });
   if (gz.error || gz.status !== 0) throw new Error(`gzip failed: ${gz.error?.message ?? gz.stderr}`);
   rmSync(layerTar, { force: true });
   const layer = gz.stdout as Buffer;

@@ -5,6 +5,7 @@
  *                                                     cnikit, a hard link per plugin name and cnitool, cnikit-client
  *                                                     (warm mode), LICENSE, README.md
  *   release/cnikit-linux-<arch>-v<version>.cdx.json   CycloneDX SBOM of what the executable and the client carry
+ *   release/cnikit-image-linux-<arch>-v<version>.oci.tar  the DaemonSet's image (scripts/image.ts, deploy/kubernetes/)
  *   release/SHA256SUMS                                `sha256sum -c` format
  *
  * Every plugin directory the build finds is in the tarball (discoverPlugins: no list kept here). The executables are
@@ -44,6 +45,7 @@ import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
 import { buildClient, CLIENT_FILE } from '@cnikit/warm/build-client';
 import { discoverPlugins, extras } from './build.ts';
+import { buildImage } from './image.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const WORK = join(ROOT, 'build', 'release');
@@ -553,6 +555,8 @@ export interface ArchResult {
   arch: ArchName;
   tarball: string;
   sbom: string;
+  /** The OCI image archive (scripts/image.ts). */
+  image: string;
   bytes: number;
   exeBytes: number;
   plugins: string[];
@@ -670,6 +674,17 @@ async function releaseArch(
       glibcFloor: maxVersion([glibc.cnikit.floor, glibc['cnikit_sys.node'].floor]),
     }),
   );
+  const image = buildImage({
+    arch: { name: spec.name, cc: spec.cc, objdump: spec.objdump },
+    exe,
+    client,
+    license: join(ROOT, 'LICENSE'),
+    version: o.version,
+    epoch: o.source.epoch,
+    work,
+    out: o.out,
+  });
+  log(`${relative(ROOT, image.file)}: ${(image.bytes / 1e6).toFixed(1)} MB (${image.ref})`);
   const bytes = statSync(tarball).size;
   log(
     `${relative(ROOT, tarball)}: ${(bytes / 1e6).toFixed(1)} MB (executable ${(statSync(exe).size / 1e6).toFixed(1)} MB), ` +
@@ -681,6 +696,7 @@ async function releaseArch(
     arch: spec.name,
     tarball,
     sbom: sbomFile,
+    image: image.file,
     bytes,
     exeBytes: statSync(exe).size,
     plugins: names,
@@ -745,7 +761,7 @@ export async function release(opts: ReleaseOptions): Promise<ArchResult[]> {
   for (const arch of opts.arches) {
     results.push(await releaseArch(archSpec(arch), { version, source, plugins, meta, bunVersion, out }));
   }
-  const files = results.flatMap((r) => [r.tarball, r.sbom]);
+  const files = results.flatMap((r) => [r.tarball, r.sbom, r.image]);
   writeFileSync(join(out, 'SHA256SUMS'), sha256sums(out, files));
   log(`${relative(ROOT, out) || out}/SHA256SUMS; ${((performance.now() - t0) / 1000).toFixed(1)} s in all`);
   return results;
