@@ -5,6 +5,7 @@
  * created by `ip tuntap` run under that exec label, like the reference (only where SELinux is enabled).
  */
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
 import { errorReason, type Interface, internalError } from '@cnikit/skel';
@@ -33,21 +34,32 @@ function createWithIptool(name: string, conf: TapConf): void {
     throw internalError(`failed to run command ${r.stdout}${r.stderr}: exit status ${r.status}`);
 }
 
+/**
+ * The temporary name a tap for `ifName` is created under before its rename: derived from `ifName` (the reference's
+ * is random), so that the persistent tap of an ADD killed before its rename is found again — removed by DEL and by
+ * the next ADD — instead of staying in the container under a name nothing knows.
+ */
+export function tempTapName(ifName: string): string {
+  return `cnitap${createHash('sha256').update(ifName).digest('hex').slice(0, 9)}`;
+}
+
+/** Deletes the tap a killed ADD for `ifName` left under its temporary name (only a tun/tap link of that name). */
+export function deleteTempTap(ifName: string): void {
+  const l = nl.getLink(tempTapName(ifName));
+  if (l?.kind === 'tun') nl.deleteLinkIfExists(l.index);
+}
+
 /** In the container namespace (the caller's thread is there). */
 export function createTap(conf: TapConf, ifName: string, sandbox: string): Interface {
-  let tmp = '';
-  for (let i = 0; i < 10 && tmp === ''; i++) {
-    const name = nl.randomVethName();
-    if (nl.getLink(name)) continue;
-    try {
-      if (conf.selinuxContext !== '' && selinuxEnabled()) createWithIptool(name, conf);
-      else tunCreate(name, tapFlags(conf), conf.owner ?? -1, conf.group ?? -1);
-      tmp = name;
-    } catch (err) {
-      throw internalError(`failed to create tap: ${errorReason(err)}`, err);
-    }
+  const tmp = tempTapName(ifName);
+  deleteTempTap(ifName);
+  if (nl.getLink(tmp)) throw internalError(`failed to create tap: ${q(tmp)} exists and is not a tap`);
+  try {
+    if (conf.selinuxContext !== '' && selinuxEnabled()) createWithIptool(tmp, conf);
+    else tunCreate(tmp, tapFlags(conf), conf.owner ?? -1, conf.group ?? -1);
+  } catch (err) {
+    throw internalError(`failed to create tap: ${errorReason(err)}`, err);
   }
-  if (tmp === '') throw internalError('failed to find a unique tap name');
   const link = nl.getLinkOrThrow(tmp);
   try {
     if (conf.mtu > 0) nl.setMtu(link.index, conf.mtu);

@@ -5,6 +5,7 @@ import { beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
 import { cniCall, deleteNamedNetns, expectCniError, sandboxForFile } from '@cnikit/testing';
 import { plugin } from './index.ts';
+import { tempTapName } from './kernel.ts';
 
 const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
 const env = sandboxForFile({ enterHost: true, containers: 2 });
@@ -206,6 +207,37 @@ describe('tap on the real kernel (in-process)', () => {
     assert.match(r.json.msg, /failed to add route '10\.96\.0\.0\/16 via 172\.31\.9\.9 dev eth0/);
     assert.deepEqual(env.sb.snapshot(env.sb.containers[0]!), before);
     assert.deepEqual(reservations('tapnet'), []);
+  });
+
+  test('SIGKILL between creating the tap and renaming it: DEL and the next ADD remove the tap left behind', async () => {
+    // what an ADD killed right after TUNSETPERSIST leaves: a persistent tap under its temporary name
+    const tmp = tempTapName('eth0');
+    assert.match(tmp, /^cnitap[0-9a-f]{9}$/);
+    const leftover = () =>
+      env.sb.exec('ip', ['tuntap', 'add', 'mode', 'tap', 'name', tmp], { ns: env.sb.containers[0]! });
+    leftover();
+    assert.ok(link(tmp));
+    assert.equal((await call('DEL', conf())).code, 0);
+    assert.equal(link(tmp), undefined, 'DEL removes the half-made tap');
+    leftover();
+    const r = await call('ADD', conf());
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(
+      links()
+        .map((l) => l.ifname)
+        .sort(),
+      ['eth0', 'lo'],
+      'ADD again: only its own tap',
+    );
+    // a link of that name that is not a tap is never deleted: ADD fails and says why
+    assert.equal((await call('DEL', conf())).code, 0);
+    env.sb.exec('ip', ['link', 'add', tmp, 'type', 'veth', 'peer', 'name', 'tmppeer'], {
+      ns: env.sb.containers[0]!,
+    });
+    expectCniError(await call('ADD', conf()), 999, `failed to create tap: "${tmp}" exists and is not a tap`);
+    assert.equal((await call('DEL', conf())).code, 0);
+    assert.ok(link(tmp), 'the veth stays');
+    env.sb.exec('ip', ['link', 'del', tmp], { ns: env.sb.containers[0]! });
   });
 
   test('DEL with the namespace gone; GC and STATUS delegate to the IPAM', async () => {

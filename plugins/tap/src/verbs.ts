@@ -18,7 +18,7 @@ import {
   Rollback,
 } from '@cnikit/skel';
 import type { TapConf } from './config.ts';
-import { createTap } from './kernel.ts';
+import { createTap, deleteTempTap } from './kernel.ts';
 
 function openNetns(path: string): number {
   try {
@@ -68,7 +68,10 @@ export async function cmdDel(req: Request<TapConf>): Promise<void> {
   if (req.netns !== '') {
     errors.run('', () => {
       try {
-        nl.withNetns(req.netns, () => nl.deleteLinkIfExists(req.ifName));
+        nl.withNetns(req.netns, () => {
+          nl.deleteLinkIfExists(req.ifName);
+          deleteTempTap(req.ifName);
+        });
       } catch (err) {
         if (!nl.isNetnsGoneForDel(err, req.netns)) throw err;
       }
