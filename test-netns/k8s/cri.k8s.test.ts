@@ -277,8 +277,8 @@ async function scenario(mode: 'cold' | 'warm'): Promise<Outcome> {
       const log = readFileSync(serveLog, 'utf8');
       served = log.split('\n').filter((l) => l.includes(' → exit ')).length;
       assert.equal(log.split('\n').filter((l) => / → exit [1-9]/.test(l)).length, 0, log);
-      // per pod: loopback + bridge + portmap + bandwidth on ADD and on DEL (host-local runs in-process)
-      assert.ok(served >= 16, `the service answered the calls (${served})\n${log}`);
+      // per pod: loopback, bridge, portmap, bandwidth, tuning on ADD and DEL (host-local runs in-process)
+      assert.ok(served >= 20, `the service answered the calls (${served})\n${log}`);
     } else {
       assert.ok(
         !existsSync(node.nodeFsPath('/run/cnikit/cnikit.sock')),
@@ -390,8 +390,12 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
         'last_reserved_ip.0',
         'lock',
       ]);
+      // containerd runs the DEL chain on StopPodSandbox and again on RemovePodSandbox: 15 plugin calls per cycle; a
+      // call arriving while the service re-executes may be run cold by its client (not counted in the service's log)
+      const cniCalls = cycles * 15;
+      assert.ok(exits.length > 0 && exits.length <= cniCalls, `${exits.length} served of ${cniCalls}`);
       t.diagnostic(
-        `upgrade: ${cycles} pod cycles, CRI calls ${JSON.stringify(counts)}, ${exits.length} CNI calls served warm, ` +
+        `upgrade: ${cycles} pod cycles, CRI calls ${JSON.stringify(counts)}, ${cniCalls} CNI calls (${exits.length} served warm), ` +
           `0 failed; install-cni v2 took ${installMs} ms: ${installed.trim().split('\n').length} lines`,
       );
     } finally {

@@ -18,6 +18,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  rmdirSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -277,6 +278,12 @@ export class PrivateNode {
       'cnikit-k8s-run',
       '/run',
     ]);
+    if (!existsSync('/var/lib/cni')) {
+      // a machine without it (no CNI plugin ever ran): a private tmpfs /var/lib holds the mount point instead of
+      // creating the directory on the machine
+      must('nsenter', ['-t', pid, '-m', '--', 'mount', '-t', 'tmpfs', 'cnikit-k8s-var-lib', '/var/lib']);
+      must('nsenter', ['-t', pid, '-m', '--', 'mkdir', '/var/lib/cni']);
+    }
     must('nsenter', ['-t', pid, '-m', '--', 'mount', '--bind', p.varLibCni, '/var/lib/cni']);
     this.execOk('ip', ['link', 'set', 'lo', 'up']);
     this.clientNs = await holder(['--net']);
@@ -395,6 +402,21 @@ export class PrivateNode {
     for (const node of [this.nodeNs, this.clientNs]) await stopProcess(node);
     this.nodeNs = undefined;
     this.clientNs = undefined;
+    removeCgroupParent();
+  }
+}
+
+/** The (then empty) cgroup parent runc created for the sandboxes, in every hierarchy; one still in use stays. */
+function removeCgroupParent(): void {
+  const base = '/sys/fs/cgroup';
+  const dirs = [join(base, CGROUP_PARENT)];
+  for (const h of readdirSync(base)) dirs.push(join(base, h, CGROUP_PARENT));
+  for (const d of dirs) {
+    try {
+      rmdirSync(d);
+    } catch {
+      // absent, or not empty (another node of this test still runs)
+    }
   }
 }
 
