@@ -124,6 +124,12 @@ describe('deploy/kubernetes', () => {
     assert.notEqual(args, 'help');
     if (args === 'help') return;
     assert.equal(args.mode, 'warm');
+    // the service directory it makes 0700 is the serve container's socket directory on the host
+    const runMount = init.volumeMounts.find((m) => m.mountPath === args.runDir);
+    assert.equal(
+      ds.spec.template.spec.volumes.find((v) => v.name === runMount?.name)?.hostPath?.path,
+      '/run/cnikit',
+    );
     // the template file comes from the ConfigMap volume mounted at the template's directory
     const tmplDir = args.template?.slice(0, args.template.lastIndexOf('/'));
     const mount = init.volumeMounts.find((m) => m.mountPath === tmplDir);

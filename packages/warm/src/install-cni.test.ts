@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import {
+  chmodSync,
   copyFileSync,
   existsSync,
   mkdirSync,
@@ -204,6 +205,24 @@ describe('installCni', () => {
     assert.equal(readFileSync(join(o.binDir, 'calico'), 'utf8'), 'theirs');
     assert.deepEqual(readdirSync(o.binDir), ['calico']);
   });
+});
+
+test('--run-dir: the service directory is created or made 0700 (hostPath creates it 0755)', () => {
+  const o = opts();
+  const run = join(base, `run-${n++}`);
+  mkdirSync(run, { mode: 0o755 });
+  chmodSync(run, 0o755);
+  installCni({ ...o, runDir: run });
+  assert.equal(statSync(run).mode & 0o7777, 0o700);
+  assert.ok(o.lines.some((l) => l.includes('service directory: mode 0755 uid 0 -> 0700 uid 0')));
+  o.lines.length = 0;
+  installCni({ ...o, runDir: run });
+  assert.equal(o.lines.at(-1), 'no changes');
+  const fresh = join(base, `run-${n++}`, 'cnikit');
+  installCni({ ...o, runDir: fresh });
+  assert.equal(statSync(fresh).mode & 0o7777, 0o700);
+  writeFileSync(join(base, `file-${n}`), '');
+  assert.throws(() => installCni({ ...o, runDir: join(base, `file-${n}`) }), /exists and is not a directory/);
 });
 
 describe('uninstallCni', () => {

@@ -30,6 +30,8 @@
  */
 import { createHash } from 'node:crypto';
 import {
+  chmodSync,
+  chownSync,
   existsSync,
   type FSWatcher,
   lstatSync,
@@ -70,6 +72,11 @@ export interface InstallCniOptions {
   /** The conflist's file name in confDir (default: the template's name). */
   confName: string;
   env: Readonly<Record<string, string | undefined>>;
+  /**
+   * The warm-mode service's directory as the host sees it (the socket and the extracted addon live there): created
+   * and made 0700 root, which `cnikit serve` requires (a hostPath DirectoryOrCreate volume is created 0755).
+   */
+  runDir?: string;
   dryRun: boolean;
   out: (line: string) => void;
 }
@@ -294,6 +301,23 @@ export function installCni(o: InstallCniOptions): Change[] {
       changes.push({ path: p, action: 'remove', detail: 'warm mode off' });
     delete record.files[CLIENT_FILE];
   }
+  let runDirChange = false;
+  if (o.runDir !== undefined) {
+    const st = lstatOrUndefined(o.runDir);
+    if (st !== undefined && !st.isDirectory())
+      throw new InstallCniError(`${o.runDir} exists and is not a directory`);
+    if (st === undefined || (st.mode & 0o7777) !== 0o700 || st.uid !== 0) {
+      runDirChange = true;
+      changes.push({
+        path: o.runDir,
+        action: 'write',
+        detail:
+          st === undefined
+            ? 'create the service directory, mode 0700'
+            : `service directory: mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')} uid ${st.uid} -> 0700 uid 0`,
+      });
+    } else changes.push({ path: o.runDir, action: 'unchanged', detail: 'service directory, mode 0700' });
+  }
   let confPath: string | undefined;
   if (conf) {
     confPath = join(confDir, o.confName);
@@ -343,6 +367,11 @@ export function installCni(o: InstallCniOptions): Change[] {
       linkAtomic(join(binDir, l.to), ch.path);
     }
     for (const ch of changes) if (ch.action === 'remove' && ch.path.startsWith(binDir)) unlinkSync(ch.path);
+    if (runDirChange && o.runDir !== undefined) {
+      mkdirs(o.runDir);
+      chownSync(o.runDir, 0, 0);
+      chmodSync(o.runDir, 0o700);
+    }
     writeFileAtomic(join(binDir, RECORD_FILE), recordBytes(record), 0o644);
     fsyncDir(binDir);
     if (conf && confPath && changes.some((c) => c.path === confPath && c.action === 'write')) {
@@ -502,7 +531,7 @@ export function watchTemplate(o: InstallCniOptions, intervalMs: number, signal: 
 
 export const INSTALL_CNI_USAGE =
   'usage: cnikit install-cni [--warm|--cold] [--bin-dir DIR] [--conf-dir DIR] [--template FILE|--no-conf]\n' +
-  '                         [--conf-name NAME] [--watch [--watch-interval SECONDS]] [--dry-run]\n' +
+  '                         [--conf-name NAME] [--run-dir DIR] [--watch [--watch-interval SECONDS]] [--dry-run]\n' +
   '       cnikit install-cni --uninstall [--bin-dir DIR] [--dry-run]\n' +
   '       cnikit install-cni --check [--bin-dir DIR] [--socket PATH]   (readiness: files + conflist [+ service])\n' +
   `defaults: --warm --bin-dir ${DEFAULT_BIN_DIR} --conf-dir ${DEFAULT_CONF_DIR} --template ${DEFAULT_TEMPLATE}\n` +
@@ -520,6 +549,7 @@ export interface InstallCniArgs {
   watch: boolean;
   watchIntervalMs: number;
   socket: string | undefined;
+  runDir: string | undefined;
   dryRun: boolean;
 }
 
@@ -534,6 +564,7 @@ export function parseInstallCniArgs(args: readonly string[]): InstallCniArgs | '
     watch: false,
     watchIntervalMs: 10_000,
     socket: undefined,
+    runDir: undefined,
     dryRun: false,
   };
   let modes = 0;
@@ -567,6 +598,7 @@ export function parseInstallCniArgs(args: readonly string[]): InstallCniArgs | '
     else if (is('--conf-dir')) a.confDir = path('--conf-dir');
     else if (is('--template')) a.template = path('--template');
     else if (is('--socket')) a.socket = path('--socket');
+    else if (is('--run-dir')) a.runDir = path('--run-dir');
     else if (is('--conf-name')) {
       const v = value('--conf-name');
       if (!/^[A-Za-z0-9][A-Za-z0-9._-]*\.(conflist|json)$/.test(v))
@@ -649,6 +681,7 @@ export async function installCniMain(args: readonly string[], ctx: InstallCniCon
       confName:
         a.confName ?? (a.template ? basename(a.template).replace(/\.tmpl$/, '') : '10-cnikit.conflist'),
       env: ctx.env,
+      ...(a.runDir !== undefined ? { runDir: a.runDir } : {}),
       dryRun: a.dryRun,
       out: ctx.out,
     };
