@@ -153,6 +153,7 @@ export {
   type MacvlanInfo,
   type MacvlanMode,
   type MacvlanOptions,
+  openContainerNetns,
   type StackedLinkOptions,
   setNotifySysctls,
   type VlanInfo,

@@ -416,18 +416,26 @@ export function addStackedLinkToContainer(r: ContainerLinkRequest): {
 }
 
 /**
+ * Opens the container's namespace `netnsPath` (a descriptor the caller closes), failing like the reference plugins:
+ * "failed to open netns "<path>": <reason>" (code 999 through the SDK), the error of `openNetnsFd` as cause (so
+ * `isNetnsGoneForDel` still sees a missing namespace).
+ */
+export function openContainerNetns(netnsPath: string): number {
+  try {
+    return openNetnsFd(netnsPath);
+  } catch (err) {
+    throw fail(`failed to open netns ${JSON.stringify(netnsPath)}: ${SysError.reasonOf(err)}`, err);
+  }
+}
+
+/**
  * Runs `fn` where a stacked link's master lives: in the container namespace at `netnsPath` when `linkInContainer`,
  * else in the calling thread's namespace. A namespace that cannot be opened fails with the reference's
  * "failed to open netns "<path>": <reason>".
  */
 export function inMasterNetns<T>(netnsPath: string, linkInContainer: boolean, fn: () => T): T {
   if (!linkInContainer) return fn();
-  let fd: number;
-  try {
-    fd = openNetnsFd(netnsPath);
-  } catch (err) {
-    throw fail(`failed to open netns ${JSON.stringify(netnsPath)}: ${SysError.reasonOf(err)}`, err);
-  }
+  const fd = openContainerNetns(netnsPath);
   try {
     let out: { v: T } | undefined;
     withNetnsFd(fd, () => {

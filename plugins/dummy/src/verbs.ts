@@ -21,14 +21,6 @@ import {
 } from '@cnikit/skel';
 import { type DummyConf, IPAM_REQUIRED } from './config.ts';
 
-function openNetns(path: string): number {
-  try {
-    return nl.openNetnsFd(path);
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(path)}: ${errorReason(err)}`, err);
-  }
-}
-
 function requireIpam(conf: DummyConf): void {
   if (conf.ipamType === '') throw new CniError(ErrorCode.InvalidNetworkConfig, IPAM_REQUIRED);
 }
@@ -36,7 +28,7 @@ function requireIpam(conf: DummyConf): void {
 export async function cmdAdd(req: Request<DummyConf>): Promise<Result> {
   const conf = req.conf;
   requireIpam(conf);
-  const fd = openNetns(req.netns);
+  const fd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
     const link = nl.withNetnsFd(fd, () => {
@@ -85,7 +77,7 @@ export async function cmdDel(req: Request<DummyConf>): Promise<void> {
 
 export async function cmdCheck(req: Request<DummyConf>): Promise<void> {
   requireIpam(req.conf);
-  closeSync(openNetns(req.netns));
+  closeSync(nl.openContainerNetns(req.netns));
   await delegateCheck(req.conf.ipamType, req);
   const prev = req.prevResult;
   if (!prev) throw internalError('dummy: Required prevResult missing');

@@ -27,17 +27,9 @@ export function resolveSelection(conf: HostDeviceConf) {
   return { ...conf, pciBusID, auxDevice, dpdkMode };
 }
 
-export function openNetns(path: string): number {
-  try {
-    return nl.openNetnsFd(path);
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(path)}: ${errorReason(err)}`, err);
-  }
-}
-
 export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
   const conf = resolveSelection(req.conf);
-  const fd = openNetns(req.netns);
+  const fd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   const state = stateName(req.containerId, req.ifName);
   try {

@@ -2,12 +2,12 @@
 import { closeSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
 import { delegateCheck, internalError, type Request } from '@cnikit/skel';
-import { openNetns, resolveSelection } from './add.ts';
+import { resolveSelection } from './add.ts';
 import type { HostDeviceConf } from './config.ts';
 
 export async function cmdCheck(req: Request<HostDeviceConf>): Promise<void> {
   const conf = resolveSelection(req.conf);
-  closeSync(openNetns(req.netns));
+  closeSync(nl.openContainerNetns(req.netns));
   if (conf.ipamType !== '') await delegateCheck(conf.ipamType, req);
   const prev = req.prevResult;
   if (!prev) throw internalError('Required prevResult missing');

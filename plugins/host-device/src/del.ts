@@ -7,7 +7,6 @@
 import { closeSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
 import { delegateDel, ErrorList, type Request } from '@cnikit/skel';
-import { openNetns } from './add.ts';
 import type { HostDeviceConf } from './config.ts';
 import { moveLinkOut, reclaimReturned } from './move.ts';
 import { readState, removeState, restoreDevice, stateName } from './state.ts';
@@ -29,7 +28,7 @@ export async function cmdDel(req: Request<HostDeviceConf>): Promise<void> {
     errors.run('', () => {
       let fd: number;
       try {
-        fd = openNetns(req.netns);
+        fd = nl.openContainerNetns(req.netns);
       } catch (err) {
         if (nl.isNetnsGoneForDel(err, req.netns)) return reclaim();
         throw err;

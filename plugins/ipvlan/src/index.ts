@@ -14,7 +14,6 @@ import {
   delegateStatus,
   ErrorCode,
   ErrorList,
-  errorReason,
   internalError,
   type Plugin,
   type Request,
@@ -25,21 +24,13 @@ import {
 import { validateIpvlanInterface } from './check-logic.ts';
 import { chainedMaster, type IpvlanConf, modeFromString, parseConf } from './config.ts';
 
-function openNetns(netns: string): number {
-  try {
-    return nl.openNetnsFd(netns);
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(netns)}: ${errorReason(err)}`, err);
-  }
-}
-
 async function add(req: Request<IpvlanConf>): Promise<Result> {
   const conf = req.conf;
   const master =
     conf.master ||
     chainedMaster(req.prevResult) ||
     nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.defaultRouteInterface());
-  const netnsFd = openNetns(req.netns);
+  const netnsFd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
     const mode = modeFromString(conf.mode);
@@ -97,7 +88,7 @@ async function del(req: Request<IpvlanConf>): Promise<void> {
 
 async function check(req: Request<IpvlanConf>): Promise<void> {
   const conf = req.conf;
-  closeSync(openNetns(req.netns));
+  closeSync(nl.openContainerNetns(req.netns));
   if (conf.ipamType !== '') await delegateCheck(conf.ipamType, req);
   const prev = req.prevResult;
   if (!prev) throw internalError('Required prevResult missing');

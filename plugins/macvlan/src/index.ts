@@ -26,18 +26,10 @@ import { findContainerInterface, validateMacvlanInterface } from './check-logic.
 import { type MacvlanConf, parseConf } from './config.ts';
 import { createContainerMacvlan, resolveMaster } from './link.ts';
 
-function openNetns(netns: string): number {
-  try {
-    return nl.openNetnsFd(netns);
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(netns)}: ${errorReason(err)}`, err);
-  }
-}
-
 async function add(req: Request<MacvlanConf>): Promise<Result> {
   const conf = req.conf;
   const master = resolveMaster(conf, req.netns);
-  const netnsFd = openNetns(req.netns);
+  const netnsFd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
     const link = createContainerMacvlan(conf, master, req.ifName, netnsFd);
@@ -91,7 +83,7 @@ async function del(req: Request<MacvlanConf>): Promise<void> {
 async function check(req: Request<MacvlanConf>): Promise<void> {
   const conf = req.conf;
   const master = resolveMaster(conf, req.netns);
-  closeSync(openNetns(req.netns));
+  closeSync(nl.openContainerNetns(req.netns));
   if (conf.ipamType !== '') await delegateCheck(conf.ipamType, req);
   const prev = req.prevResult;
   if (!prev) throw internalError('required prevResult missing');

@@ -53,12 +53,7 @@ export async function cmdAdd(req: Request<PtpConf>): Promise<Result> {
       }
     }
 
-    let netnsFd: number;
-    try {
-      netnsFd = nl.openNetnsFd(req.netns);
-    } catch (err) {
-      throw internalError(`failed to open netns ${JSON.stringify(req.netns)}: ${errorReason(err)}`, err);
-    }
+    const netnsFd = nl.openContainerNetns(req.netns);
     try {
       const pair = createPair(netnsFd, req.netns, req.ifName, conf.mtu, () =>
         undo.push('delete veth', () => nl.withNetns(req.netns, () => deleteContainerVeth(req.ifName))),

@@ -1,16 +1,12 @@
 /** CHECK in the reference's order: netns, IPAM CHECK, prevResult, then the container's veth, addresses and routes. */
 import { closeSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
-import { delegateCheck, errorReason, internalError, type Request } from '@cnikit/skel';
+import { delegateCheck, internalError, type Request } from '@cnikit/skel';
 import type { PtpConf } from './config.ts';
 
 export async function cmdCheck(req: Request<PtpConf>): Promise<void> {
   const conf = req.conf;
-  try {
-    closeSync(nl.openNetnsFd(req.netns));
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(req.netns)}: ${errorReason(err)}`, err);
-  }
+  closeSync(nl.openContainerNetns(req.netns));
   await delegateCheck(conf.ipamType, req);
   const prev = req.prevResult;
   if (!prev) throw internalError('ptp: Required prevResult missing');

@@ -11,7 +11,6 @@ import {
   delegateGc,
   delegateStatus,
   ErrorList,
-  errorReason,
   internalError,
   type Request,
   type Result,
@@ -20,17 +19,9 @@ import {
 import type { TapConf } from './config.ts';
 import { createTap, deleteTempTap } from './kernel.ts';
 
-function openNetns(path: string): number {
-  try {
-    return nl.openNetnsFd(path);
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(path)}: ${errorReason(err)}`, err);
-  }
-}
-
 export async function cmdAdd(req: Request<TapConf>): Promise<Result> {
   const conf = req.conf;
-  const fd = openNetns(req.netns);
+  const fd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
     const tap = nl.withNetnsFd(fd, () => createTap(conf, req.ifName, req.netns));
@@ -81,7 +72,7 @@ export async function cmdDel(req: Request<TapConf>): Promise<void> {
 }
 
 export async function cmdCheck(req: Request<TapConf>): Promise<void> {
-  closeSync(openNetns(req.netns));
+  closeSync(nl.openContainerNetns(req.netns));
   if (req.conf.ipamType !== '') await delegateCheck(req.conf.ipamType, req);
   const prev = req.prevResult;
   if (!prev) throw internalError('Required prevResult missing');

@@ -14,7 +14,6 @@ import {
   delegateStatus,
   ErrorCode,
   ErrorList,
-  errorReason,
   internalError,
   type Plugin,
   type Request,
@@ -25,20 +24,12 @@ import {
 import { validateVlanInterface } from './check-logic.ts';
 import { checkMtu, parseConf, type VlanConf } from './config.ts';
 
-function openNetns(netns: string): number {
-  try {
-    return nl.openNetnsFd(netns);
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(netns)}: ${errorReason(err)}`, err);
-  }
-}
-
 async function add(req: Request<VlanConf>): Promise<Result> {
   const conf = req.conf;
   const masterLink = nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
   if (!masterLink) throw internalError('Link not found');
   checkMtu(conf.mtu, masterLink.mtu);
-  const netnsFd = openNetns(req.netns);
+  const netnsFd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
     const link = nl.addStackedLinkToContainer({
@@ -100,7 +91,7 @@ async function del(req: Request<VlanConf>): Promise<void> {
 
 async function check(req: Request<VlanConf>): Promise<void> {
   const conf = req.conf;
-  closeSync(openNetns(req.netns));
+  closeSync(nl.openContainerNetns(req.netns));
   await delegateCheck(conf.ipamType, req);
   const prev = req.prevResult;
   if (!prev) throw internalError('vlan: Required prevResult missing');
