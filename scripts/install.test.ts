@@ -15,7 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { linkAtomic } from '../packages/build/src/runtime/fs-atomic.ts';
+import { linkAtomic } from '../packages/sys/src/atomic.ts';
 import { copyAtomic, InstallError, install, parseArgs, plan, sourcePlugins } from './install.ts';
 
 const base = mkdtempSync(join(tmpdir(), 'cnikit-install-test-'));

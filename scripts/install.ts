@@ -41,7 +41,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CLIENT_FILE } from '@cnikit/warm/build-client';
 import { modeCli, TOOL_FILE } from '@cnikit/warm/install';
-import { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from '../packages/build/src/runtime/fs-atomic.ts';
+import { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from '../packages/sys/src/atomic.ts';
 
 export const MAIN = 'cnikit';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -33,8 +33,8 @@ import { createRequire } from 'node:module';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { AnyPlugin } from '@cnikit/skel';
+import { linkAtomic } from '@cnikit/sys/atomic';
 import * as esbuild from 'esbuild';
-import { linkAtomic } from './runtime/fs-atomic.ts';
 import type { PluginMeta } from './runtime/multicall.ts';
 import type { BuildStamp } from './runtime/version.ts';
 

@@ -5,6 +5,8 @@
  *
  * Every export here is public API. What runs inside the executable is in `@cnikit/build/runtime`.
  */
+
+export { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
 export {
   ADDON_KEY,
   BACKENDS,
@@ -38,4 +40,3 @@ export {
   stageAddon,
 } from './build.ts';
 export { type CliIO, cli, USAGE } from './cli.ts';
-export { fsyncDir, linkAtomic, writeFileAtomic } from './runtime/fs-atomic.ts';

@@ -7,23 +7,15 @@
  *
  * Field order is Go's struct order; `netns`, `cniArgs`, `capabilityArgs` and `result` are left out when empty; maps
  * (`capabilityArgs`, `result`) have their keys sorted at every level, as Go marshals a map. Unlike Go (a plain
- * os.WriteFile), an entry is written to a temporary file, fsynced and renamed, so a crash never leaves half of one.
+ * os.WriteFile), an entry is written atomically (@cnikit/sys/atomic: temp file, fsync, rename, fsync of the directory),
+ * so a crash never leaves half of one.
  * An entry that is not `cniCacheV1` is read as a legacy entry (the whole file is the result), like Go.
  */
-import {
-  closeSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeSync,
-} from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { foldKey, parseJsonGo } from '@cnikit/skel/go';
 import { type AnyResult, convertResult, formatResult, parseResult } from '@cnikit/skel/invoke';
+import { writeFileAtomic } from '@cnikit/sys/atomic';
 import { goMarshal, type Json } from './conf.ts';
 import { CacheError } from './errors.ts';
 
@@ -118,19 +110,10 @@ export function cacheAdd(
 ): void {
   const file = cacheFilePath(cacheDir, network, rt);
   const text = encodeCacheEntry(result, config, network, rt);
-  const tmp = `${file}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   try {
     mkdirSync(join(cacheDir, 'results'), { recursive: true, mode: 0o700 });
-    const fd = openSync(tmp, 'wx', 0o600);
-    try {
-      writeSync(fd, text);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, file);
+    writeFileAtomic(file, text, 0o600);
   } catch (e) {
-    rmSync(tmp, { force: true });
     throw new CacheError(`failed to set network ${q(network)} cached result: ${(e as Error).message}`, {
       cause: e,
     });

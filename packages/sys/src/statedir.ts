@@ -21,7 +21,6 @@ import {
   constants as C,
   closeSync,
   type Dirent,
-  fsyncSync,
   linkSync,
   lstatSync,
   mkdirSync,
@@ -31,8 +30,8 @@ import {
   renameSync,
   statSync,
   unlinkSync,
-  writeSync,
 } from 'node:fs';
+import { replaceVia } from './atomic.ts';
 import { errnoMessage, SysError } from './errors.ts';
 
 function errnoOf(err: unknown): number {
@@ -241,27 +240,17 @@ export class StateDir {
     }
   }
 
-  /** Replace `name` atomically with `data` (temp file, fsync, rename, fsync of the directory). */
-  writeAtomic(name: string, data: string | Uint8Array, mode = 0o600): void {
-    this.at(name);
-    const tmp = tempName(name);
-    let fd: number | undefined;
+  /**
+   * Replace `name` atomically with `data` (temp file, fsync, rename, fsync of the directory: ./atomic.ts). The temp
+   * file is `.<name>.<pidns>-<pid>.<hex>.tmp` (see `removeStaleTemps`) unless the owner names it (`temp`, a name it
+   * cleans up itself; it must not exist).
+   */
+  writeAtomic(name: string, data: string | Uint8Array, mode = 0o600, temp?: string): void {
+    const dst = this.at(name);
+    const tmp = this.at(temp ?? tempName(name));
     try {
-      fd = openSync(this.at(tmp), C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, mode);
-      const buf = typeof data === 'string' ? Buffer.from(data) : data;
-      for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off);
-      fsyncSync(fd);
-      closeSync(fd);
-      fd = undefined;
-      renameSync(this.at(tmp), this.at(name));
-      fsyncSync(this.fd);
+      replaceVia(tmp, dst, this.fd, data, mode);
     } catch (err) {
-      if (fd !== undefined) closeSync(fd);
-      try {
-        unlinkSync(this.at(tmp));
-      } catch {
-        // never created, or already renamed
-      }
       throw pathError(err, 'write', this.display(name));
     }
   }

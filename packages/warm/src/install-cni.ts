@@ -43,7 +43,7 @@ import {
   watch,
 } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/build/runtime';
+import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
 
 // The names of build-client.ts / install.ts (CLIENT_FILE, COLD_FILE, TOOL_FILE), not imported from there: those
 // modules resolve the client's C source from import.meta.url at load, which a compiled executable does not have.

@@ -1,6 +1,6 @@
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/build/runtime';
+import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
 import { CLIENT_FILE, COLD_FILE } from './build-client.ts';
 import { DEFAULT_SOCKET } from './protocol.ts';
 import { SERVICE_UNIT, SOCKET_UNIT, systemdUnits } from './systemd.ts';

@@ -370,10 +370,6 @@ export class Store {
     return ip ? { ip } : {};
   }
 
-  /**
-   * Record the last reserved address of a range set (temp, fdatasync, rename; mode 0600). The rename replaces a
-   * symlink in its place (never its target).
-   */
   /** Remove `last_reserved_ip.<rangeID>` (a rolled-back ADD that created it); no error when it is missing. */
   removeLastReservedIP(rangeID: number): void {
     try {
@@ -383,29 +379,17 @@ export class Store {
     }
   }
 
+  /**
+   * Record the last reserved address of a range set (StateDir.writeAtomic: temp, fsync, rename, fsync of the
+   * directory; mode 0600). The rename replaces a symlink in its place (never its target).
+   */
   setLastReservedIP(rangeID: number, ip: IP): void {
-    const name = LAST_IP_PREFIX + rangeID;
-    const tmp = `${TMP_PREFIX}${process.pid}-last.tmp`;
-    const flags = C.O_WRONLY | C.O_CREAT | C.O_TRUNC;
     try {
-      let fd: number;
-      try {
-        fd = this.#d.openFile(tmp, flags, 0o600);
-      } catch (err) {
-        if (!isSysError(err) || err.code !== 'ELOOP') throw err;
-        this.#d.remove(tmp);
-        fd = this.#d.openFile(tmp, flags, 0o600);
-      }
-      try {
-        writeSync(fd, formatIP(ip));
-        fdatasyncSync(fd); // DESIGN: temp, fsync, rename — never an empty file after a crash
-      } finally {
-        closeSync(fd);
-      }
-      this.#d.rename(tmp, name);
+      // the temp name is ours (.cnikit-…), so the next locked scan removes it if this process is killed meanwhile
+      const tmp = `${TMP_PREFIX}${process.pid}-last-${++this.#tmpSeq}.tmp`;
+      this.#d.writeAtomic(LAST_IP_PREFIX + rangeID, formatIP(ip), 0o600, tmp);
     } catch (err) {
-      this.dropTemp(tmp);
-      throw isSysError(err) ? storeError(err) : goFsError('write', this.#d.display(name), err);
+      throw isSysError(err) ? storeError(err) : err;
     }
   }
 

@@ -7,7 +7,7 @@
  * Every export here is public API.
  */
 
-export { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from './fs-atomic.ts';
+export { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from '@cnikit/sys/atomic';
 export {
   basenameOf,
   CONFORMANCE_WORD,

@@ -27,7 +27,7 @@ import {
   readSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from './fs-atomic.ts';
+import { writeFileAtomic } from '@cnikit/sys/atomic';
 
 export interface NativeSource {
   /** Expected SHA-256 (hex) of the addon, computed at build time. */
