@@ -6,6 +6,14 @@ import { accessSync, constants, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CHECKS, SPEC_URL, selectChecks } from './catalog.ts';
+import {
+  FixtureError,
+  type Fixtures,
+  mergeFixtures,
+  parseFixtures,
+  parseHostLinkFlag,
+  parseSkipFlag,
+} from './fixtures.ts';
 import { ISOLATED_ENV, isIsolated, privateStateDir, runIsolated } from './isolate.ts';
 import { Kit, type Report } from './kit.ts';
 import { formatJson, formatJunit, formatTable } from './report.ts';
@@ -40,10 +48,11 @@ function wrap(text: string, width: number, indent: string): string {
 export function usage(name = 'cnikit conformance'): string {
   return `usage: ${name} --plugin PATH --config CONFLIST [--only IDS] [--json] [--junit FILE]
                           [--cni-path DIRS] [--ifname NAME] [--concurrency N] [--timeout SECONDS] [--list] [--help]
+                          [--fixtures FILE] [--host-link NAME:TYPE[:CIDR,…]] [--container-link MASTER] [--skip ID=WHY]
 
 Tests a CNI plugin executable (any language) against the CNI spec 1.1.0, in private network namespaces and a private
-mount namespace (/var/lib/cni is a fresh directory there); the machine's namespaces and files are never touched.
-Needs root, iproute2 and util-linux (unshare).
+mount namespace (/var/lib/cni and /run/cni are fresh directories there); the machine's namespaces and files are never
+touched. Needs root, iproute2 and util-linux (unshare).
 
   --plugin PATH      the plugin under test: the entry of the list whose type is the file name, else the last one;
                      the plugins before it run from CNI_PATH first to produce its prevResult, as a runtime does
@@ -57,6 +66,23 @@ Needs root, iproute2 and util-linux (unshare).
   --concurrency N    containers in the concurrency check (default 6)
   --timeout SECONDS  per plugin call (default 30)
   --list             print the check IDs and exit
+
+Fixtures (what a node has before the plugin runs; all of it in the kit's private namespaces, gone at the end):
+  --host-link NAME:TYPE[:CIDR,…]
+                     a link in the sandbox's host namespace, up, before every check (made again when a check took
+                     it away): the parent of macvlan/ipvlan/vlan (master), a device for host-device (type veth: its
+                     peer NAMEp stays in the host), a bridge with an address for a DHCP server; repeatable
+  --container-link MASTER
+                     every container gets CNI_IFNAME already, a veth whose host end is a port of the host link
+                     MASTER: for plugins that work on an interface another plugin made (IPAM such as dhcp)
+  --skip ID=WHY      a check that cannot apply to this configuration, with the reason (reported as a skip);
+                     repeatable
+  --fixtures FILE    all of the above and daemons, as JSON: {"hostLinks": [{"name", "type", "addresses"?}],
+                     "containerLink": {"master"}, "daemons": [{"argv": [...], "readyPath"?}], "skip": {ID: WHY}};
+                     daemons start in the sandbox's host namespace after the links (ready when readyPath exists) and
+                     are stopped at the end; in argv and readyPath {plugin} is the plugin under test and {dir} a
+                     private directory. Example (dhcp): a bridge with 10.95.0.1/24, containerLink on it, daemons
+                     dnsmasq (--dhcp-range on the bridge) and ["{plugin}", "daemon"] ready at /run/cni/dhcp.sock
 Exit status: 0 when no check failed, 1 when one did, 2 on a usage error.
 Every failure says what was expected, what happened, and the exact environment and stdin that reproduce it.
 
@@ -80,6 +106,10 @@ function parse(argv: readonly string[]) {
       concurrency: { type: 'string' },
       timeout: { type: 'string' },
       list: { type: 'boolean' },
+      fixtures: { type: 'string' },
+      'host-link': { type: 'string', multiple: true },
+      'container-link': { type: 'string' },
+      skip: { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
       // the full report as JSON (runConformance of the package API)
       'report-json': { type: 'boolean' },
@@ -138,12 +168,29 @@ export async function conformanceMain(
     return bad('--concurrency takes a whole number from 2 to 64');
   const timeout = values.timeout === undefined ? 30 : Number(values.timeout);
   if (!Number.isFinite(timeout) || timeout <= 0) return bad('--timeout takes a positive number of seconds');
+  let fixtures: Fixtures;
+  try {
+    const fromFile = values.fixtures
+      ? parseFixtures(JSON.parse(readFileSync(values.fixtures, 'utf8')), values.fixtures)
+      : {};
+    const hostLinks = (values['host-link'] ?? []).map(parseHostLinkFlag);
+    fixtures = mergeFixtures(fromFile, {
+      ...(hostLinks.length ? { hostLinks } : {}),
+      ...(values['container-link'] ? { containerLink: { master: values['container-link'] } } : {}),
+      ...(values.skip?.length ? { skip: Object.fromEntries(values.skip.map(parseSkipFlag)) } : {}),
+    });
+  } catch (e) {
+    if (e instanceof FixtureError) return bad(e.message);
+    return bad(`cannot read the fixtures ${values.fixtures}: ${(e as Error).message}`);
+  }
   if (typeof process.getuid === 'function' && process.getuid() !== 0)
     return bad('needs root (network and mount namespaces)');
 
   if (!isIsolated(io.env) && io.env[ISOLATED_ENV] !== 'pending') {
     // run again in a private mount namespace; the config path is made absolute, the rest is passed as given
-    const args = argv.map((a, i) => (argv[i - 1] === '--config' ? resolve(a) : a));
+    const args = argv.map((a, i) =>
+      argv[i - 1] === '--config' || argv[i - 1] === '--fixtures' ? resolve(a) : a,
+    );
     const [cmd, ...pre] = ctx.reexec;
     if (!cmd) return bad('cannot run itself again (no command)');
     const r = await runIsolated(cmd, [...pre, ...args]);
@@ -157,6 +204,7 @@ export async function conformanceMain(
       config,
       only,
       concurrency,
+      fixtures,
       ...(values.ifname ? { ifName: values.ifname } : {}),
       timeoutMs: timeout * 1000,
       stateDir: state.dir,

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -143,11 +143,91 @@ describe('the kit against plugins written for the tests', () => {
   });
 });
 
+describe('fixtures and what the kit leaves behind', () => {
+  test('a plugin that creates the CNI_NETNS path it gets (like Go sbr 1.1.1): every such file is gone afterwards', async () => {
+    const log = join(tmp, 'locks.log');
+    const r = await runConformance({
+      plugin: TOY,
+      config: toyList({ defect: 'netns-lock', lockLog: log }),
+      only: ['add.failure-clean', 'del.netns-gone'],
+    });
+    assert.deepEqual(failed(r), [], JSON.stringify(r.results, null, 2));
+    const made = readFileSync(log, 'utf8').trim().split('\n');
+    // the path of no namespace (add.failure-clean) and the removed container's path (del.netns-gone)
+    assert.ok(
+      made.some((p) => /^\/run\/netns\/cnikit-conformance-gone-[0-9a-f]{6}$/.test(p)),
+      made.join(', '),
+    );
+    assert.ok(made.length >= 2, made.join(', '));
+    for (const p of made) assert.equal(existsSync(p), false, `${p} was left behind`);
+  });
+
+  test('host links, daemons and declared skips: a plugin that needs a master and a daemon passes with them', async () => {
+    const needs = { requireHostLink: 'cfmtoypar0', requireFile: '/run/cni/toy.sock' };
+    const without = await runConformance({ plugin: TOY, config: toyList(needs), only: ['add.1.1.0'] });
+    assert.deepEqual(failed(without), ['add.1.1.0']);
+    assert.match(byId(without, 'add.1.1.0').detail, /master cfmtoypar0 not found/);
+    const r = await runConformance({
+      plugin: TOY,
+      config: toyList(needs),
+      only: ['add.1.1.0', 'del.*', 'concurrency'],
+      fixtures: {
+        hostLinks: [{ name: 'cfmtoypar0', type: 'bridge', addresses: ['10.124.0.1/24'] }],
+        // a daemon that makes its "socket" after a moment (readyPath is waited for)
+        daemons: [
+          {
+            argv: [
+              process.execPath,
+              '-e',
+              "setTimeout(() => require('fs').writeFileSync('/run/cni/toy.sock', ''), 300); setInterval(() => {}, 1000)",
+            ],
+            readyPath: '/run/cni/toy.sock',
+          },
+        ],
+        skip: { concurrency: 'the toy shares one master' },
+      },
+    });
+    assert.deepEqual(failed(r), [], JSON.stringify(r.results, null, 2));
+    assert.equal(byId(r, 'add.1.1.0').status, 'pass');
+    assert.equal(byId(r, 'del.cleanup').status, 'pass');
+    const skip = byId(r, 'concurrency');
+    assert.equal(skip.status, 'skip');
+    assert.equal(skip.detail, 'declared by the fixtures: the toy shares one master');
+    // the daemon ran in the kit's private /run/cni, never the machine's
+    assert.equal(existsSync('/run/cni/toy.sock'), false);
+  });
+
+  test('a container link: CNI_IFNAME exists in every container before the plugin runs', async () => {
+    const r = await runConformance({
+      plugin: TOY,
+      config: toyList(),
+      only: ['add.ifname-exists', 'add.1.0.0'],
+      fixtures: {
+        hostLinks: [{ name: 'cfmtoybr0', type: 'bridge' }],
+        containerLink: { master: 'cfmtoybr0' },
+      },
+    });
+    // the toy creates eth0 itself, so with eth0 already there its ADD fails (as it must); the kit does not ask it to
+    // fail for an interface the fixtures made
+    assert.deepEqual(failed(r), ['add.1.0.0']);
+    assert.equal(byId(r, 'add.ifname-exists').status, 'skip');
+    assert.match(byId(r, 'add.1.0.0').detail, /container interface eth0 already exists/);
+    assert.match(
+      byId(r, 'add.ifname-exists').detail,
+      /the fixtures make eth0 in every container \(containerLink\)/,
+    );
+  });
+});
+
 function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, BIN, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [...process.execArgv, BIN, ...args, '--timeout', String(CALL_TIMEOUT_S)],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -200,9 +280,15 @@ describe('the CLI', () => {
   });
 
   test('--help explains every check; usage errors exit 2', async () => {
+    const list = join(tmp, 'usage.conflist');
+    writeFileSync(list, JSON.stringify(toyList()));
+    const badFixtures = join(tmp, 'bad-fixtures.json');
+    writeFileSync(badFixtures, JSON.stringify({ hostLinks: [{ name: 'x0', type: 'dummy' }], bogus: 1 }));
     const help = await cli(['--help']);
     assert.equal(help.code, 0);
     for (const c of CHECKS) assert.ok(help.stdout.includes(`  ${c.id} — `), `--help explains ${c.id}`);
+    for (const f of ['--host-link NAME:TYPE', '--container-link MASTER', '--skip ID=WHY', '--fixtures FILE'])
+      assert.ok(help.stdout.includes(f), `--help explains ${f}`);
     for (const args of [
       ['--config', 'x'],
       ['--plugin', TOY],
@@ -210,6 +296,13 @@ describe('the CLI', () => {
       ['--plugin', TOY, '--config', join(tmp, 'missing.conflist')],
       ['--plugin', TOY, '--config', TOY, '--only', 'no.such.check'],
       ['--bogus'],
+      ['--plugin', TOY, '--config', list, '--host-link', 'eth0'],
+      ['--plugin', TOY, '--config', list, '--host-link', 'a-name-longer-than-15:dummy'],
+      ['--plugin', TOY, '--config', list, '--skip', 'concurrency'],
+      ['--plugin', TOY, '--config', list, '--skip', 'no.such=reason'],
+      ['--plugin', TOY, '--config', list, '--container-link', 'br0'],
+      ['--plugin', TOY, '--config', list, '--fixtures', join(tmp, 'missing.json')],
+      ['--plugin', TOY, '--config', list, '--fixtures', badFixtures],
     ]) {
       const r = await cli(args);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);

@@ -7,11 +7,19 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Fixtures } from './fixtures.ts';
 import { runIsolated } from './isolate.ts';
 import type { Report } from './kit.ts';
 
 export { CHECKS, type CheckInfo, checkInfo, KIT_VERSIONS, SPEC_URL, selectChecks } from './catalog.ts';
 export { type ConformanceContext, type ConformanceIO, conformanceMain, usage } from './cli.ts';
+export {
+  type DaemonFixture,
+  FixtureError,
+  type Fixtures,
+  type HostLinkFixture,
+  parseFixtures,
+} from './fixtures.ts';
 export type { CallRecord, CheckResult, Report, Status } from './kit.ts';
 export { formatJson, formatJunit, formatTable, reproLine } from './report.ts';
 
@@ -30,6 +38,8 @@ export interface ConformanceOptions {
   concurrency?: number;
   /** Seconds per plugin call (default 30). */
   timeoutSeconds?: number;
+  /** Host links, a link in every container, daemons and declared skips (docs/conformance.md, "Fixtures"). */
+  fixtures?: Fixtures;
 }
 
 /** This package's CLI module (resolved on use: a bundle that carries the package has no such file). */
@@ -49,6 +59,8 @@ export async function runConformance(opts: ConformanceOptions): Promise<Report> 
       writeFileSync(file, JSON.stringify(config));
       config = file;
     }
+    const fixtures = opts.fixtures ? join(tmp, 'fixtures.json') : undefined;
+    if (fixtures) writeFileSync(fixtures, JSON.stringify(opts.fixtures));
     const args = [
       '--plugin',
       opts.plugin,
@@ -60,6 +72,7 @@ export async function runConformance(opts: ConformanceOptions): Promise<Report> 
       ...(opts.concurrency ? ['--concurrency', String(opts.concurrency)] : []),
       ...(opts.ifName ? ['--ifname', opts.ifName] : []),
       ...(opts.timeoutSeconds ? ['--timeout', String(opts.timeoutSeconds)] : []),
+      ...(fixtures ? ['--fixtures', fixtures] : []),
     ];
     const r = await runIsolated(process.execPath, [...process.execArgv, bin(), ...args], { stdio: 'pipe' });
     if (r.code === 2 || !r.stdout.trim())

@@ -2,7 +2,7 @@
  * The kit's private mount namespace: plugins keep state under /var/lib/cni, and the kit must neither read nor change
  * the machine's. The kit runs itself again under `unshare --mount --propagation private` (util-linux), and in there
  * mounts a fresh directory on /var/lib/cni (when the machine has none, on /var/lib, which then holds only that
- * directory — in this mount namespace only). Every process the kit starts inherits the namespace; the machine's
+ * directory — in this mount namespace only) and another on /run/cni (daemon sockets). Every process the kit starts inherits the namespace; the machine's
  * mounts and files are never touched, and the namespace ends with the kit.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -74,11 +74,17 @@ export function privateStateDir(env: NodeJS.ProcessEnv = process.env): { dir: st
     mkdirSync(join(base, 'cni'));
     mount(['--bind', base, '/var/lib']);
   }
+  // /run/cni too: daemons' sockets (dhcp's /run/cni/dhcp.sock) are the kit's own, never a daemon of the machine's,
+  // and two kits can run daemons side by side (the directory is made on the machine when missing, empty)
+  const run = mkdtempSync(join(tmpdir(), 'cnikit-conformance-run-'));
+  mkdirSync('/run/cni', { recursive: true });
+  mount(['--bind', run, '/run/cni']);
   env[ISOLATED_ENV] = mountNs();
   return {
     dir: '/var/lib/cni',
     cleanup() {
       rmSync(base, { recursive: true, force: true });
+      rmSync(run, { recursive: true, force: true });
     },
   };
 }

@@ -7,7 +7,7 @@
  * recorded with its exact environment and stdin for the report.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { CniConfig, confListFromObject, type RuntimeConf } from '@cnikit/libcni';
@@ -26,6 +26,7 @@ import {
   type Sandbox,
 } from '@cnikit/testing';
 import { type CheckInfo, KIT_VERSIONS, selectChecks } from './catalog.ts';
+import { Daemon, expand, FixtureError, type Fixtures, vethPeer } from './fixtures.ts';
 import {
   captureWorld,
   diffWorld,
@@ -80,6 +81,8 @@ export interface KitOptions {
   timeoutMs?: number;
   /** The directory plugins keep their files in (default /var/lib/cni: private when run through the CLI). */
   stateDir?: string;
+  /** What the sandbox needs before the plugin runs: host links, a link in every container, daemons, skips. */
+  fixtures?: Fixtures;
   /** Called after each check (progress). */
   onResult?: (r: CheckResult) => void;
 }
@@ -180,6 +183,11 @@ export class Kit {
   readonly concurrency: number;
   readonly ifName: string;
   private made: NamedNetns[] = [];
+  /** Names under /run/netns the kit handed out as CNI_NETNS of no namespace (a plugin may create the file). */
+  private stray = new Set<string>();
+  readonly fixtures: Fixtures;
+  private readonly fixtureDir: string;
+  private daemons: Daemon[] = [];
   private readonly cacheDir: string;
   private readonly runtime: CniConfig;
   supported: string[] = [];
@@ -212,6 +220,9 @@ export class Kit {
     this.concurrency = Math.max(2, opts.concurrency ?? 6);
     this.ifName = opts.ifName ?? 'eth0';
     this.cacheDir = mkdtempSync(join(tmpdir(), 'cnikit-conformance-cache-'));
+    this.fixtures = opts.fixtures ?? {};
+    this.fixtureDir = join(this.cacheDir, 'fixtures');
+    mkdirSync(this.fixtureDir);
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CNI_')));
     this.runtime = new CniConfig({
       path: this.cniPath,
@@ -224,9 +235,91 @@ export class Kit {
   }
 
   dispose(): void {
+    for (const d of this.daemons) d.killNow();
+    this.daemons = [];
     this.sb?.destroy();
     this.sb = undefined;
+    this.removeStray();
     rmSync(this.cacheDir, { recursive: true, force: true });
+  }
+
+  /**
+   * A CNI_NETNS path that names no namespace, for the checks that need one. Some plugins create the path they are
+   * given (Go's sbr 1.1.1 opens it with O_CREAT as a lock file, before it finds it is no namespace): the kit removes
+   * the path after every check and at the end, whoever created it.
+   */
+  goneNetns(): string {
+    const name = `cnikit-conformance-gone-${randomBytes(3).toString('hex')}`;
+    this.stray.add(name);
+    return `/run/netns/${name}`;
+  }
+
+  /** Remove what the kit named under /run/netns (an empty file a plugin created, or a namespace). */
+  private removeStray(): void {
+    for (const name of this.stray) {
+      try {
+        deleteNamedNetns(name);
+        this.stray.delete(name);
+      } catch {
+        // tried again at the end
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // fixtures
+
+  private fixtureVars() {
+    return { plugin: this.plugin, dir: this.fixtureDir };
+  }
+
+  /** The host links of the fixtures, created where missing (a check may have taken one away: host-device). */
+  private ensureHostLinks(sb: Sandbox): void {
+    const want = this.fixtures.hostLinks ?? [];
+    if (!want.length) return;
+    const have = new Set(
+      (JSON.parse(sb.exec('ip', ['-json', 'link', 'show']).stdout || '[]') as Array<{ ifname: string }>).map(
+        (l) => l.ifname,
+      ),
+    );
+    for (const l of want) {
+      if (have.has(l.name)) continue;
+      const peer = l.type === 'veth' ? ['peer', 'name', vethPeer(l.name)] : [];
+      if (l.type === 'veth') sb.exec('ip', ['link', 'del', vethPeer(l.name)], { check: false });
+      const r = sb.exec('ip', ['link', 'add', l.name, 'type', l.type, ...peer], { check: false });
+      if (r.status !== 0)
+        throw new FixtureError(
+          `the host link fixture ${l.name} (type ${l.type}): ip link add failed: ${r.stderr.trim()}`,
+        );
+      for (const a of l.addresses ?? []) sb.exec('ip', ['addr', 'add', a, 'dev', l.name]);
+      if (l.type === 'veth') sb.exec('ip', ['link', 'set', vethPeer(l.name), 'up']);
+      sb.exec('ip', ['link', 'set', l.name, 'up']);
+    }
+  }
+
+  /** Before every check: host links there, daemons running (started with the sandbox). */
+  private async fixturesReady(sb: Sandbox, fresh: boolean): Promise<void> {
+    this.ensureHostLinks(sb);
+    if (fresh) {
+      for (const d of this.fixtures.daemons ?? []) {
+        const v = this.fixtureVars();
+        const daemon = new Daemon(
+          d.argv.map((a) => expand(a, v)),
+          d.readyPath ? expand(d.readyPath, v) : undefined,
+        );
+        this.daemons.push(daemon);
+        await daemon.ready(this.timeoutMs);
+      }
+    }
+    for (const d of this.daemons) {
+      const p = d.problem();
+      if (p) throw new FixtureError(p);
+    }
+  }
+
+  private async stopDaemons(): Promise<void> {
+    await Promise.all(this.daemons.map((d) => d.stop()));
+    this.daemons = [];
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -303,6 +396,14 @@ export class Kit {
     // a runtime's fresh namespace has lo down (the loopback plugin's ADD brings it up, its DEL down again)
     sb.exec('ip', ['link', 'set', 'lo', 'down'], { ns });
     this.made.push(ns);
+    const cl = this.fixtures.containerLink;
+    if (cl) {
+      // CNI_IFNAME made beforehand, as the main plugin would have (a veth whose host end is a port of the master)
+      const host = `cfc${randomBytes(4).toString('hex')}`;
+      sb.exec('ip', ['link', 'add', host, 'type', 'veth', 'peer', 'name', this.ifName, 'netns', ns.name]);
+      sb.exec('ip', ['link', 'set', host, 'master', cl.master, 'up']);
+      sb.exec('ip', ['link', 'set', this.ifName, 'up'], { ns });
+    }
     return ns;
   }
 
@@ -387,12 +488,16 @@ export class Kit {
       return `${this.type} is first in its chain: it gets no prevResult`;
     if (id === 'add.ifname-exists' && this.prefix.length)
       return `${this.type} is chained: the interface is not its own`;
+    if (id === 'add.ifname-exists' && this.fixtures.containerLink)
+      return `the fixtures make ${this.ifName} in every container (containerLink): the interface is not the plugin's`;
     if (id.startsWith('check.') && !versionGte(this.baseVersion, '0.4.0'))
       return `configuration version ${this.baseVersion} has no CHECK`;
     if (id === 'gc.valid-attachments' && !this.chainSupports('1.1.0'))
       return 'GC needs 1.1.0, which the chain does not support';
     if (id === 'status.answers' && !this.supported.includes('1.1.0'))
       return 'STATUS needs 1.1.0, which the plugin does not support';
+    const declared = this.fixtures.skip?.[id];
+    if (declared) return `declared by the fixtures: ${declared}`;
     return undefined;
   }
 
@@ -450,7 +555,8 @@ export class Kit {
             repro: this.calls.slice(-1),
           };
       }
-      // the check's container namespaces go (the sandbox stays for the next check)
+      // the check's container namespaces go (the sandbox stays for the next check), and any file a plugin made at
+      // a CNI_NETNS path the kit handed out
       for (const ns of this.made.splice(0)) {
         try {
           deleteNamedNetns(ns);
@@ -458,6 +564,7 @@ export class Kit {
           // removed with the sandbox at the end
         }
       }
+      this.removeStray();
       const r: CheckResult = {
         id: c.id,
         title: c.title,
@@ -468,6 +575,7 @@ export class Kit {
       results.push(r);
       this.opts.onResult?.(r);
     }
+    await this.stopDaemons();
     const counts = { pass: 0, fail: 0, skip: 0 };
     for (const r of results) counts[r.status]++;
     return {
@@ -487,12 +595,16 @@ export class Kit {
    * what the plugin did against snapshots it takes itself (state other checks left is part of "before").
    */
   private async inSandbox<T>(fn: () => Promise<T>): Promise<T> {
+    let fresh = false;
     if (!this.sb || this.sb.destroyed) {
       this.sb = createSandbox();
       quiet(this.sb, this.sb.host);
+      fresh = true;
     }
     const inHost = enterNetns(this.sb.host.path);
     try {
+      // daemons start here, from the thread in the host namespace: they run there, like the plugins
+      await this.fixturesReady(this.sb, fresh);
       return await fn();
     } finally {
       inHost.restore();
@@ -747,10 +859,7 @@ const CHECK_FNS = {
     await k.delAll(p);
     const tried: string[] = [];
     const forcings: Array<[string, (a: Att) => CniCallOptions]> = [
-      [
-        'CNI_NETNS names no namespace',
-        () => ({ netns: `/run/netns/cnikit-conformance-gone-${randomBytes(3).toString('hex')}` }),
-      ],
+      ['CNI_NETNS names no namespace', () => ({ netns: k.goneNetns() })],
       ['CNI_IFNAME of 16 characters', () => ({ ifName: 'cfm0123456789abc' })],
     ];
     for (const [what, extra] of forcings) {
