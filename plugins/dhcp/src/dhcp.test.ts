@@ -1,12 +1,22 @@
 /** Unit tests without root: message codec, option encodings, configuration, flags and the socket protocol. */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { backoffDelays, leaseTimes } from './client.ts';
 import { attach, DhcpDaemon, parseDaemonFlags, parseGoDuration } from './daemon.ts';
+import { type LeaseRecord, LeaseStore, leaseFileName } from './lease.ts';
 import {
   DEFAULT_REQUESTED,
   generateClientId,
@@ -405,5 +415,39 @@ test('protocol: status and errors through the socket; an HTTP answer (Go daemon)
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('lease store: stale temps of a dead writer are removed at load; a state dir swapped for a symlink is not followed', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'cnikit-dhcp-store-'));
+  try {
+    const dir = join(root, 'state');
+    mkdirSync(dir, { mode: 0o700 });
+    const name = leaseFileName('c1/net/eth0');
+    // a daemon killed between creating its temp file and the rename (pid 2^22+1 is above pid_max: not alive)
+    const dead = `.${name}.${statSync('/proc/self/ns/pid').ino}-4194305.0123456789ab.tmp`;
+    writeFileSync(join(dir, dead), '{');
+    const logs: string[] = [];
+    const store = new LeaseStore(dir, (m) => logs.push(m));
+    assert.deepEqual(
+      store.load((m) => logs.push(m)),
+      [],
+    );
+    assert.deepEqual(readdirSync(dir), [], "the dead writer's temp is gone");
+    assert.ok(logs.some((l) => l.includes(dead)));
+    // the directory is moved away and a symlink to elsewhere planted in its place: writes stay in the directory
+    const elsewhere = join(root, 'elsewhere');
+    mkdirSync(elsewhere);
+    renameSync(dir, join(root, 'moved'));
+    symlinkSync(elsewhere, dir);
+    store.save({ version: 1, clientId: 'c1/net/eth0' } as LeaseRecord);
+    await store.flush();
+    assert.deepEqual(readdirSync(elsewhere), [], 'nothing written through the planted symlink');
+    assert.deepEqual(readdirSync(join(root, 'moved')), [name]);
+    store.remove('c1/net/eth0');
+    await store.close();
+    assert.deepEqual(readdirSync(join(root, 'moved')), []);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
   }
 });

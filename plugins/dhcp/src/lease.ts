@@ -5,7 +5,7 @@
  * A lease whose namespace or interface is gone is dropped (and its file removed) the next time it is looked at.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
+import { constants, statSync } from 'node:fs';
 import { open, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setLinkDown, withNetns } from '@cnikit/netlink';
@@ -60,6 +60,19 @@ export interface LeaseRecord {
 
 export type Log = (msg: string) => void;
 
+let pidNs: string | undefined;
+/** This process's pid namespace (the inode of /proc/self/ns/pid), as StateDir names its writers. */
+function pidNamespace(): string {
+  if (pidNs === undefined) {
+    try {
+      pidNs = String(statSync('/proc/self/ns/pid').ino);
+    } catch {
+      pidNs = '0';
+    }
+  }
+  return pidNs;
+}
+
 export function leaseFileName(clientId: string): string {
   return `${createHash('sha256').update(clientId).digest('hex').slice(0, 32)}.json`;
 }
@@ -113,8 +126,17 @@ export class LeaseStore {
     this.#running.set(name, run);
   }
 
+  /**
+   * `name` reached through the directory's descriptor (openat semantics, like StateDir): a symlink put in place of
+   * the state directory after the daemon opened it is never followed.
+   */
+  #at(name: string): string {
+    return `/proc/self/fd/${this.#dir.fd}/${name}`;
+  }
+
   async #write(name: string, data: string): Promise<void> {
-    const tmp = join(this.#path, `.tmp-${name}-${randomBytes(4).toString('hex')}`);
+    // StateDir's temp name form (`.<name>.<pidns>-<pid>.<hex>.tmp`): removeStaleTemps knows whose it is
+    const tmp = this.#at(`.${name}.${pidNamespace()}-${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
     const fh = await open(
       tmp,
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
@@ -127,7 +149,7 @@ export class LeaseStore {
       await fh.close();
     }
     try {
-      await rename(tmp, join(this.#path, name));
+      await rename(tmp, this.#at(name));
     } catch (err) {
       await unlink(tmp).catch(() => {});
       throw err;
@@ -137,7 +159,7 @@ export class LeaseStore {
 
   async #unlink(name: string): Promise<void> {
     try {
-      await unlink(join(this.#path, name));
+      await unlink(this.#at(name));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
       throw err;
@@ -146,7 +168,7 @@ export class LeaseStore {
   }
 
   async #syncDir(): Promise<void> {
-    const d = await open(this.#path, constants.O_RDONLY | constants.O_DIRECTORY);
+    const d = await open(this.#at('.'), constants.O_RDONLY | constants.O_DIRECTORY);
     try {
       await d.sync();
     } finally {
@@ -159,8 +181,13 @@ export class LeaseStore {
     while (this.#running.size) await Promise.all(this.#running.values());
   }
 
-  /** Every readable record; unreadable files are reported and left alone. */
+  /**
+   * Every readable record; unreadable files are reported and left alone. The temp files of writes that can never
+   * finish (a daemon killed before its rename) are removed first.
+   */
   load(log: Log): LeaseRecord[] {
+    for (const t of this.#dir.removeStaleTemps())
+      log(`removed ${this.#dir.display(t)} (a write that never finished)`);
     const out: LeaseRecord[] = [];
     for (const name of this.#dir.list()) {
       if (!/^[0-9a-f]{32}\.json$/.test(name)) continue;
