@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
@@ -363,6 +363,9 @@ describe('host-device on the real kernel (in-process)', () => {
     const c1 = conf({ device: 'hd1', cniVersion: '1.1.0' });
     assert.equal((await call('ADD', c1, { containerId: 'stale' })).code, 0);
     assert.deepEqual(states(), ['stale-net1']);
+    // an ADD killed between writing its state's temp file and the rename (a writer pid above pid_max: not alive)
+    const deadTemp = `.stale-net1.${statSync('/proc/self/ns/pid').ino}-4194305.0123456789ab.tmp`;
+    writeFileSync(join(env.dir, 'state', 'hdnet', deadTemp), '{');
     const g = await cniCall(
       plugin,
       'GC',
@@ -371,6 +374,10 @@ describe('host-device on the real kernel (in-process)', () => {
     );
     assert.equal(g.code, 0, g.stdout);
     assert.deepEqual(states(), []);
+    assert.ok(
+      !existsSync(join(env.dir, 'state', 'hdnet', deadTemp)),
+      "GC removes the dead writer's temp file",
+    );
     assert.equal((await cniCall(plugin, 'STATUS', c1, { path: DIST })).code, 0);
     const st = await cniCall(plugin, 'STATUS', { ...c1, ipam: { type: 'nope' } }, { path: DIST });
     assert.match(st.json.msg, /failed to find plugin "nope"/);

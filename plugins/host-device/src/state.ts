@@ -105,11 +105,13 @@ export function readState(dataDir: string, network: string, name: string): Saved
   }
 }
 
+/** Removes the attachment's state, and the temp files of state writes killed before their rename (issue 20). */
 export function removeState(dataDir: string, network: string, name: string): void {
   const dir = netDir(dataDir, network, false);
   if (!dir) return;
   try {
     dir.remove(name);
+    dir.removeStaleTemps();
   } finally {
     dir.close();
   }
@@ -122,6 +124,7 @@ export function gcStates(dataDir: string, network: string, valid: ReadonlySet<st
   try {
     const stale = dir.list().filter((n) => !n.startsWith('.') && !valid.has(n));
     for (const n of stale) dir.remove(n);
+    dir.removeStaleTemps();
     return stale;
   } finally {
     dir.close();
