@@ -63,8 +63,9 @@ interface Container {
     valueFrom?: { fieldRef?: { fieldPath: string }; configMapKeyRef?: { name: string; key: string } };
   }[];
   resources: { requests: Record<string, string>; limits: Record<string, string> };
-  volumeMounts: { name: string; mountPath: string }[];
+  volumeMounts?: { name: string; mountPath: string }[];
   readinessProbe?: { exec: { command: string[] } };
+  livenessProbe?: { exec: { command: string[] } };
   securityContext?: { privileged?: boolean };
 }
 
@@ -112,7 +113,7 @@ describe('deploy/kubernetes', () => {
         assert.ok(c.resources.limits[k], `${c.name} limits.${k}`);
       }
       const volumes = new Set(spec.volumes.map((v) => v.name));
-      for (const m of c.volumeMounts)
+      for (const m of c.volumeMounts ?? [])
         assert.ok(volumes.has(m.name), `${c.name}: mount of unknown volume ${m.name}`);
     }
   });
@@ -125,14 +126,14 @@ describe('deploy/kubernetes', () => {
     if (args === 'help') return;
     assert.equal(args.mode, 'warm');
     // the service directory it makes 0700 is the serve container's socket directory on the host
-    const runMount = init.volumeMounts.find((m) => m.mountPath === args.runDir);
+    const runMount = init.volumeMounts?.find((m) => m.mountPath === args.runDir);
     assert.equal(
       ds.spec.template.spec.volumes.find((v) => v.name === runMount?.name)?.hostPath?.path,
       '/run/cnikit',
     );
     // the template file comes from the ConfigMap volume mounted at the template's directory
     const tmplDir = args.template?.slice(0, args.template.lastIndexOf('/'));
-    const mount = init.volumeMounts.find((m) => m.mountPath === tmplDir);
+    const mount = init.volumeMounts?.find((m) => m.mountPath === tmplDir);
     const vol = ds.spec.template.spec.volumes.find((v) => v.name === mount?.name);
     assert.equal(vol?.configMap?.name, cm.metadata.name);
     const template = cm.data[(args.template as string).slice((tmplDir as string).length + 1)];
@@ -170,23 +171,32 @@ describe('deploy/kubernetes', () => {
     assert.equal(serve.securityContext?.privileged, true);
     const socket = serve.command[serve.command.indexOf('--socket') + 1];
     assert.equal(socket, '/run/cnikit/cnikit.sock', 'the path the installed clients use');
+    // the probes run in the mount namespace of the container's process, which is the host's after cnikit-hostns:
+    // host paths, the executable install-cni put there
     const probe = serve.readinessProbe?.exec.command ?? [];
-    assert.deepEqual(probe.slice(0, 3), ['/opt/cnikit/cnikit', 'install-cni', '--check']);
+    assert.deepEqual(probe.slice(0, 3), ['/opt/cni/bin/cnikit', 'install-cni', '--check']);
     const args = parseInstallCniArgs(probe.slice(2));
     assert.ok(args !== 'help' && args.verb === 'check' && args.socket === socket);
-    // the socket directory and the bin dir are the host's in the probe's (container) mount namespace too
-    const hostPathOf = (mountPath: string) => {
-      const m = serve.volumeMounts.find((x) => x.mountPath === mountPath);
+    const init = spec.initContainers[0] as Container;
+    const hostPathOf = (mountPath: string | undefined) => {
+      const m = init.volumeMounts?.find((x) => x.mountPath === mountPath);
       return spec.volumes.find((v) => v.name === m?.name)?.hostPath?.path;
     };
-    assert.equal(hostPathOf('/run/cnikit'), '/run/cnikit');
-    assert.equal(hostPathOf('/host/opt/cni/bin'), '/opt/cni/bin');
-    const init = spec.initContainers[0] as Container;
+    const initArgs = parseInstallCniArgs(init.command.slice(2));
+    assert.ok(initArgs !== 'help' && args !== 'help');
     assert.equal(
-      init.volumeMounts.find((m) => m.mountPath === '/host/etc/cni/net.d') &&
-        spec.volumes.find((v) => v.name === 'cni-conf')?.hostPath?.path,
-      '/etc/cni/net.d',
+      hostPathOf(initArgs.binDir),
+      args.binDir,
+      'the probe checks the directory install-cni wrote',
     );
+    assert.equal(hostPathOf(initArgs.binDir), '/opt/cni/bin');
+    assert.equal(hostPathOf(initArgs.runDir), '/run/cnikit', 'the socket directory install-cni makes 0700');
+    assert.equal(hostPathOf(initArgs.confDir), '/etc/cni/net.d');
+    assert.deepEqual(serve.livenessProbe?.exec.command.slice(0, 3), [
+      '/opt/cni/bin/cnikit',
+      'serve',
+      '--check',
+    ]);
     assert.ok(existsSync(join(DIR, '..', '..', 'packages', 'warm', 'client', 'cnikit-hostns.c')));
   });
 });

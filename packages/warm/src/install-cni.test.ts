@@ -123,7 +123,7 @@ describe('installCni', () => {
       Object.keys(record.files).sort(),
       [...PLUGINS, 'cnikit', 'cnikit-client', 'cnitool'].sort(),
     );
-    assert.deepEqual(Object.keys(record.conf), [join(o.confDir, '10-cnikit.conflist')]);
+    assert.deepEqual(Object.keys(record.conf), ['../../../etc/cni/net.d/10-cnikit.conflist']);
     // no temporary file left behind
     assert.deepEqual(
       readdirSync(b).filter((f) => f.startsWith('.cnikit-tmp')),
@@ -223,6 +223,30 @@ test('--run-dir: the service directory is created or made 0700 (hostPath creates
   assert.equal(statSync(fresh).mode & 0o7777, 0o700);
   writeFileSync(join(base, `file-${n}`), '');
   assert.throws(() => installCni({ ...o, runDir: join(base, `file-${n}`) }), /exists and is not a directory/);
+});
+
+test('the record reads the same from the init container (/host/...) and from the host (readiness, uninstall)', () => {
+  const o = opts();
+  const root = join(base, `view-${n++}`);
+  const inPod = { binDir: join(root, 'host/opt/cni/bin'), confDir: join(root, 'host/etc/cni/net.d') };
+  installCni({ ...o, ...inPod });
+  // the host sees the same tree without the /host prefix
+  renameSync(join(root, 'host'), join(root, 'node'));
+  const hostBin = join(root, 'node/opt/cni/bin');
+  assert.deepEqual(checkInstalled(hostBin), { ok: true, problems: [] });
+  const confPath = join(root, 'node/etc/cni/net.d/10-cnikit.conflist');
+  writeFileSync(confPath, '{"changed":1}');
+  assert.match(checkInstalled(hostBin).problems.join('\n'), /10-cnikit\.conflist differs/);
+  writeFileSync(join(hostBin, 'cnikit'), 'exe-v1-but-longer');
+  assert.match(checkInstalled(hostBin).problems.join('\n'), /cnikit differs/);
+  rmSync(confPath);
+  assert.match(checkInstalled(hostBin).problems.join('\n'), /10-cnikit\.conflist is missing/);
+  uninstallCni({ ...o, binDir: hostBin });
+  assert.deepEqual(
+    readdirSync(hostBin).sort(),
+    ['cnikit', 'cnitool'],
+    'the changed file (and its link) stays',
+  );
 });
 
 describe('uninstallCni', () => {

@@ -42,7 +42,7 @@ import {
   unlinkSync,
   watch,
 } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
 
 // The names of build-client.ts / install.ts (CLIENT_FILE, COLD_FILE, TOOL_FILE), not imported from there: those
@@ -87,8 +87,14 @@ interface RecordFile {
   version: 1;
   /** bin-dir file name → sha256 of the content written. */
   files: Record<string, string>;
-  /** absolute conflist path → sha256 of the content written. */
+  /**
+   * conflist path relative to the bin directory → sha256 of the content written. Relative, so the record reads the
+   * same from the init container (/host/opt/cni/bin → /host/etc/cni/net.d) and on the host (/opt/cni/bin →
+   * /etc/cni/net.d), where the readiness probe and an uninstall run.
+   */
   conf: Record<string, string>;
+  /** bin-dir file name → size in bytes (the readiness check compares sizes of large files instead of hashing). */
+  sizes?: Record<string, number>;
 }
 
 export interface Change {
@@ -205,10 +211,11 @@ function readRecord(binDir: string): RecordFile {
 }
 
 function recordBytes(r: RecordFile): Buffer {
-  const sorted = (o: Record<string, string>) =>
+  const sorted = <T>(o: Record<string, T>) =>
     Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const sizes = sorted(Object.fromEntries(Object.entries(r.sizes ?? {}).filter(([n]) => n in r.files)));
   return Buffer.from(
-    `${JSON.stringify({ version: 1, files: sorted(r.files), conf: sorted(r.conf) }, null, 2)}\n`,
+    `${JSON.stringify({ version: 1, files: sorted(r.files), conf: sorted(r.conf), sizes }, null, 2)}\n`,
   );
 }
 
@@ -269,6 +276,7 @@ export function installCni(o: InstallCniOptions): Change[] {
       wrote.add(c.name);
     }
     record.files[c.name] = want;
+    record.sizes = { ...record.sizes, [c.name]: statSync(c.src).size };
   }
   const linkTo = o.mode === 'warm' ? CLIENT_FILE : COLD_FILE;
   const links = [...o.plugins.filter((n) => n !== TOOL_FILE && n !== COLD_FILE && n !== CLIENT_FILE)].sort();
@@ -292,6 +300,7 @@ export function installCni(o: InstallCniOptions): Change[] {
       changes.push({ path: dst, action: 'link', detail: `hard link to ${l.to}${was}` });
     }
     record.files[l.name] = record.files[l.to] as string;
+    record.sizes = { ...record.sizes, [l.name]: record.sizes?.[l.to] as number };
   }
   // the other mode's client is ours to remove when we wrote it and it is unchanged
   if (o.mode === 'cold' && record.files[CLIENT_FILE] !== undefined) {
@@ -300,6 +309,7 @@ export function installCni(o: InstallCniOptions): Change[] {
     if (st?.isFile() && sha256File(p) === record.files[CLIENT_FILE])
       changes.push({ path: p, action: 'remove', detail: 'warm mode off' });
     delete record.files[CLIENT_FILE];
+    delete record.sizes?.[CLIENT_FILE];
   }
   let runDirChange = false;
   if (o.runDir !== undefined) {
@@ -329,10 +339,11 @@ export function installCni(o: InstallCniOptions): Change[] {
         : {
             path: confPath,
             action: 'write',
-            detail: `render ${o.template}${st === undefined ? '' : record.conf[confPath] !== undefined ? ' (replaces the previous rendering)' : ' (replaces a file install-cni did not write)'}`,
+            detail: `render ${o.template}${st === undefined ? '' : record.conf[relative(binDir, confPath)] !== undefined ? ' (replaces the previous rendering)' : ' (replaces a file install-cni did not write)'}`,
           },
     );
-    record.conf[confPath] = sha256(conf);
+    for (const k of Object.keys(record.conf)) if (resolve(binDir, k) === confPath) delete record.conf[k];
+    record.conf[relative(binDir, confPath)] = sha256(conf);
     if (existsSync(confDir)) {
       const first = readdirSync(confDir)
         .filter((n) => /\.(conf|conflist|json)$/.test(n))
@@ -394,7 +405,7 @@ export function uninstallCni(o: Pick<InstallCniOptions, 'binDir' | 'dryRun' | 'o
   const changes: Change[] = [];
   // the conflist first: a runtime must stop seeing the network before its plugins go
   const entries: [string, string][] = [
-    ...Object.entries(record.conf),
+    ...Object.entries(record.conf).map(([c, h]): [string, string] => [resolve(binDir, c), h]),
     ...Object.entries(record.files).map(([n, h]): [string, string] => [join(binDir, n), h]),
   ];
   for (const [p, h] of entries) {
@@ -450,12 +461,25 @@ export function checkInstalled(binDir: string): { ok: boolean; problems: string[
   }
   if (Object.keys(record.files).length === 0) problems.push(`nothing installed in ${binDir} (no record)`);
   if (Object.keys(record.conf).length === 0) problems.push('no conflist written yet');
-  for (const [p, h] of [
-    ...Object.entries(record.conf),
-    ...Object.entries(record.files).map(([n, h]): [string, string] => [join(binDir, n), h]),
+  const dir = resolve(binDir);
+  // a probe runs every few seconds: the conflist and small files are hashed, the large executable is compared by
+  // size (its content was hashed when it was written; a replacement by someone else changes more than the hash)
+  for (const [p, h, size] of [
+    ...Object.entries(record.conf).map(([c, h]): [string, string, undefined] => [
+      resolve(dir, c),
+      h,
+      undefined,
+    ]),
+    ...Object.entries(record.files).map(([n, h]): [string, string, number | undefined] => [
+      join(dir, n),
+      h,
+      record.sizes?.[n],
+    ]),
   ]) {
     try {
-      if (sha256File(p) !== h) problems.push(`${p} differs from what install-cni wrote`);
+      const st = statSync(p);
+      if (size !== undefined && size > 1 << 20 ? st.size !== size : sha256File(p) !== h)
+        problems.push(`${p} differs from what install-cni wrote`);
     } catch {
       problems.push(`${p} is missing`);
     }
