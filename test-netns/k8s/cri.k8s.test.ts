@@ -15,7 +15,6 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   existsSync,
-  linkSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -30,6 +29,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { eventually, type Snapshot, sleep, snapshotNetns } from '@cnikit/testing';
 import { parse as parseYaml } from 'yaml';
+import { buildImage, type ImageResult } from '../../scripts/image.ts';
 import { DIST, ensureBuilt, ROOT } from '../dist.ts';
 import type { PodSpec, SandboxInfo } from './cri.ts';
 import { buildPauseImage, CGROUP_PARENT, NODE_IP, PrivateNode } from './node.ts';
@@ -38,12 +38,36 @@ const HERE = fileURLToPath(new URL('.', import.meta.url));
 const NET = 'cnikit';
 const SUBNET = '10.244.0.0/24';
 const HOST_PORT = 30080;
-/** The DaemonSet's conflist template, from the ConfigMap that deploy/kubernetes/ applies. */
-const TEMPLATE = (
-  parseYaml(readFileSync(join(ROOT, 'deploy', 'kubernetes', 'configmap.yaml'), 'utf8')) as {
-    data: Record<string, string>;
-  }
-).data['10-cnikit.conflist'] as string;
+const readManifest = <T>(name: string): T =>
+  parseYaml(readFileSync(join(ROOT, 'deploy', 'kubernetes', name), 'utf8')) as T;
+/** The ConfigMap and the DaemonSet that deploy/kubernetes/ applies. */
+const CONFIGMAP = readManifest<{ data: Record<string, string> }>('configmap.yaml');
+interface K8sContainer {
+  name: string;
+  image: string;
+  command: string[];
+  env?: {
+    name: string;
+    value?: string;
+    valueFrom?: { fieldRef?: { fieldPath: string }; configMapKeyRef?: { key: string } };
+  }[];
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+}
+const POD_SPEC = readManifest<{
+  spec: {
+    template: {
+      spec: {
+        initContainers: K8sContainer[];
+        volumes: {
+          name: string;
+          hostPath?: { path: string };
+          configMap?: { items: { key: string; path: string }[] };
+        }[];
+      };
+    };
+  };
+}>('daemonset.yaml').spec.template.spec;
+const INSTALL_CNI = POD_SPEC.initContainers.find((c) => c.name === 'install-cni') as K8sContainer;
 const POD_A: PodSpec = {
   name: 'web',
   uid: 'uid-web',
@@ -62,26 +86,76 @@ const POD_B: PodSpec = {
 ensureBuilt();
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-k8s-'));
 let pauseArchive = '';
+/** The release image (deploy/kubernetes's DaemonSet runs it) with the Bun executable (v1) and the SEA one (v2). */
+const images: Partial<Record<'v1' | 'v2', ImageResult>> = {};
+const image = (v: 'v1' | 'v2'): ImageResult => {
+  const i = images[v];
+  assert.ok(i, `image ${v} built`);
+  return i;
+};
 
 /**
- * `cnikit install-cni --warm` as the DaemonSet's init container runs it (deploy/kubernetes/daemonset.yaml): from an
- * executable with the warm client beside it, into the node's CNI bin directory, the conflist rendered from the
- * ConfigMap's template with the node's environment. Asynchronous, so pods can be created meanwhile (the upgrade).
+ * The DaemonSet's install-cni init container, run from the image by the node's containerd (`ctr run`, host network,
+ * as kubelet would): its command and environment from daemonset.yaml, its hostPath volumes mapped to the node's
+ * scratch tree (/opt/cni/bin, /etc/cni/net.d) or its private /run, the ConfigMap as a directory of files.
  */
-async function installCni(node: PrivateNode, source: string): Promise<string> {
-  const template = join(node.paths.root, 'template.conflist');
-  writeFileSync(template, TEMPLATE);
-  const args = ['install-cni', '--warm', '--bin-dir', node.paths.binDir, '--conf-dir', node.paths.confDir];
-  const p = spawn(join(source, 'cnikit'), [...args, '--template', template], {
-    env: { PATH: process.env.PATH, NODE_NAME: 'node-1', POD_CIDR: SUBNET, MTU: '1500' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+function runInitContainer(node: PrivateNode, ref: string): string {
+  const r = node.exec('ctr', initContainerArgs(node, ref), 120_000);
+  assert.equal(r.status, 0, `install-cni container: ${r.stdout}${r.stderr}`);
+  return r.stdout;
+}
+
+/** The same, without blocking this thread (pods are created and deleted meanwhile). */
+async function runInitContainerAsync(node: PrivateNode, ref: string): Promise<string> {
+  const args = ['-t', String(node.pid), '-n', '-m', '--', 'ctr', ...initContainerArgs(node, ref)];
+  const p = spawn('nsenter', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d));
   p.stderr.on('data', (d: Buffer) => (out += d));
   const code = await new Promise<number | null>((resolve) => p.on('exit', resolve));
-  assert.equal(code, 0, `install-cni: ${out}`);
+  assert.equal(code, 0, `install-cni container: ${out}`);
   return out;
+}
+
+function initContainerArgs(node: PrivateNode, ref: string): string[] {
+  const cmDir = join(node.paths.root, 'configmap');
+  mkdirSync(cmDir, { recursive: true });
+  const hostPaths: Record<string, string> = {
+    '/opt/cni/bin': node.paths.binDir,
+    '/etc/cni/net.d': node.paths.confDir,
+    '/run/cnikit': '/run/cnikit',
+  };
+  node.execOk('mkdir', ['-p', '/run/cnikit']);
+  const mounts: string[] = [];
+  for (const m of INSTALL_CNI.volumeMounts ?? []) {
+    const vol = POD_SPEC.volumes.find((v) => v.name === m.name);
+    let src: string | undefined;
+    if (vol?.hostPath) src = hostPaths[vol.hostPath.path];
+    else if (vol?.configMap) {
+      for (const item of vol.configMap.items)
+        writeFileSync(join(cmDir, item.path), CONFIGMAP.data[item.key] ?? '');
+      src = cmDir;
+    }
+    assert.ok(src, `volume ${m.name} is mapped`);
+    mounts.push(
+      '--mount',
+      `type=bind,src=${src},dst=${m.mountPath},options=rbind:${m.readOnly ? 'ro' : 'rw'}`,
+    );
+  }
+  const env: string[] = [];
+  for (const e of INSTALL_CNI.env ?? []) {
+    const v =
+      e.value ??
+      (e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName'
+        ? 'node-1'
+        : CONFIGMAP.data[e.valueFrom?.configMapKeyRef?.key ?? '']);
+    if (v !== undefined) env.push('--env', `${e.name}=${v}`);
+  }
+  const id = `install-cni-${Date.now()}`;
+  return [
+    ...['--address', node.paths.socket, '--namespace', 'k8s.io', 'run', '--rm', '--net-host'],
+    ...['--cgroup', `${CGROUP_PARENT}/${id}`, ...mounts, ...env, ref, id, ...INSTALL_CNI.command],
+  ];
 }
 
 /** A TCP server in a pod's network namespace answering every connection with `name`. */
@@ -215,8 +289,8 @@ async function scenario(mode: 'cold' | 'warm'): Promise<Outcome> {
   const node = new PrivateNode(join(scratch, mode));
   const servers: { kill(): void }[] = [];
   try {
-    await node.start(pauseArchive);
-    await installCni(node, join(DIST, 'warm'));
+    await node.start(pauseArchive, [image('v1').file]);
+    runInitContainer(node, image('v1').ref);
     await node.networkReady();
     const serveLog = mode === 'warm' ? await node.startServe() : undefined;
     const a = await runPod(node, POD_A, 'a');
@@ -297,6 +371,27 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
 
   before(() => {
     pauseArchive = buildPauseImage(join(scratch, 'image'), join(HERE, 'pause.c'));
+    const client = join(DIST, 'warm', 'cnikit-client');
+    for (const [v, exe, version] of [
+      ['v1', join(DIST, 'cnikit'), '0.1.0'],
+      ['v2', join(DIST, 'sea', 'cnikit'), '0.1.1'],
+    ] as const) {
+      const work = join(scratch, `image-${v}`);
+      mkdirSync(work);
+      images[v] = buildImage({
+        arch: { name: 'amd64', cc: 'cc', objdump: 'objdump' },
+        ...{
+          exe,
+          client,
+          license: join(ROOT, 'LICENSE'),
+          version,
+          epoch: 1_764_115_200,
+          work,
+          out: work,
+          level: 1,
+        },
+      });
+    }
   });
 
   after(() => {
@@ -315,16 +410,11 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
     const node = new PrivateNode(join(scratch, 'upgrade'));
     const exe = join(node.paths.binDir, 'cnikit');
     try {
-      await node.start(pauseArchive);
-      await installCni(node, join(DIST, 'warm')); // v1: the Bun back-end (dist-bin's default)
+      await node.start(pauseArchive, [image('v1').file, image('v2').file]);
+      runInitContainer(node, image('v1').ref); // v1: the Bun back-end (dist-bin's default)
       await node.networkReady();
       const serveLog = await node.startServe();
       assert.match(node.execOk(exe, ['--version']), /back-end: bun /);
-      // v2: the same source built with the other back-end (node SEA), staged with the warm client beside it
-      const v2 = join(scratch, 'v2');
-      mkdirSync(v2);
-      linkSync(join(DIST, 'sea', 'cnikit'), join(v2, 'cnikit'));
-      linkSync(join(DIST, 'warm', 'cnikit-client'), join(v2, 'cnikit-client'));
 
       const counts: Record<string, number> = {};
       const failures: string[] = [];
@@ -340,7 +430,8 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
       let cycles = 0;
       let stop = false;
       const churn = async (worker: number) => {
-        for (let i = 0; !stop; i++) {
+        // a failure ends the churn (it is reported below), so a dead runtime never spins this loop
+        for (let i = 0; !stop && failures.length === 0; i++) {
           const spec: PodSpec = {
             name: `churn-${worker}-${i}`,
             uid: `uid-churn-${worker}-${i}`,
@@ -365,14 +456,19 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
       const waitCycles = async (n: number) => {
         while (cycles < n && failures.length === 0) await sleep(50);
       };
-      await waitCycles(2);
-      const t0 = Date.now();
-      const installed = await installCni(node, v2);
-      const installMs = Date.now() - t0;
-      const atInstall = cycles;
-      await waitCycles(atInstall + 4);
-      stop = true;
-      await Promise.all(workers);
+      let installed = '';
+      let installMs = 0;
+      try {
+        await waitCycles(2);
+        const t0 = Date.now();
+        // the DaemonSet's rolling update: the new pod's init container installs v2 (same source, node SEA back-end)
+        installed = await runInitContainerAsync(node, image('v2').ref);
+        installMs = Date.now() - t0;
+        await waitCycles(cycles + 4);
+      } finally {
+        stop = true;
+        await Promise.all(workers);
+      }
 
       assert.deepEqual(failures, []);
       assert.match(node.execOk(exe, ['--version']), /back-end: node .*\(SEA\)/);

@@ -257,8 +257,8 @@ export class PrivateNode {
     return run('nsenter', ['-t', String(this.clientPid), '-n', '--', cmd, ...args], timeout);
   }
 
-  /** Namespaces, mounts, the client link and containerd with the sandbox image imported. */
-  async start(pauseArchive: string): Promise<void> {
+  /** Namespaces, mounts, the client link and containerd with the sandbox image (and `images`) imported. */
+  async start(pauseArchive: string, images: string[] = []): Promise<void> {
     const p = this.paths;
     for (const d of [p.binDir, p.confDir, p.varLibCni, p.containerdRoot, p.containerdState]) {
       mkdirSync(d, { recursive: true });
@@ -334,11 +334,13 @@ export class PrivateNode {
       }
       await sleep(100);
     }
-    this.execOk(
-      'ctr',
-      ['--address', p.socket, '--namespace', 'k8s.io', 'images', 'import', pauseArchive],
-      120_000,
-    );
+    for (const archive of [pauseArchive, ...images]) {
+      this.execOk(
+        'ctr',
+        ['--address', p.socket, '--namespace', 'k8s.io', 'images', 'import', archive],
+        300_000,
+      );
+    }
   }
 
   /** Wait until the CRI plugin has loaded a network configuration (kubelet's NetworkReady condition). */
