@@ -30,6 +30,7 @@ import {
 import { randomLocalMac, randomVethName } from './names.ts';
 import { isNetnsGone, NetNS, type Sync, withNetns } from './netns.ts';
 import { isExistsError, isNotFoundError, NetlinkError } from './rtnl.ts';
+import { getLinkDetails } from './sublink.ts';
 import { bridgeJson, ip, ipLink, type TestNs, withTestNs } from './testns.ts';
 
 function inNs<T>(ns: TestNs, fn: () => Sync<T>): T {
@@ -153,6 +154,19 @@ describe('links (kernel)', () => {
       assert.throws(() => inNs(a, () => getLink('bad/name')), { code: 'EINVAL' });
       assert.throws(() => inNs(a, () => getLink(0)), { code: 'EINVAL' });
       assert.ok(ipLink(a, 'only-in-a'));
+    }));
+
+  test('getLink and getLinkDetails find a link by an alternative name of 16+ bytes (Go LinkByName; stacked masters)', () =>
+    withTestNs(1, (a) => {
+      inNs(a, () => createVethPair({ name: 'alt-master', peerName: 'alt-peer' }));
+      ip(a, 'link', 'property', 'add', 'dev', 'alt-master', 'altname', 'a-long-master-altname');
+      inNs(a, () => {
+        assert.equal(getLink('a-long-master-altname')?.name, 'alt-master');
+        assert.equal(getLinkDetails('a-long-master-altname')?.name, 'alt-master');
+        assert.equal(getLinkDetails('a-long-missing-altname'), undefined);
+        assert.throws(() => getLinkDetails('a/long-bad-alternative-name'), { code: 'EINVAL' });
+        assert.throws(() => getLinkDetails('x'.repeat(128)), { code: 'EINVAL' });
+      });
     }));
 
   test('up/down, mtu, mac, promisc, allmulti, txqueuelen, rename, delete (peer goes too)', () =>

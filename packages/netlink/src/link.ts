@@ -258,16 +258,24 @@ export function buildGetLink(ref: string | number): NlBuilder {
   return b.ifinfo(AF_UNSPEC, 0).attrStr(attr, ref);
 }
 
-/** The link with this name or index, or undefined when there is none in the current namespace. */
-export function getLink(ref: LinkRef): Link | undefined {
-  const key = typeof ref === 'object' ? ref.index : ref;
-  const op = `failed to look up link ${describeLink(ref)}`;
+/**
+ * Checks a lookup key: an index, an interface name, or — 16 to 127 bytes — an alternative name (what a
+ * `buildGetLink` request can find). Throws an EINVAL NetlinkError for anything else.
+ */
+export function checkLookupKey(key: string | number, op: string): void {
   if (typeof key === 'string') {
     const n = Buffer.byteLength(key);
     if (n >= IFNAMSIZ && n < ALTIFNAMSIZ && !key.includes('/')) {
       // an alternative name
     } else checkName(key, op);
   } else if (!Number.isInteger(key) || key <= 0) throw invalidArgument(op, `invalid interface index ${key}`);
+}
+
+/** The link with this name (or alternative name) or index, or undefined when there is none in the current namespace. */
+export function getLink(ref: LinkRef): Link | undefined {
+  const key = typeof ref === 'object' ? ref.index : ref;
+  const op = `failed to look up link ${describeLink(ref)}`;
+  checkLookupKey(key, op);
   try {
     return decodeLink(rtGet(buildGetLink(key), op));
   } catch (err) {

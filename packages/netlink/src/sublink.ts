@@ -4,7 +4,16 @@
 import { closeSync } from 'node:fs';
 import { SysError } from '@cnikit/sys';
 import { fail } from './helper-errors.ts';
-import { decodeLink, deleteLinkIfExists, type Link, type LinkRef, linkIndex, renameLink } from './link.ts';
+import {
+  buildGetLink,
+  checkLookupKey,
+  decodeLink,
+  deleteLinkIfExists,
+  type Link,
+  type LinkRef,
+  linkIndex,
+  renameLink,
+} from './link.ts';
 import { randomVethName } from './names.ts';
 import { isNetnsGoneForDel, openNetnsFd, withNetns, withNetnsFd } from './netns.ts';
 import {
@@ -31,7 +40,6 @@ import {
   type NlMessage,
   parseAttrs,
   parseMac,
-  RTM_GETLINK,
   RTM_NEWLINK,
 } from './nl.ts';
 import { listRoutes } from './route.ts';
@@ -304,18 +312,15 @@ export function decodeLinkDetails(m: NlMessage): LinkDetails {
   return link;
 }
 
-/** The link (name or index) with its macvlan/ipvlan/vlan data, or undefined when there is none here. */
+/**
+ * The link (name, alternative name of 16+ bytes like getLink, or index) with its macvlan/ipvlan/vlan data, or
+ * undefined when there is none here.
+ */
 export function getLinkDetails(ref: string | number): LinkDetails | undefined {
   const op = `failed to look up link ${typeof ref === 'number' ? `#${ref}` : ref}`;
-  const b = new NlBuilder(RTM_GETLINK, NLM_F_REQUEST);
-  if (typeof ref === 'number') b.ifinfo(AF_UNSPEC, ref);
-  else {
-    const bad = validName(ref);
-    if (bad) throw invalidArgument(op, bad);
-    b.ifinfo(AF_UNSPEC, 0).attrStr(IFLA_IFNAME, ref);
-  }
+  checkLookupKey(ref, op);
   try {
-    return decodeLinkDetails(rtGet(b, op));
+    return decodeLinkDetails(rtGet(buildGetLink(ref), op));
   } catch (err) {
     if (isNotFoundError(err)) return undefined;
     throw err;
