@@ -12,7 +12,9 @@
 // (CNIKIT_VM_CACHE; default /var/cache/cnikit/vm as root, so `npm ci` keeps it, else node_modules/.cache/cnikit-vm).
 //
 // Environment: CNIKIT_VM_MEM (MiB, default 3072), CNIKIT_VM_CPUS (default: all), CNIKIT_VM_VERBOSE=1 (kernel console
-// on stderr), CNIKIT_VM_TIMEOUT (seconds, default none), CNIKIT_VM_ARCH (amd64 | arm64, default: the machine's).
+// on stderr), CNIKIT_VM_TIMEOUT (seconds, default none), CNIKIT_VM_ARCH (amd64 | arm64, default: the machine's),
+// CNIKIT_VM_TIME_SCALE (default 10 under TCG): the command sees CNIKIT_TEST_TIME_SCALE = the caller's value (default 1)
+// times this factor, which every wall-clock bound of the tests goes through (scaled() of @cnikit/testing).
 import { spawn, spawnSync } from 'node:child_process';
 import {
   closeSync,
@@ -420,6 +422,38 @@ export const UNPACK_EXCLUDES = [
   'sound',
 ].map((d) => `--exclude=*/kernel/${d}/*`);
 
+/** The accelerator qemu is given (CNIKIT_VM_ACCEL; TCG unless asked: this machine has no usable /dev/kvm). */
+export function vmAccel(env = process.env) {
+  return env.CNIKIT_VM_ACCEL || 'tcg,thread=multi';
+}
+
+/**
+ * The bounds' factor under TCG: process-heavy kernel tests ran 5-10x slower than on the host (2026-11-26, load 15-25),
+ * a Node start 8-15x, and one with the tsx loader 20-35x; a bound is a ceiling, not an estimate.
+ */
+export const TCG_TIME_SCALE = 10;
+
+function positive(name, raw, fallback) {
+  if (raw === undefined || String(raw).trim() === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) die(`${name}=${JSON.stringify(raw)}: expected a positive number`);
+  return n;
+}
+
+/**
+ * CNIKIT_TEST_TIME_SCALE inside the VM: the caller's factor (default 1) times the lab's (CNIKIT_VM_TIME_SCALE;
+ * default TCG_TIME_SCALE, 2 with KVM), so the tests' timeouts (scaled() of @cnikit/testing) stretch with emulation.
+ */
+export function vmTimeScale(env = process.env) {
+  const caller = positive('CNIKIT_TEST_TIME_SCALE', env.CNIKIT_TEST_TIME_SCALE, 1);
+  const lab = positive(
+    'CNIKIT_VM_TIME_SCALE',
+    env.CNIKIT_VM_TIME_SCALE,
+    vmAccel(env).startsWith('kvm') ? 2 : TCG_TIME_SCALE,
+  );
+  return caller * lab;
+}
+
 /**
  * Boots the VM, runs argv in it and resolves to its exit status.
  * Options: cwd, env (default process.env), stdout/stderr (writable streams, default ours), arch.
@@ -442,7 +476,7 @@ async function bootOnce(argv, opts, mayRetry) {
   job.file('init', INIT, 0o755);
   job.file('stage2.sh', STAGE2, 0o644);
   job.file('lab.sh', labScript(lab));
-  job.file('job.sh', jobScript(argv, cwd, env));
+  job.file('job.sh', jobScript(argv, cwd, { ...env, CNIKIT_TEST_TIME_SCALE: String(vmTimeScale(env)) }));
   const initrd = join(work, 'initrd');
   writeFileSync(initrd, Buffer.concat([readFileSync(join(lab.dir, 'initramfs.cpio')), job.finish()]));
   const verbose = process.env.CNIKIT_VM_VERBOSE === '1';
@@ -451,7 +485,7 @@ async function bootOnce(argv, opts, mayRetry) {
   const qargs = [
     ...lab.spec.machine,
     '-accel',
-    process.env.CNIKIT_VM_ACCEL || 'tcg,thread=multi',
+    vmAccel(),
     '-m',
     mem,
     '-smp',

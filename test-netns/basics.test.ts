@@ -10,7 +10,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { invokeInProcess, type Plugin } from '@cnikit/skel';
-import { type CniCallOptions, type CniCommand, cniCall, cniEnv, expectCniError } from '@cnikit/testing';
+import {
+  type CniCallOptions,
+  type CniCommand,
+  cniCall,
+  cniEnv,
+  expectCniError,
+  scaled,
+} from '@cnikit/testing';
 import {
   type Backend,
   DIST,
@@ -34,7 +41,7 @@ function run(bin: string, env: Record<string, string>, stdin = '', args: string[
     env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
     input: stdin,
     encoding: 'utf8',
-    timeout: 30_000,
+    timeout: scaled(30_000),
     ...(argv0 ? { argv0 } : {}),
   });
   if (r.error) throw r.error;

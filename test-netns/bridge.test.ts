@@ -18,6 +18,7 @@ import {
   type NamedNetns,
   type Sandbox,
   type Snapshot,
+  scaled,
   tempDir,
   withSandbox,
 } from '@cnikit/testing';
@@ -95,7 +96,7 @@ async function tcpExchange(serverNs: string, clientNs: string, ip: string, port:
       process.execPath,
       '-e',
       `const s = require('node:net').createServer((c) => c.on('data', (d) => { c.end('echo:' + d); s.close(); }));
-       s.listen(${port}, '${ip}', () => console.log('up')); setTimeout(() => process.exit(2), 15000).unref();`,
+       s.listen(${port}, '${ip}', () => console.log('up')); setTimeout(() => process.exit(2), ${scaled(15_000)}).unref();`,
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
@@ -114,9 +115,9 @@ async function tcpExchange(serverNs: string, clientNs: string, ip: string, port:
         '-e',
         `const c = require('node:net').connect(${port}, '${ip}', () => c.write('ping')); let b = '';
          c.on('data', (d) => b += d); c.on('end', () => { process.stdout.write(b); process.exit(0); });
-         c.on('error', (e) => { console.error(e.message); process.exit(1); }); setTimeout(() => process.exit(3), 10000);`,
+         c.on('error', (e) => { console.error(e.message); process.exit(1); }); setTimeout(() => process.exit(3), ${scaled(10_000)});`,
       ],
-      { encoding: 'utf8', timeout: 20_000 },
+      { encoding: 'utf8', timeout: scaled(20_000) },
     );
     assert.equal(r.status, 0, r.stderr);
     return r.stdout;

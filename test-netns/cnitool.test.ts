@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { containerIdFor } from '@cnikit/libcni';
-import { createNamedNetns, deleteNamedNetns, sandboxForFile, tempDir } from '@cnikit/testing';
+import { createNamedNetns, deleteNamedNetns, sandboxForFile, scaled, tempDir } from '@cnikit/testing';
 import { DIST, ensureBuilt, ensureLinks } from './dist.ts';
 
 const info = ensureBuilt();
@@ -63,7 +63,7 @@ function cnitool(args: string[], env: Record<string, string> = {}, exe = join(DI
       CNI_PATH: DIST,
       ...env,
     },
-    timeout: 60_000,
+    timeout: scaled(60_000),
   });
   if (r.error) throw r.error;
   return { status: r.status ?? 128, stdout: r.stdout, stderr: r.stderr };
@@ -304,7 +304,7 @@ describe('cnitool', () => {
       slow.stderr,
       /^cnitool: plugin type="slow" failed \(add\): timed out after 500 ms \(plugin "slow" ADD\)\n$/,
     );
-    assert.ok(Date.now() - t0 < 15_000, 'did not wait for the plugin');
+    assert.ok(Date.now() - t0 < scaled(15_000), 'did not wait for the plugin');
     const badTimeout = cnitool(['add', 'slow', file.sb.container.path, '--timeout', 'soon']);
     assert.equal(badTimeout.status, 2);
     assert.match(badTimeout.stderr, /invalid --timeout "soon"/);

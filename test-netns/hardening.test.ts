@@ -13,7 +13,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { confListFromObject } from '@cnikit/libcni';
-import { cniEnv, cniRunner, expectCniError, expectOk, tempDir, withSandbox } from '@cnikit/testing';
+import { cniEnv, cniRunner, expectCniError, expectOk, scaled, tempDir, withSandbox } from '@cnikit/testing';
 import { DIST, ensureBuilt, ensureLinks, runtime } from './dist.ts';
 
 const info = ensureBuilt();
@@ -40,7 +40,7 @@ describe('delegation cycles through the compiled executable', () => {
           7,
           /delegation cycle: plugin "bridge" is reached again through its own delegation \(bridge → bridge\)/,
         );
-        assert.ok(Date.now() - t0 < 10_000, `answered in ${Date.now() - t0} ms`);
+        assert.ok(Date.now() - t0 < scaled(10_000), `answered in ${Date.now() - t0} ms`);
         const links = sb.snapshot('host').links.filter((l) => !l.includes('cnicyc0'));
         assert.deepEqual(links, before, 'no host veth left');
         const ctr = sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout;
@@ -207,7 +207,7 @@ describe('an ADD whose result cannot be delivered is rolled back', () => {
                 PATH: process.env.PATH,
                 ...cniEnv('ADD', { containerId: 'so', netns: sb.container.path, path: dir }),
               },
-              timeout: 30_000,
+              timeout: scaled(30_000),
             });
             assert.equal(readFileSync(status, 'utf8').trim(), '1', 'the plugin exits 1');
             assert.doesNotMatch(

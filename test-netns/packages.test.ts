@@ -32,6 +32,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { findBun } from '@cnikit/build';
+import { scaled } from '@cnikit/testing';
 import { exampleBlock, howtoFiles, ROOT, sdkQuickStart } from '../scripts/readme-snippets.ts';
 import { DIST, ensureBuilt } from './dist.ts';
 
@@ -52,7 +53,7 @@ function run(
       cwd: opts.cwd ?? ROOT,
       env: opts.env ?? process.env,
       stdio: ['pipe', 'pipe', 'pipe'],
-      timeout: opts.timeoutMs ?? 120_000,
+      timeout: scaled(opts.timeoutMs ?? 120_000),
     });
     let stdout = '';
     let stderr = '';

@@ -14,7 +14,14 @@ import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { confListFromObject } from '@cnikit/libcni';
-import { cniCall, createNamedNetns, deleteNamedNetns, expectOk, sandboxForFile } from '@cnikit/testing';
+import {
+  cniCall,
+  createNamedNetns,
+  deleteNamedNetns,
+  expectOk,
+  sandboxForFile,
+  scaled,
+} from '@cnikit/testing';
 import { DIST, ensureBuilt, GO_CNI, goAvailable, runtime } from './dist.ts';
 
 const info = ensureBuilt();
@@ -54,10 +61,10 @@ const PORT = 7411;
 function talk(ns: string, addr: string): string {
   const code = `const c = require('node:net').connect(${PORT}, '${addr}'); let b = '';
     c.on('data', (d) => b += d); c.on('end', () => { process.stdout.write(b); process.exit(0); });
-    c.on('error', () => process.exit(0)); setTimeout(() => process.exit(0), 15000);`;
+    c.on('error', () => process.exit(0)); setTimeout(() => process.exit(0), ${scaled(15_000)});`;
   const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
     encoding: 'utf8',
-    timeout: 120_000,
+    timeout: scaled(120_000),
   });
   return r.stdout ?? '';
 }

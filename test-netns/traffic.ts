@@ -4,13 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { scaled } from '@cnikit/testing';
 
 /** A server in `ns` answering every TCP connection and UDP datagram on `port` with `name`; stopped by kill(). */
 export async function server(ns: string, port: number, name: string): Promise<{ kill(): void }> {
   const code = `const net = require('node:net'), dgram = require('node:dgram');
     const t = net.createServer((c) => c.end(${JSON.stringify(name)})).listen(${port}, '0.0.0.0');
     const u = dgram.createSocket('udp4'); u.on('message', (m, r) => u.send(${JSON.stringify(name)}, r.port, r.address));
-    u.bind(${port}, '0.0.0.0', () => console.log('up')); setTimeout(() => process.exit(2), 60000).unref();`;
+    u.bind(${port}, '0.0.0.0', () => console.log('up')); setTimeout(() => process.exit(2), ${scaled(60_000)}).unref();`;
   const p = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -27,28 +28,28 @@ export function ask(ns: string, proto: 'tcp' | 'udp', ip: string, port: number):
     proto === 'tcp'
       ? `const c = require('node:net').connect(${port}, '${ip}'); let b = '';
          c.on('data', (d) => b += d); c.on('end', () => { process.stdout.write(b); process.exit(0); });
-         c.on('error', () => process.exit(0)); setTimeout(() => process.exit(0), 3000);`
+         c.on('error', () => process.exit(0)); setTimeout(() => process.exit(0), ${scaled(3000)});`
       : `const s = require('node:dgram').createSocket('udp4');
          s.bind(40123, () => s.send('ping', ${port}, '${ip}'));
-         s.on('message', (m) => { process.stdout.write(m.toString()); process.exit(0); }); setTimeout(() => process.exit(0), 1500);`;
+         s.on('message', (m) => { process.stdout.write(m.toString()); process.exit(0); }); setTimeout(() => process.exit(0), ${scaled(1500)});`;
   const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
     encoding: 'utf8',
-    timeout: 10_000,
+    timeout: scaled(10_000),
   });
   return r.stdout;
 }
 
-/** From `ns`, one TCP connection to each address at once; what each answered ('' = no connection in 1 s). */
+/** From `ns`, one TCP connection to each address at once; what each answered ('' = no connection in 1 s, scaled). */
 export function reach(ns: string, ips: string[], port: number): string[] {
   const code = `const net = require('node:net');
     const one = (ip) => new Promise((res) => { let b = ''; const c = net.connect(${port}, ip);
-      const t = setTimeout(() => { c.destroy(); res(''); }, 1000);
+      const t = setTimeout(() => { c.destroy(); res(''); }, ${scaled(1000)});
       c.on('data', (d) => b += d); c.on('end', () => { clearTimeout(t); res(b); });
       c.on('error', () => { clearTimeout(t); res(''); }); });
     Promise.all(${JSON.stringify(ips)}.map(one)).then((r) => { process.stdout.write(JSON.stringify(r)); process.exit(0); });`;
   const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
     encoding: 'utf8',
-    timeout: 10_000,
+    timeout: scaled(10_000),
   });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout) as string[];
@@ -63,7 +64,7 @@ async function sink(
       const t0 = process.hrtime.bigint(); let n = 0;
       c.on('data', (d) => { n += d.length; });
       c.on('end', () => { console.log(JSON.stringify({ bytes: n, ms: Number(process.hrtime.bigint() - t0) / 1e6 })); process.exit(0); });
-    }).listen(${port}, '0.0.0.0', () => console.log('up')); setTimeout(() => process.exit(2), 60000).unref();`;
+    }).listen(${port}, '0.0.0.0', () => console.log('up')); setTimeout(() => process.exit(2), ${scaled(60_000)}).unref();`;
   const p = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -100,7 +101,7 @@ export async function transfer(
       c.on('close', () => process.exit(0)); c.on('error', (e) => { console.error(e.message); process.exit(1); });`;
     const r = spawnSync('ip', ['netns', 'exec', fromNs, process.execPath, '-e', code], {
       encoding: 'utf8',
-      timeout: 30_000,
+      timeout: scaled(30_000),
     });
     assert.equal(r.status, 0, `sender failed: ${r.stderr}`);
     const got = await s.done;

@@ -34,6 +34,7 @@ import {
   enterNetns,
   eventually,
   type Sandbox,
+  scaled,
   sleep,
 } from '@cnikit/testing';
 import { DIST, distPlugins, ensureBuilt } from './dist.ts';
@@ -45,7 +46,7 @@ const sockDir = join(scratch, 'run');
 mkdirSync(sockDir, { mode: 0o700 });
 const SOCK = join(sockDir, 'cnikit.sock');
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
-const DEADLINE_MS = 3000;
+const DEADLINE_MS = scaled(3000);
 
 /** A `cnikit serve` process started by the test; stopped (SIGTERM, then SIGKILL) in teardown. */
 class ServiceProc {
@@ -92,7 +93,7 @@ class ServiceProc {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
     const done = new Promise((r) => this.proc.once('exit', r));
     this.proc.kill('SIGTERM');
-    const t = setTimeout(() => this.proc.kill('SIGKILL'), 5000);
+    const t = setTimeout(() => this.proc.kill('SIGKILL'), scaled(5000));
     await done;
     clearTimeout(t);
   }
@@ -159,7 +160,12 @@ function call(
 ): Out {
   const input = typeof conf === 'string' ? conf : JSON.stringify(conf);
   const run = () =>
-    spawnSync(bin(mode, plugin), [], { input, env: envFor(command, o), encoding: 'utf8', timeout: 30_000 });
+    spawnSync(bin(mode, plugin), [], {
+      input,
+      env: envFor(command, o),
+      encoding: 'utf8',
+      timeout: scaled(30_000),
+    });
   const r = sb ? sb.runInHost(run) : run();
   // EPIPE: the executable answered without reading stdin (VERSION) and exited before Node wrote it
   if (r.error && (r.error as NodeJS.ErrnoException).code !== 'EPIPE') throw r.error;
@@ -647,8 +653,8 @@ describe('warm mode: failures and fallback', () => {
     assert.equal(r.code, 1);
     const err = JSON.parse(r.stdout) as { code: number; msg: string };
     assert.equal(err.code, 11);
-    assert.match(err.msg, /did not finish within 3000 ms/);
-    assert.ok(took >= DEADLINE_MS - 100 && took < DEADLINE_MS + 3000, `answered after ${took} ms`);
+    assert.match(err.msg, new RegExp(`did not finish within ${DEADLINE_MS} ms`));
+    assert.ok(took >= DEADLINE_MS - 100 && took < DEADLINE_MS + scaled(3000), `answered after ${took} ms`);
     await eventually(() => svc.log.includes('re-executing'), 'the service re-executes itself');
     await svc.ready();
     assert.match(check(SOCK).stdout, new RegExp(`pid ${svc.pid} `), 'same pid after the re-exec');
@@ -694,7 +700,7 @@ describe('warm mode: failures and fallback', () => {
           input: JSON.stringify(conf),
           env: envFor('ADD', { netns: sb.container.path, path: WARM }, socket),
           encoding: 'utf8',
-          timeout: 30_000,
+          timeout: scaled(30_000),
         }),
       );
       const took = performance.now() - t0;
@@ -704,7 +710,7 @@ describe('warm mode: failures and fallback', () => {
       assert.equal(err.code, 11);
       assert.match(err.msg, /connection lost during the request/);
       assert.ok(
-        took >= 2900 && took < 10_000,
+        took >= 2900 && took < scaled(10_000),
         `answered after ${took.toFixed(0)} ms (deadline 1000 + grace 2000)`,
       );
       assert.ok(existsSync(pidfile), 'a firewall tool was running when the watchdog fired');
@@ -833,7 +839,7 @@ describe('cnikit serve: start, check, upgrade', () => {
     const second = spawnSync(join(DIST, 'cnikit'), ['serve', '--socket', SOCK], {
       encoding: 'utf8',
       env: { PATH },
-      timeout: 10_000,
+      timeout: scaled(10_000),
     });
     assert.equal(second.status, 1);
     assert.match(second.stderr, /another service is already listening on/);
@@ -852,7 +858,7 @@ describe('cnikit serve: start, check, upgrade', () => {
     const r = spawnSync(join(DIST, 'cnikit'), ['serve', '--socket', join(dir, 's.sock')], {
       encoding: 'utf8',
       env: { PATH },
-      timeout: 10_000,
+      timeout: scaled(10_000),
     });
     assert.equal(r.status, 1);
     assert.match(r.stderr, /has mode 755; expected 0700; refusing to use it/);

@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { CHECKS, type Report, runConformance } from './index.ts';
+import { scaled } from '@cnikit/testing';
+import { CHECKS, type ConformanceOptions, type Report, runConformance as runKit } from './index.ts';
 
 const TESTDATA = fileURLToPath(new URL('./testdata/', import.meta.url));
 const TOY = join(TESTDATA, 'toy');
@@ -19,6 +20,10 @@ const TOY_CHAIN = join(TESTDATA, 'toy-chain');
 const BIN = fileURLToPath(new URL('./bin.ts', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'cnikit-conformance-test-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** The kit's per-call timeout (its default, 30 s) stretched like every bound of the tests (the kernel lab's VM). */
+const CALL_TIMEOUT_S = scaled(30_000) / 1000;
+const runConformance = (o: ConformanceOptions) => runKit({ timeoutSeconds: CALL_TIMEOUT_S, ...o });
 
 function toyList(plugin: Record<string, unknown> = {}, chain?: Record<string, unknown>) {
   return {

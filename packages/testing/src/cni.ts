@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { type AnyPlugin, invokeInProcess, type Result } from '@cnikit/skel';
 import { setns } from '@cnikit/sys';
+import { scaled } from './timescale.ts';
 
 export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
 
@@ -38,7 +39,7 @@ export interface CniCallOptions {
   env?: Record<string, string | undefined>;
   /** Binary targets only: run the executable inside this named namespace (`ip netns exec`). */
   inNetns?: string;
-  /** Process targets only: milliseconds before the process is killed with SIGKILL (default 60 s). */
+  /** Process targets only: milliseconds before the process is killed with SIGKILL (default 60 s; scaled: {@link scaled}). */
   timeoutMs?: number;
   /**
    * Process targets only: a start barrier shared by `count` processes, so that concurrent calls really overlap:
@@ -173,7 +174,7 @@ export async function cniCall(
   }
   const p = processCommand(target, o);
   const fullEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...p.env, ...env };
-  return runProcess(p.cmd, p.args, fullEnv, stdin, o.timeoutMs ?? 60_000);
+  return runProcess(p.cmd, p.args, fullEnv, stdin, scaled(o.timeoutMs ?? 60_000));
 }
 
 /** A runner bound to one target with default call options (each call may override them). */
@@ -243,10 +244,14 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Poll `cond` every 50 ms for up to `ms`; fail with `what` if it never holds (asynchronous kernel work). */
+/**
+ * Poll `cond` every 50 ms for up to `ms` ({@link scaled}); fail with `what` if it never holds (asynchronous
+ * kernel work).
+ */
 export async function eventually(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  for (const end = Date.now() + ms; !cond(); await sleep(50)) {
-    if (Date.now() > end) assert.fail(`${what} (waited ${ms / 1000} s)`);
+  const wait = scaled(ms);
+  for (const end = Date.now() + wait; !cond(); await sleep(50)) {
+    if (Date.now() > end) assert.fail(`${what} (waited ${wait / 1000} s)`);
   }
 }
 

@@ -22,6 +22,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NamedNetns } from './sandbox.ts';
+import { scaled } from './timescale.ts';
 
 export interface PrivateBus {
   /** The bus address (`unix:path=…`), what DBUS_SYSTEM_BUS_ADDRESS must hold. */
@@ -106,8 +107,16 @@ function waitExit(p: ChildProcess, ms: number): Promise<boolean> {
 export function dbusSendRaw(address: string, dest: string, path: string, method: string, args: string[]) {
   const r = spawnSync(
     'dbus-send',
-    [`--bus=${address}`, '--print-reply', '--reply-timeout=5000', `--dest=${dest}`, path, method, ...args],
-    { encoding: 'utf8', timeout: 10_000 },
+    [
+      `--bus=${address}`,
+      '--print-reply',
+      `--reply-timeout=${scaled(5000)}`,
+      `--dest=${dest}`,
+      path,
+      method,
+      ...args,
+    ],
+    { encoding: 'utf8', timeout: scaled(10_000) },
   );
   return r.status === 0 ? r.stdout : undefined;
 }
@@ -158,7 +167,7 @@ export async function startPrivateSystemBus(): Promise<PrivateBus> {
   try {
     await new Promise<void>((resolve, reject) => {
       let out = '';
-      const t = setTimeout(() => reject(new Error(`dbus-daemon did not start: ${err}`)), 10_000);
+      const t = setTimeout(() => reject(new Error(`dbus-daemon did not start: ${err}`)), scaled(10_000));
       p.stdout?.on('data', (d: Buffer) => {
         out += d.toString();
         if (out.includes('\n')) {
@@ -267,7 +276,8 @@ export async function startFirewalld(opts: FirewalldOptions): Promise<PrivateFir
     },
   };
   live.add(entry);
-  const deadline = started + (opts.timeoutMs ?? 30_000);
+  const startMs = scaled(opts.timeoutMs ?? 30_000);
+  const deadline = started + startMs;
   try {
     for (;;) {
       if (p.exitCode !== null || p.signalCode !== null)
@@ -282,8 +292,7 @@ export async function startFirewalld(opts: FirewalldOptions): Promise<PrivateFir
         );
         if (state?.includes('"RUNNING"')) break;
       }
-      if (Date.now() > deadline)
-        throw new Error(`firewalld not running after ${opts.timeoutMs ?? 30_000} ms: ${out}`);
+      if (Date.now() > deadline) throw new Error(`firewalld not running after ${startMs} ms: ${out}`);
       await sleep(50);
     }
   } catch (e) {

@@ -4,7 +4,8 @@
  * `snapshot()` / `snapshotNetns()` and `diffSnapshots()` to compare kernel state before/after.
  * `startPrivateSystemBus()` / `startFirewalld()`: a real firewalld on a private bus inside a sandbox namespace.
  * `requireKernelFeatures()` and the `// cnikit-kernel-features:` file marker: tests that need kernel features some
- * kernels lack run in the kernel lab (docs/kernel-lab.md).
+ * kernels lack run in the kernel lab (docs/kernel-lab.md). `scaled(ms)`: every wall-clock bound of a test, times
+ * `CNIKIT_TEST_TIME_SCALE` (the lab's VM sets it).
  * Requires root. Never touches the machine's root network namespace.
  */
 // Every export here is public API.
@@ -69,3 +70,4 @@ export {
   snapshotNetns,
   stableJson,
 } from './snapshot.ts';
+export { scaled, TIME_SCALE_ENV, timeScale } from './timescale.ts';

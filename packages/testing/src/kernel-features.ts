@@ -22,6 +22,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { scaled } from './timescale.ts';
 
 /** One probe step: an argument vector run inside the probe's namespace (`ip`/`tc` get `-n <ns>`). */
 type Step = readonly [tool: 'ip' | 'tc', ...args: string[]];
@@ -145,7 +146,7 @@ function probeOne(name: KernelFeatureName): ProbeOutcome {
     throw new Error(`kernel feature probe: ip netns add failed (root needed): ${add.stderr.trim()}`);
   try {
     for (const [tool, ...args] of feature.steps) {
-      const r = spawnSync(tool, ['-n', ns, ...args], { encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync(tool, ['-n', ns, ...args], { encoding: 'utf8', timeout: scaled(60_000) });
       if (r.error) throw new Error(`kernel feature probe: ${tool}: ${r.error.message}`);
       if (r.status !== 0)
         return {

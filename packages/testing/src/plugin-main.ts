@@ -8,6 +8,7 @@ import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type AnyPlugin, runPlugin } from '@cnikit/skel';
+import { scaled } from './timescale.ts';
 
 const modulePath = process.env.CNIKIT_TEST_PLUGIN_MODULE;
 const exportName = process.env.CNIKIT_TEST_PLUGIN_EXPORT || 'plugin';
@@ -23,7 +24,7 @@ if (barrier) {
   const dir = barrier.slice(sep + 1);
   writeFileSync(join(dir, `ready-${process.pid}`), '');
   const cell = new Int32Array(new SharedArrayBuffer(4));
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + scaled(60_000);
   while (readdirSync(dir).filter((f) => f.startsWith('ready-')).length < count) {
     if (Date.now() > deadline)
       throw new Error(`plugin-main: barrier ${dir}: fewer than ${count} processes started`);

@@ -24,6 +24,7 @@ import { after, before } from 'node:test';
 import { type Sync, withNetns } from '@cnikit/netlink';
 import { enterNetns, tempDir } from './cni.ts';
 import { type Snapshot, type SnapshotOptions, snapshotNetns } from './snapshot.ts';
+import { scaled } from './timescale.ts';
 
 export interface NamedNetns {
   /** Name under /run/netns (usable with `ip netns exec` / `ip -n`). */
@@ -100,7 +101,7 @@ export function destroyAllSandboxes(): void {
 }
 
 function ip(args: string[], check = true): ExecResult {
-  const r = spawnSync('ip', args, { encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync('ip', args, { encoding: 'utf8', timeout: scaled(30_000) });
   if (r.error) {
     const code = (r.error as NodeJS.ErrnoException).code;
     throw new Error(
@@ -184,7 +185,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
         encoding: 'utf8',
         input: opts.input ?? '',
         env: { ...process.env, ...opts.env },
-        timeout: opts.timeoutMs ?? 60_000,
+        timeout: scaled(opts.timeoutMs ?? 60_000),
         maxBuffer: 256 * 1024 * 1024,
       });
       if (r.error) throw r.error;

@@ -8,6 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { sysctlNormalName, sysctlPath, withNetns } from '@cnikit/netlink';
+import { scaled } from './timescale.ts';
 
 export type SnapshotSection =
   | 'links'
@@ -62,7 +63,7 @@ const PER_LINK_SYSCTLS = [
 ];
 
 function run(cmd: string, args: string[], allowFail = false): string {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 30_000, maxBuffer: 256 * 1024 * 1024 });
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: scaled(30_000), maxBuffer: 256 * 1024 * 1024 });
   if (r.error) {
     if ((r.error as NodeJS.ErrnoException).code === 'ENOENT' && allowFail) return '';
     throw r.error;

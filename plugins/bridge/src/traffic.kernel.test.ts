@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
-import { cniCall, type NamedNetns, sandboxForFile } from '@cnikit/testing';
+import { cniCall, type NamedNetns, sandboxForFile, scaled } from '@cnikit/testing';
 import { plugin } from './index.ts';
 import { hostLocal, run } from './testenv.ts';
 
@@ -16,7 +16,7 @@ const srv = net.createServer((s) => {
   s.on('end', () => srv.close());
 });
 srv.listen(Number(port), host, () => console.log('listening'));
-setTimeout(() => process.exit(3), 15000).unref();
+setTimeout(() => process.exit(3), ${scaled(15_000)}).unref();
 `;
 const CLIENT = `
 const net = require('node:net');
@@ -26,7 +26,7 @@ let got = '';
 s.on('data', (d) => (got += d));
 s.on('close', () => process.stdout.write(got, () => process.exit(0)));
 s.on('error', (e) => { console.error(e.message); process.exit(2); });
-setTimeout(() => process.exit(4), 10000).unref();
+setTimeout(() => process.exit(4), ${scaled(10_000)}).unref();
 `;
 
 function inNs(ns: string | undefined, args: string[]): [string, string[]] {

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { cniCall, eventually, requireKernelFeatures } from '@cnikit/testing';
+import { cniCall, eventually, requireKernelFeatures, scaled } from '@cnikit/testing';
 import { attach, DhcpDaemon } from './daemon.ts';
 import { plugin } from './index.ts';
 import { dnsmasqClientId, Lab, ROUTER } from './testlab.ts';
@@ -38,7 +38,7 @@ after(async () => {
   await lab?.destroy();
 });
 
-test('macvlan: ADD from dnsmasq, renewal at T1, DEL releases', { timeout: 120_000 }, async () => {
+test('macvlan: ADD from dnsmasq, renewal at T1, DEL releases', { timeout: scaled(120_000) }, async () => {
   const [c] = lab.addContainers(1);
   const link = (
     lab.ipJson(c!, ['-d', 'link', 'show', 'eth0']) as Array<{ linkinfo?: { info_kind?: string } }>

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { cniCall } from '@cnikit/testing';
+import { cniCall, scaled } from '@cnikit/testing';
 import { plugin } from './index.ts';
 import { callDaemon } from './protocol.ts';
 import { dnsmasqClientId, Lab, startDaemon, stopProcess } from './testlab.ts';
@@ -41,7 +41,7 @@ after(async () => {
   await lab?.destroy();
 });
 
-test(`${COUNT} containers lease at once, then release at once`, { timeout: 300_000 }, async () => {
+test(`${COUNT} containers lease at once, then release at once`, { timeout: scaled(300_000) }, async () => {
   const containers = lab.addContainers(COUNT);
   const conf = {
     cniVersion: '1.0.0',
@@ -69,7 +69,7 @@ test(`${COUNT} containers lease at once, then release at once`, { timeout: 300_0
   const delMs = performance.now() - t1;
   for (const [i, r] of dels.entries()) assert.equal(r.code, 0, `DEL ${i}: ${r.stdout}`);
   assert.equal(((await callDaemon(sock, 'status', {})) as { leases: unknown[] }).leases.length, 0);
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + scaled(10_000);
   while (lab.leases().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   assert.equal(lab.leases().length, 0, 'every lease released at the server');
   process.stderr.write(
