@@ -44,8 +44,8 @@ describe('vlan parseConf', () => {
       { vlanId: 1 },
       '"master" field is required. It specifies the host interface name to create the VLAN for',
     );
-    bad({ master: 'eth0', vlanId: 4095 }, 'invalid VLAN ID 4095 (must be between 0 and 4095 inclusive)');
-    bad({ master: 'eth0', vlanId: -1 }, 'invalid VLAN ID -1 (must be between 0 and 4095 inclusive)');
+    bad({ master: 'eth0', vlanId: 4095 }, 'invalid VLAN ID 4095 (must be between 0 and 4094 inclusive)');
+    bad({ master: 'eth0', vlanId: -1 }, 'invalid VLAN ID -1 (must be between 0 and 4094 inclusive)');
     assert.equal(parseConf({ master: 'eth0', vlanId: 0 }, add).vlanId, 0);
     assert.equal(parseConf({ master: 'eth0', vlanId: 4094 }, add).vlanId, 4094);
   });

@@ -58,7 +58,7 @@ export function parseConf(raw: unknown, req: Pick<RequestBase, 'command'>): Vlan
         '"master" field is required. It specifies the host interface name to create the VLAN for',
       );
     if (c.vlanId < 0 || c.vlanId > 4094)
-      throw configError(`invalid VLAN ID ${c.vlanId} (must be between 0 and 4095 inclusive)`);
+      throw configError(`invalid VLAN ID ${c.vlanId} (must be between 0 and 4094 inclusive)`);
   }
   return {
     cniVersion: c.cniVersion,

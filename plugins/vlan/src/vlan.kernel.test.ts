@@ -192,7 +192,7 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
     expectCniError(
       await cniCall(plugin, 'ADD', conf({ vlanId: 4095 }), o),
       7,
-      'invalid VLAN ID 4095 (must be between 0 and 4095 inclusive)',
+      'invalid VLAN ID 4095 (must be between 0 and 4094 inclusive)',
     );
     expectCniError(await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o), 999, 'Link not found');
     expectCniError(
