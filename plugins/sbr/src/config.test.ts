@@ -14,6 +14,14 @@ test('parseConf: the keys and their defaults; a wrong type keeps the reference p
     () => parseConf({ addSourceHints: 'yes' }),
     /^CniError: failed to parse network configuration: /,
   );
+  for (const [table, why] of [
+    [-1, 'table: -1 is less than the minimum 0'],
+    [2 ** 32, 'table: 4294967296 is greater than the maximum 4294967295'],
+  ] as const)
+    assert.throws(() => parseConf({ table }), {
+      code: 7,
+      message: `failed to parse network configuration: ${why}`,
+    });
 });
 
 test('staticGateways: one per family, the reference messages', () => {

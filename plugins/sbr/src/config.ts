@@ -6,7 +6,8 @@ import { parseIP } from '@cnikit/ip';
 import { CniError, decode, ErrorCode, type Infer, type IPConfig, type Result, s } from '@cnikit/skel';
 
 const confSchema = s.object({
-  table: s.int().optional(),
+  // a routing table id is a uint32 (FRA_TABLE): out of range is a configuration error (code 7), not a netlink one
+  table: s.int({ min: 0, max: 0xffffffff }).optional(),
   gateways: s.array(s.string()).optional(),
   addSourceHints: s.bool().default(false),
 });
