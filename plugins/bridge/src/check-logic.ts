@@ -1,6 +1,6 @@
 /**
  * CHECK's validation logic (the reference's cmdCheck after the IPAM CHECK), written over a small view
- * of the kernel state so that it can be unit-tested; `check.ts` (`checkEnv`) provides the real views.
+ * of the kernel state so that it can be unit-tested; `kernel.ts` (`checkEnv`) provides the real views.
  */
 
 import type { Family } from '@cnikit/ip';

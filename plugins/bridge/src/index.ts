@@ -1,21 +1,98 @@
 /**
  * bridge: a Linux bridge in the host namespace, a veth pair into the container, optional delegated
  * IPAM, gateway addresses, masquerade and MAC spoof checking (drop-in for the reference plugin).
+ * The plugin object and its verbs; ADD (the long one) is in add.ts, the kernel views in kernel.ts, CHECK's
+ * validation logic in check-logic.ts.
  */
+import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
+import * as nl from '@cnikit/netlink';
 import {
   ALL_VERSIONS,
+  CniError,
+  delegateCheck,
+  delegateDel,
   delegateGc,
   delegateStatus,
+  ErrorCode,
   ErrorList,
+  errorReason,
+  internalError,
   type Plugin,
   type Request,
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { cmdAdd } from './add.ts';
-import { cmdCheck } from './check.ts';
+import { checkAttachment } from './check-logic.ts';
 import { type BridgeConf, parseConf, uniqueID } from './config.ts';
-import { cmdDel } from './del.ts';
+import { checkEnv } from './kernel.ts';
+
+/**
+ * DEL: idempotent. Removes the container interface (and with it the host veth), releases the IPAM allocation,
+ * removes masquerade rules of both backends and the spoof-check rules — also when the namespace or interface is
+ * already gone (the firewall teardown does not need the addresses). Keeps going after a failure and reports every
+ * failure at the end.
+ */
+async function del(req: Request<BridgeConf>): Promise<void> {
+  const conf = req.conf;
+  const l3 = conf.ipamType !== '';
+  const errors = new ErrorList();
+  let addrs: string[] = [];
+  if (req.netns !== '') {
+    // any other netns or netlink error is reported at the end: IPAM DEL and the firewall teardown still run
+    errors.run('', () => {
+      try {
+        addrs = nl.withNetns(req.netns, () => nl.delLinkByNameAddr(req.ifName));
+      } catch (err) {
+        // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
+        if (!nl.isNetnsGoneForDel(err, req.netns)) throw err;
+      }
+    });
+  }
+  if (l3) await errors.run('', () => delegateDel(conf.ipamType, req));
+  if (conf.macspoofchk) {
+    // like the reference, a spoof-check teardown failure is reported on stderr and does not fail DEL
+    // (GC removes what is left once the interface is gone)
+    try {
+      fw.teardownSpoofCheck(uniqueID(req.containerId, req.ifName));
+    } catch (err) {
+      req.log.warn(errorReason(err));
+    }
+  }
+  if (l3 && conf.ipMasq) {
+    errors.run('', () =>
+      fw.teardownIPMasq({ ips: addrs, network: conf.name, ifName: req.ifName, containerID: req.containerId }),
+    );
+  }
+  errors.throwIfAny();
+}
+
+/** CHECK: the IPAM CHECK, then the attachment against prevResult (check-logic.ts) over the kernel's view. */
+async function check(req: Request<BridgeConf>): Promise<void> {
+  const conf = req.conf;
+  if (!nl.isNetns(req.netns)) {
+    // reproduce the reference's message for a bad path
+    try {
+      closeSync(nl.openNetnsFd(req.netns));
+    } catch (err) {
+      throw internalError(`failed to open netns ${JSON.stringify(req.netns)}: ${errorReason(err)}`, err);
+    }
+  }
+  if (conf.ipamType === '') {
+    throw new CniError(
+      ErrorCode.InvalidNetworkConfig,
+      'CHECK is not supported for a bridge without IPAM (ipam.type is empty)',
+      'the reference plugin fails here with "no plugin name provided"; CHECK validates the IPAM allocation',
+    );
+  }
+  await delegateCheck(conf.ipamType, req);
+  if (!req.prevResult) throw internalError('Required prevResult missing');
+  checkAttachment(
+    checkEnv(req.netns),
+    { bridge: conf.bridge, promiscMode: conf.promiscMode, ifName: req.ifName, netns: req.netns },
+    req.prevResult,
+  );
+}
 
 /**
  * GC (the reference implements none for bridge): IPAM GC, then masquerade rules of attachments that are not in the
@@ -52,8 +129,8 @@ export const plugin: Plugin<BridgeConf> = {
   versions: ALL_VERSIONS,
   conf: parseConf,
   add: cmdAdd,
-  del: cmdDel,
-  check: cmdCheck,
+  del,
+  check,
   status,
   gc,
 };

@@ -1,11 +1,11 @@
 /**
  * The bridge plugin's view of links, ports, VLANs and addresses over @cnikit/netlink (also the PortOps the VLAN
- * code takes, so tests can record the calls).
+ * code takes, so tests can record the calls), and the kernel views CHECK validates against (`checkEnv`).
  * Everything is synchronous and acts in the calling thread's network namespace unless stated.
  */
 import { type CIDR, type Family, parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
-import type { LinkView } from './check-logic.ts';
+import type { CheckEnv, LinkView } from './check-logic.ts';
 
 export interface LinkInfo extends LinkView {
   operstate: string;
@@ -98,4 +98,17 @@ export function listAddrs(name: string, family: Family): CIDR[] {
     .listAddrs({ link: name, family })
     .map((a) => parseCIDR(a.cidr))
     .filter((a): a is CIDR => a !== undefined);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CHECK's view of the kernel
+
+/** The real views CHECK validates against: host links here, the container's links, addresses and routes inside its namespace. */
+export function checkEnv(netns: string): CheckEnv {
+  return {
+    hostLink: (name) => linkByName(name),
+    containerLink: (name) => nl.withNetns(netns, () => linkByName(name)),
+    containerAddrs: (name) => nl.withNetns(netns, () => nl.addrViews(name)),
+    containerRoutes: (family) => nl.withNetns(netns, () => nl.routeViews(family)),
+  };
 }
