@@ -38,6 +38,7 @@ import {
   validateNetworkName,
   versionGte,
 } from '@cnikit/skel/invoke';
+import { type Span, SpanKind, startRecording, traceEndpoint, withSpan } from '@cnikit/skel/trace';
 import {
   cacheAdd,
   cacheDel,
@@ -135,24 +136,42 @@ export class CniConfig {
   private async withCall<T>(
     opts: CallOptions,
     fn: (ro: Omit<RunOptions, 'prefix'>) => Promise<T>,
+    label?: CallLabel,
   ): Promise<T> {
     const withDefault =
       opts.timeoutMs === undefined && this.timeoutMs !== undefined
         ? { ...opts, timeoutMs: this.timeoutMs }
         : opts;
     const sig = callSignal(withDefault);
+    // tracing configured (issue 28): this operation is a span — a child of the caller's context, or the root of a
+    // new trace when the caller has none — and every plugin gets it as TRACEPARENT
+    const span = label ? startCallSpan(this.env, opts.trace, label) : undefined;
     try {
-      const env = { ...this.env, ...traceEnv(opts.trace) };
-      return await fn({
-        path: this.path,
-        env,
-        stderr: this.stderr,
-        inProcess: this.inProcess,
-        invoker: this.invoker,
-        ...(sig.signal ? { signal: sig.signal } : {}),
-      });
+      const trace = span ? { ...opts.trace, traceparent: span.traceparent } : opts.trace;
+      const env = { ...this.env, ...traceEnv(trace) };
+      const run = () =>
+        fn({
+          path: this.path,
+          env,
+          stderr: this.stderr,
+          inProcess: this.inProcess,
+          invoker: this.invoker,
+          ...(sig.signal ? { signal: sig.signal } : {}),
+        });
+      if (!span) return await run();
+      try {
+        const out = await withSpan(span, run);
+        span.setAttributes({ 'cni.result_code': 0 });
+        span.end();
+        return out;
+      } catch (e) {
+        span.setAttributes({ 'cni.result_code': PluginError.is(e) ? e.code : 999 });
+        span.end(e);
+        throw e;
+      }
     } finally {
       sig.dispose();
+      if (span) await exportSpan(span, this.env);
     }
   }
 
@@ -223,16 +242,20 @@ export class CniConfig {
     rt: RuntimeConf,
     opts: CallOptions = {},
   ): Promise<AnyResult> {
-    return this.withCall(opts, async (base) => {
-      let result: AnyResult | undefined;
-      for (const net of list.plugins) {
-        const ro = { ...base, prefix: `plugin ${pluginDescription(net)} failed (add): ` };
-        result = await this.addOne(list.name, list.cniVersion, net, result, rt, ro);
-      }
-      if (!result) throw new LibcniError(`network ${JSON.stringify(list.name)} has no plugins`);
-      cacheAdd(this.cacheDir, result, list.bytes, list.name, rt);
-      return result;
-    });
+    return this.withCall(
+      opts,
+      async (base) => {
+        let result: AnyResult | undefined;
+        for (const net of list.plugins) {
+          const ro = { ...base, prefix: `plugin ${pluginDescription(net)} failed (add): ` };
+          result = await this.addOne(list.name, list.cniVersion, net, result, rt, ro);
+        }
+        if (!result) throw new LibcniError(`network ${JSON.stringify(list.name)} has no plugins`);
+        cacheAdd(this.cacheDir, result, list.bytes, list.name, rt);
+        return result;
+      },
+      callLabel('ADD', list, rt),
+    );
   }
 
   /** ADD the list; the final result in the 1.1.0 shape (cached as the plugin printed it). */
@@ -254,19 +277,23 @@ export class CniConfig {
         cause: e,
       });
     }
-    await this.withCall(opts, async (base) => {
-      for (const net of list.plugins) {
-        // Go returns CHECK errors unwrapped
-        const ro = { ...base, prefix: '' };
-        const conf = this.buildOneConfig(list.name, list.cniVersion, net, cached, rt);
-        await runPlugin(net.network.type, 'CHECK', conf.bytes, this.cniEnv('CHECK', rt), ro);
-      }
-    });
+    await this.withCall(
+      opts,
+      async (base) => {
+        for (const net of list.plugins) {
+          // Go returns CHECK errors unwrapped
+          const ro = { ...base, prefix: '' };
+          const conf = this.buildOneConfig(list.name, list.cniVersion, net, cached, rt);
+          await runPlugin(net.network.type, 'CHECK', conf.bytes, this.cniEnv('CHECK', rt), ro);
+        }
+      },
+      callLabel('CHECK', list, rt),
+    );
   }
 
   /** DEL the list in reverse order with the cached result as prevResult; removes the cache entry. */
   async delNetworkList(list: NetworkConfigList, rt: RuntimeConf, opts: CallOptions = {}): Promise<void> {
-    await this.withCall(opts, (base) => this.delList(list, rt, base));
+    await this.withCall(opts, (base) => this.delList(list, rt, base), callLabel('DEL', list, rt));
   }
 
   private async delList(
@@ -307,46 +334,50 @@ export class CniConfig {
       ? new Set(args.validAttachments.map((a) => `${a.containerID}\u0000${a.ifname}`))
       : new Set<string>();
     const errs: Error[] = [];
-    await this.withCall(opts, async (base) => {
-      for (const a of cachedAttachments) {
-        if (a.network !== list.name) continue;
-        if (valid.has(`${a.containerId}\u0000${a.ifName}`)) continue;
-        const rt: RuntimeConf = {
-          containerId: a.containerId,
-          netns: a.netns,
-          ifName: a.ifName,
-          ...(a.cniArgs ? { args: a.cniArgs } : {}),
-          ...(a.capabilityArgs ? { capabilityArgs: a.capabilityArgs } : {}),
-        };
-        try {
-          await this.delList(list, rt, base);
-        } catch (e) {
-          errs.push(wrapErr(`failed to delete stale attachment ${rt.containerId} ${rt.ifName}: `, e));
+    await this.withCall(
+      opts,
+      async (base) => {
+        for (const a of cachedAttachments) {
+          if (a.network !== list.name) continue;
+          if (valid.has(`${a.containerId}\u0000${a.ifName}`)) continue;
+          const rt: RuntimeConf = {
+            containerId: a.containerId,
+            netns: a.netns,
+            ifName: a.ifName,
+            ...(a.cniArgs ? { args: a.cniArgs } : {}),
+            ...(a.capabilityArgs ? { capabilityArgs: a.capabilityArgs } : {}),
+          };
+          try {
+            await this.delList(list, rt, base);
+          } catch (e) {
+            errs.push(wrapErr(`failed to delete stale attachment ${rt.containerId} ${rt.ifName}: `, e));
+          }
         }
-      }
-      if (!gte(list.cniVersion, '1.1.0')) return;
-      const inject: Json = { name: list.name, cniVersion: list.cniVersion };
-      if (args) {
-        const va = (args.validAttachments ?? []).map((a) => ({
-          containerID: a.containerID,
-          ifname: a.ifname,
-        }));
-        inject['cni.dev/valid-attachments'] = va;
-        inject['cni.dev/attachments'] = va;
-      }
-      for (const plugin of list.plugins) {
-        const prefix = `failed to GC plugin ${plugin.network.type}: `;
-        try {
-          const conf = injectConf(plugin, inject);
-          await runPlugin(plugin.network.type, 'GC', conf.bytes, this.cniEnv('GC', undefined), {
-            ...base,
-            prefix,
-          });
-        } catch (e) {
-          errs.push(e as Error);
+        if (!gte(list.cniVersion, '1.1.0')) return;
+        const inject: Json = { name: list.name, cniVersion: list.cniVersion };
+        if (args) {
+          const va = (args.validAttachments ?? []).map((a) => ({
+            containerID: a.containerID,
+            ifname: a.ifname,
+          }));
+          inject['cni.dev/valid-attachments'] = va;
+          inject['cni.dev/attachments'] = va;
         }
-      }
-    });
+        for (const plugin of list.plugins) {
+          const prefix = `failed to GC plugin ${plugin.network.type}: `;
+          try {
+            const conf = injectConf(plugin, inject);
+            await runPlugin(plugin.network.type, 'GC', conf.bytes, this.cniEnv('GC', undefined), {
+              ...base,
+              prefix,
+            });
+          } catch (e) {
+            errs.push(e as Error);
+          }
+        }
+      },
+      callLabel('GC', list),
+    );
     if (errs.length === 1) throw errs[0];
     if (errs.length > 1) throw new MultiError(errs);
   }
@@ -355,15 +386,19 @@ export class CniConfig {
   async getStatusNetworkList(list: NetworkConfigList, opts: CallOptions = {}): Promise<void> {
     if (!gte(list.cniVersion, '1.1.0')) return;
     const inject: Json = { name: list.name, cniVersion: list.cniVersion };
-    await this.withCall(opts, async (base) => {
-      for (const plugin of list.plugins) {
-        const conf = injectConf(plugin, inject);
-        await runPlugin(plugin.network.type, 'STATUS', conf.bytes, this.cniEnv('STATUS', undefined), {
-          ...base,
-          prefix: '',
-        });
-      }
-    });
+    await this.withCall(
+      opts,
+      async (base) => {
+        for (const plugin of list.plugins) {
+          const conf = injectConf(plugin, inject);
+          await runPlugin(plugin.network.type, 'STATUS', conf.bytes, this.cniEnv('STATUS', undefined), {
+            ...base,
+            prefix: '',
+          });
+        }
+      },
+      callLabel('STATUS', list),
+    );
   }
 
   /** The cached result of an attachment in the 1.1.0 shape (undefined when there is none). */
@@ -389,14 +424,18 @@ export class CniConfig {
   // single plugin configurations (Go AddNetwork / CheckNetwork / DelNetwork)
 
   async addNetwork(net: PluginConfig, rt: RuntimeConf, opts: CallOptions = {}): Promise<Result> {
-    return this.withCall(opts, async (base) => {
-      const result = await this.addOne(net.network.name, net.network.cniVersion, net, undefined, rt, {
-        ...base,
-        prefix: '',
-      });
-      cacheAdd(this.cacheDir, result, net.bytes, net.network.name, rt);
-      return toCurrent(result);
-    });
+    return this.withCall(
+      opts,
+      async (base) => {
+        const result = await this.addOne(net.network.name, net.network.cniVersion, net, undefined, rt, {
+          ...base,
+          prefix: '',
+        });
+        cacheAdd(this.cacheDir, result, net.bytes, net.network.name, rt);
+        return toCurrent(result);
+      },
+      callLabel('ADD', net, rt),
+    );
   }
 
   async checkNetwork(net: PluginConfig, rt: RuntimeConf, opts: CallOptions = {}): Promise<void> {
@@ -411,13 +450,17 @@ export class CniConfig {
         cause: e,
       });
     }
-    await this.withCall(opts, async (base) => {
-      const conf = this.buildOneConfig(name, cniVersion, net, cached, rt);
-      await runPlugin(net.network.type, 'CHECK', conf.bytes, this.cniEnv('CHECK', rt), {
-        ...base,
-        prefix: '',
-      });
-    });
+    await this.withCall(
+      opts,
+      async (base) => {
+        const conf = this.buildOneConfig(name, cniVersion, net, cached, rt);
+        await runPlugin(net.network.type, 'CHECK', conf.bytes, this.cniEnv('CHECK', rt), {
+          ...base,
+          prefix: '',
+        });
+      },
+      callLabel('CHECK', net, rt),
+    );
   }
 
   async delNetwork(net: PluginConfig, rt: RuntimeConf, opts: CallOptions = {}): Promise<void> {
@@ -430,10 +473,14 @@ export class CniConfig {
         cacheDel(this.cacheDir, name, rt);
       }
     }
-    await this.withCall(opts, async (base) => {
-      const conf = this.buildOneConfig(name, cniVersion, net, cached, rt);
-      await runPlugin(net.network.type, 'DEL', conf.bytes, this.cniEnv('DEL', rt), { ...base, prefix: '' });
-    });
+    await this.withCall(
+      opts,
+      async (base) => {
+        const conf = this.buildOneConfig(name, cniVersion, net, cached, rt);
+        await runPlugin(net.network.type, 'DEL', conf.bytes, this.cniEnv('DEL', rt), { ...base, prefix: '' });
+      },
+      callLabel('DEL', net, rt),
+    );
     cacheDel(this.cacheDir, name, rt);
   }
 
@@ -498,6 +545,54 @@ function wrapErr(prefix: string, e: unknown): Error {
 }
 
 /** Go fixupResultVersion + create.Create: the ADD output parsed in its own version (the config's when absent). */
+/** What a traced libcni operation's span names (issue 28). */
+interface CallLabel {
+  command: string;
+  network: string;
+  plugins: string[];
+  rt?: RuntimeConf;
+}
+
+function callLabel(command: string, x: NetworkConfigList | PluginConfig, rt?: RuntimeConf): CallLabel {
+  const plugins = 'plugins' in x ? x.plugins : [x];
+  const network = 'plugins' in x ? x.name : (x.network.name ?? '');
+  return { command, network, plugins: plugins.map((p) => p.network.type), ...(rt ? { rt } : {}) };
+}
+
+/** The span of one libcni operation when tracing is configured in the environment plugins get; else undefined. */
+function startCallSpan(
+  env: Readonly<Record<string, string | undefined>>,
+  trace: CallOptions['trace'],
+  label: CallLabel,
+): Span | undefined {
+  const endpoint = traceEndpoint(env);
+  if (!endpoint) return undefined;
+  return startRecording(
+    endpoint,
+    `libcni ${label.command} ${label.network}`,
+    {
+      'cni.command': label.command,
+      'cni.network': label.network,
+      'cni.plugins': label.plugins.join(','),
+      'cni.container_id': label.rt?.containerId ?? '',
+      'cni.ifname': label.rt?.ifName ?? '',
+      'cni.netns': label.rt?.netns ?? '',
+    },
+    SpanKind.Client,
+    trace?.traceparent ?? env.TRACEPARENT,
+  );
+}
+
+/** Exports the operation's spans (and those of plugins that ran in-process) with the cold mode's bounded wait. */
+async function exportSpan(span: Span, env: Readonly<Record<string, string | undefined>>): Promise<void> {
+  try {
+    const { exportRecording } = await import('@cnikit/skel/otlp');
+    await exportRecording(span.recording, env);
+  } catch {
+    // tracing never fails an operation
+  }
+}
+
 export function parseAddResult(stdout: Uint8Array, confVersion: string, prefix: string): AnyResult {
   const fail = (msg: string, cause?: unknown) => new LibcniError(`${prefix}${msg}`, { cause });
   const parsed = parseJsonGo(stdout);

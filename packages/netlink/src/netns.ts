@@ -249,7 +249,12 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
   );
 }
 
+/** One kernel section in another namespace: a `netns` span of the traced plugin call running it (issue 28). */
 function runIn<T>(targetFd: number, targetPath: string, fn: (hostNs: NetNS) => T): T {
+  return traceSection('netns', { 'cnikit.netns': targetPath }, () => runInNs(targetFd, targetPath, fn));
+}
+
+function runInNs<T>(targetFd: number, targetPath: string, fn: (hostNs: NetNS) => T): T {
   if (poisoned) throw poisoned;
   const host = NetNS.current();
   try {
@@ -310,14 +315,12 @@ export type Sync<T> = T &
  */
 export function withNetns<T>(path: string, fn: (hostNs: NetNS) => Sync<T>): T {
   if (poisoned) throw poisoned;
-  return traceSection('netns', { 'cnikit.netns': path }, () => {
-    const fd = openNetnsFd(path);
-    try {
-      return runIn(fd, path, fn);
-    } finally {
-      closeSync(fd);
-    }
-  });
+  const fd = openNetnsFd(path);
+  try {
+    return runIn(fd, path, fn);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 const TRACE_HOOK = Symbol.for('cnikit.trace.v1');

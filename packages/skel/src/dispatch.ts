@@ -14,6 +14,18 @@ import { createLogger } from './log.ts';
 import { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
 import {
+  currentSpan,
+  nowNs,
+  parseTraceparent,
+  type Span,
+  SpanKind,
+  startRecording,
+  startSpan,
+  type TraceExporter,
+  traceEndpoint,
+  withSpan,
+} from './trace.ts';
+import {
   ALL_VERSIONS,
   type Attachment,
   type Command,
@@ -39,6 +51,15 @@ export interface PluginIO {
   stderr: Writable;
   /** Runs the plugin's delegations (`req.invoker`): the caller's in-process plugins. Default: the default Invoker. */
   invoker?: Invoker;
+  /**
+   * Where a traced call's spans go (the warm service batches them); default: the cold export, posted before
+   * `dispatch` resolves with a bounded wait (./otlp.ts).
+   */
+  traceExporter?: TraceExporter;
+  /** The OTLP traces URL to use when neither the call's environment nor its config names one (warm service). */
+  traceEndpoint?: string;
+  /** `cold` (default) or `warm`: the `cnikit.mode` attribute of the call's span. */
+  mode?: 'cold' | 'warm';
 }
 
 type Verb = Exclude<Command, 'VERSION'>;
@@ -279,7 +300,75 @@ function versionText(supported: readonly string[]): string {
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
-async function run<C>(plugin: Plugin<C>, io: PluginIO, supported: readonly string[]): Promise<void> {
+/** The tracing state of one dispatch: its start, and its span once the config said the call is traced. */
+interface CallTrace {
+  startNs?: bigint;
+  span?: Span;
+  /** Whether this dispatch owns the recording (exports it) or is nested in a traced call of this process. */
+  root?: boolean;
+}
+
+/** Starts the call's span when the call is traced (see ./trace.ts); undefined otherwise. */
+function beginCallSpan(
+  plugin: { name: string },
+  io: PluginIO,
+  t: CallTrace,
+  verb: Verb,
+  env: Record<string, string>,
+  conf: Record<string, unknown>,
+  cniVersion: string,
+): Span | undefined {
+  if (t.startNs === undefined) return undefined;
+  const attrs = {
+    'cni.plugin': plugin.name,
+    'cni.command': verb,
+    'cni.container_id': env.CNI_CONTAINERID ?? '',
+    'cni.network': typeof conf.name === 'string' ? conf.name : '',
+    'cni.ifname': env.CNI_IFNAME ?? '',
+    'cni.netns': env.CNI_NETNS ?? '',
+    'cni.version': cniVersion,
+    'cnikit.mode': io.mode ?? 'cold',
+    'process.pid': process.pid,
+  };
+  const name = `${plugin.name} ${verb}`;
+  if (currentSpan()) {
+    const span = startSpan(name, { ...attrs, 'cnikit.in_process': true }, SpanKind.Server);
+    if (span) span.record.startNs = t.startNs;
+    t.root = false;
+    return span;
+  }
+  const endpoint = traceEndpoint(io.env, conf, io.traceEndpoint);
+  if (!endpoint) return undefined;
+  t.root = true;
+  return startRecording(endpoint, name, attrs, SpanKind.Server, io.env.TRACEPARENT, t.startNs);
+}
+
+/** Ends the call's span with its result code and, when this dispatch owns the recording, exports it. */
+async function endCallSpan(
+  t: CallTrace,
+  io: PluginIO,
+  code: number,
+  err: CniError | undefined,
+): Promise<void> {
+  const span = t.span;
+  if (!span) return;
+  try {
+    span.setAttributes({ 'cni.result_code': code });
+    span.end(err ? `${err.code}: ${err.msg}` : undefined);
+    if (!t.root) return;
+    if (io.traceExporter) await io.traceExporter(span.recording);
+    else await (await import('./otlp.ts')).exportRecording(span.recording, io.env);
+  } catch {
+    // tracing never changes a call's answer
+  }
+}
+
+async function run<C>(
+  plugin: Plugin<C>,
+  io: PluginIO,
+  supported: readonly string[],
+  t: CallTrace = {},
+): Promise<void> {
   let envValues: Record<string, string>;
   try {
     envValues = scanEnv(io.env);
@@ -324,7 +413,24 @@ async function run<C>(plugin: Plugin<C>, io: PluginIO, supported: readonly strin
   const verb: Verb = cmd;
   const configVersion = decodeVersion(conf);
   gate(verb, configVersion, supported);
+  t.span = beginCallSpan(plugin, io, t, verb, envValues, conf, configVersion);
+  if (t.span) {
+    const span = t.span;
+    return withSpan(span, () => handle(plugin, io, verb, envValues, conf, configVersion, bytes));
+  }
+  return handle(plugin, io, verb, envValues, conf, configVersion, bytes);
+}
 
+/** The verb's part of a dispatch: the request built, the guard, the handler, the output. */
+async function handle<C>(
+  plugin: Plugin<C>,
+  io: PluginIO,
+  verb: Verb,
+  envValues: Record<string, string>,
+  conf: Record<string, unknown>,
+  configVersion: string,
+  bytes: Uint8Array,
+): Promise<void> {
   const handler = {
     ADD: plugin.add,
     DEL: plugin.del,
@@ -418,8 +524,11 @@ async function run<C>(plugin: Plugin<C>, io: PluginIO, supported: readonly strin
  */
 export async function dispatch<C>(plugin: Plugin<C>, io: PluginIO): Promise<number> {
   const supported = plugin.versions ?? ALL_VERSIONS;
+  // a call is traced only with a trace context (TRACEPARENT, or a traced call of this process delegating to it)
+  const t: CallTrace = parseTraceparent(io.env.TRACEPARENT) || currentSpan() ? { startNs: nowNs() } : {};
   try {
-    await run(plugin, io, supported);
+    await run(plugin, io, supported, t);
+    await endCallSpan(t, io, 0, undefined);
     return 0;
   } catch (e) {
     let err: CniError;
@@ -452,6 +561,7 @@ export async function dispatch<C>(plugin: Plugin<C>, io: PluginIO): Promise<numb
         // nowhere left to report
       }
     }
+    await endCallSpan(t, io, err.code, err);
     return 1;
   }
 }

@@ -62,7 +62,14 @@ export {
   type VersionInfo,
   withDelegateCleanup,
 } from './invoke.ts';
-export { createLogger, type FullLogger, type LoggerOptions, type LogLevel, traceIdOf } from './log.ts';
+export {
+  createLogger,
+  type FullLogger,
+  type LogFormat,
+  type LoggerOptions,
+  type LogLevel,
+  traceIdOf,
+} from './log.ts';
 export { runPlugin } from './process.ts';
 export { CNIKIT_VERSION } from './release.ts';
 export {
@@ -83,6 +90,24 @@ export {
   Schema,
   s,
 } from './schema.ts';
+export {
+  type Attributes,
+  type AttrValue,
+  currentSpan,
+  DEFAULT_EXPORT_BOUND_MS,
+  exportBoundMs,
+  parseTraceparent,
+  type Recording,
+  Span,
+  SpanKind,
+  type SpanRecord,
+  startRecording,
+  startSpan,
+  type TraceExporter,
+  traced,
+  traceEndpoint,
+  withSpan,
+} from './trace.ts';
 export {
   ALL_VERSIONS,
   type AnyPlugin,

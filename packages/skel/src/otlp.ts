@@ -107,7 +107,6 @@ export function postJson(url: string, body: string, timeoutMs: number): Promise<
       () => finish({ ok: false, error: `no answer within ${timeoutMs} ms` }),
       timeoutMs,
     );
-    timer.unref?.();
     let answer = '';
     try {
       sock = connect({ host, port: Number(u.port || 80) });
@@ -150,7 +149,6 @@ async function postHttps(u: URL, body: string, timeoutMs: number): Promise<PostO
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
     });
     const timer = setTimeout(() => finish({ ok: false, error: `no answer within ${timeoutMs} ms` }), left);
-    timer.unref?.();
     req.on('socket', (s) => s.unref());
     req.on('response', (res) => finish({ ok: (res.statusCode ?? 0) < 300, status: res.statusCode ?? 0 }));
     req.on('error', (e) => finish({ ok: false, error: e.message }));

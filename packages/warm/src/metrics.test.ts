@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { startRecording } from '@cnikit/skel';
 import { startBlackhole, startOtlpReceiver } from '@cnikit/testing/otlp';
-import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import { histogramSeries, parseMetrics } from '@cnikit/testing/prometheus';
 import { readFallbacks } from './fallbacks.ts';
 import { Metrics, parseMetricsAddress, REEXEC_ENV, STATE_ENV, serveMetrics } from './metrics.ts';
 import { TraceBatcher } from './traces.ts';
@@ -14,36 +14,7 @@ import { TraceBatcher } from './traces.ts';
 const dir = mkdtempSync(join(tmpdir(), 'cnikit-metrics-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-interface Family {
-  name: string;
-  type: string;
-  metrics: Array<{
-    labels?: Record<string, string>;
-    value?: string;
-    buckets?: Record<string, string>;
-    count?: string;
-    sum?: string;
-  }>;
-}
-const parse = (text: string) => parsePrometheusTextFormat(text) as Family[];
-
-/**
- * One series of a histogram family, as the parser can read it: it flattens a histogram family into a single series
- * (it follows client_python 0.0.19), so the series' own labels are taken off and the other series left out.
- */
-function histogramSeries(text: string, name: string, labels: string): Family['metrics'][number] {
-  const own = text
-    .split('\n')
-    .filter(
-      (l) => l.startsWith(`# HELP ${name} `) || l.startsWith(`# TYPE ${name} `) || l.includes(`{${labels}`),
-    )
-    .filter((l) => l.startsWith('#') || l.startsWith(`${name}_`))
-    .map((l) => l.replace(`{${labels},`, '{').replace(`{${labels}}`, ''))
-    .join('\n');
-  const f = parse(`${own}\n`).find((x) => x.name === name);
-  assert.ok(f, `histogram ${name}{${labels}}`);
-  return f.metrics[0]!;
-}
+const parse = parseMetrics;
 
 describe('Metrics', () => {
   test('the exposition parses and counts what was observed; label values are escaped', () => {

@@ -132,6 +132,7 @@ describe('cnikit serve arguments', () => {
       check: false,
       deadlineMs: DEFAULT_DEADLINE_MS,
       verbose: false,
+      metrics: { kind: 'unix', path: '/run/cnikit/metrics.sock' },
     });
     assert.equal(
       (parseServeArgs([], { CNIKIT_SOCKET: '/tmp/x.sock' }) as { socket: string }).socket,
@@ -142,7 +143,20 @@ describe('cnikit serve arguments', () => {
       check: true,
       deadlineMs: 500,
       verbose: true,
+      metrics: { kind: 'unix', path: '/a/metrics.sock' },
     });
+    // metrics (issue 28): the flag, else CNIKIT_METRICS_ADDRESS, else metrics.sock beside the socket; off: none
+    const metrics = (args: string[], env: Record<string, string> = {}) =>
+      (parseServeArgs(args, env) as { metrics?: unknown; metricsArg?: string }).metrics;
+    assert.deepEqual(metrics(['--metrics', ':9743']), { kind: 'tcp', host: '::', port: 9743 });
+    assert.deepEqual(metrics(['--metrics=127.0.0.1:1']), { kind: 'tcp', host: '127.0.0.1', port: 1 });
+    assert.deepEqual(metrics([], { CNIKIT_METRICS_ADDRESS: '/m.sock' }), { kind: 'unix', path: '/m.sock' });
+    assert.deepEqual(metrics(['--metrics', ':1'], { CNIKIT_METRICS_ADDRESS: '/m.sock' }), {
+      kind: 'tcp',
+      host: '::',
+      port: 1,
+    });
+    assert.equal(metrics(['--metrics', 'off']), undefined);
     assert.equal(parseServeArgs(['--help'], {}), 'help');
   });
 
@@ -154,6 +168,15 @@ describe('cnikit serve arguments', () => {
     assert.match(
       (parseServeArgs(['--frobnicate'], {}) as { error: string }).error,
       /unknown argument "--frobnicate"/,
+    );
+    assert.match((parseServeArgs(['--metrics'], {}) as { error: string }).error, /needs an address/);
+    assert.match(
+      (parseServeArgs(['--metrics', '9743'], {}) as { error: string }).error,
+      /--metrics must be HOST:PORT, :PORT, an absolute socket path or off, got "9743"/,
+    );
+    assert.match(
+      (parseServeArgs([], { CNIKIT_METRICS_ADDRESS: 'x' }) as { error: string }).error,
+      /--metrics must be/,
     );
   });
 });

@@ -21,6 +21,7 @@ import { chmodSync, lstatSync, mkdirSync, openSync, statSync, unlinkSync, writeS
 import { dirname, join } from 'node:path';
 import {
   type AnyPlugin,
+  CNIKIT_VERSION,
   CniError,
   dispatch,
   ErrorCode,
@@ -28,6 +29,7 @@ import {
   Invoker,
   type PluginIO,
   splitPathList,
+  traceEndpoint,
 } from '@cnikit/skel';
 import {
   acceptUnix,
@@ -47,6 +49,14 @@ import {
   watchdogSet,
 } from '@cnikit/sys';
 import { Conn, TimeoutError } from './conn.ts';
+import { fallbacksPath, readFallbacks } from './fallbacks.ts';
+import {
+  Metrics,
+  type MetricsAddress,
+  parseMetricsAddress,
+  type ReexecReason,
+  serveMetrics,
+} from './metrics.ts';
 import {
   cniErrorText,
   DEFAULT_DEADLINE_MS,
@@ -69,6 +79,7 @@ import {
   T_REQUEST,
   T_STDIN,
 } from './protocol.ts';
+import { TraceBatcher } from './traces.ts';
 
 /** The file name of the client executable; the per-plugin names are hard links of it. */
 export const CLIENT_NAME = 'cnikit-client';
@@ -78,6 +89,8 @@ export { DEFAULT_DEADLINE_MS };
 const REQUEST_READ_MS = 5_000;
 /** How often the accept loop wakes up to check signals and the executable file when idle. */
 const IDLE_POLL_MS = 250;
+/** The same while the metrics server or the trace export may need the event loop. */
+const BUSY_POLL_MS = 25;
 /** How long after the deadline the watchdog replaces a process whose main thread is stuck in synchronous code. */
 const WATCHDOG_GRACE_MS = 2_000;
 /** Set across a re-exec when the socket file is the service's own (not systemd's). */
@@ -99,10 +112,15 @@ export interface ServeOptions {
   check: boolean;
   deadlineMs: number;
   verbose: boolean;
+  /** Where the Prometheus metrics are served (`--metrics`); undefined: not served. Default: a socket beside `socket`. */
+  metrics?: MetricsAddress;
+  /** `--metrics` as given (re-executions pass it on); undefined: the default. */
+  metricsArg?: string;
 }
 
 export const SERVE_USAGE =
-  'usage: cnikit serve [--socket PATH] [--deadline-ms N] [--verbose]   (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock)\n' +
+  'usage: cnikit serve [--socket PATH] [--deadline-ms N] [--metrics HOST:PORT|:PORT|PATH|off] [--verbose]\n' +
+  '       (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock; metrics: $CNIKIT_METRICS_ADDRESS or metrics.sock beside it)\n' +
   '       cnikit serve --check [--socket PATH]                          (exit 0 when the service answers)\n';
 
 export function parseServeArgs(
@@ -140,7 +158,20 @@ export function parseServeArgs(
         };
       }
       opts.deadlineMs = n;
+    } else if (a === '--metrics' || a.startsWith('--metrics=')) {
+      const v = value();
+      if (!v) return { error: '--metrics needs an address' };
+      opts.metricsArg = v;
     } else return { error: `unknown argument ${JSON.stringify(a)}` };
+  }
+  const m = opts.metricsArg ?? env.CNIKIT_METRICS_ADDRESS;
+  try {
+    const addr = m
+      ? parseMetricsAddress(m)
+      : { kind: 'unix' as const, path: join(dirname(opts.socket), 'metrics.sock') };
+    if (addr) opts.metrics = addr;
+  } catch (e) {
+    return { error: errText(e) };
   }
   return opts;
 }
@@ -218,6 +249,13 @@ export class Service {
   #sinceGc = 0;
   #watchdog = false;
   #routes = new Map<string, { stamp: string; names: Set<string> }>();
+  /** Counters and histograms of the requests (issue 28), served on opts.metrics. */
+  #metrics: Metrics | undefined;
+  #metricsServer: import('node:http').Server | undefined;
+  /** The batched OTLP export of traced requests. */
+  #batcher: TraceBatcher | undefined;
+  /** The service's own OTLP traces endpoint (its environment), for calls whose environment and config name none. */
+  #traceEndpoint: string | undefined;
   /** Runs the served plugins' delegations: in-process where CNI_PATH resolves them to this executable or a client. */
   readonly #invoker = new Invoker();
 
@@ -229,6 +267,11 @@ export class Service {
 
   /** Opens the listening socket (or takes the one handed over in LISTEN_FDS) and the home namespace. */
   start(): void {
+    // first: it takes the counters a previous image of this service handed over in the environment
+    const metrics = new Metrics(CNIKIT_VERSION);
+    this.#metrics = metrics;
+    this.#batcher = new TraceBatcher((exported, dropped) => metrics.countSpans(exported, dropped));
+    this.#traceEndpoint = traceEndpoint(process.env);
     this.#homeFd = openSync('/proc/thread-self/ns/net', 'r');
     setCloexec(this.#homeFd, true);
     this.#exe = fileId('/proc/self/exe');
@@ -254,8 +297,7 @@ export class Service {
     if (process.env.CNIKIT_BUNDLED === '1') {
       // a request stuck in synchronous code (a tool exec that never returns) cannot reach the JavaScript deadline:
       // the watchdog thread replaces the process image WATCHDOG_GRACE_MS after the deadline
-      const { argv, envp } = this.reexecCommand();
-      watchdogSet(process.execPath, argv, envp, this.#listenFd);
+      this.setWatchdog();
       this.#watchdog = true;
     }
     const stop = (sig: string) => {
@@ -268,8 +310,21 @@ export class Service {
 
   /** The accept loop; resolves when the service was asked to stop. */
   async run(): Promise<void> {
+    if (this.opts.metrics) {
+      const addr = this.opts.metrics;
+      try {
+        this.#metricsServer = await serveMetrics(addr, () => this.renderMetrics());
+        log(
+          `metrics on ${addr.kind === 'unix' ? addr.path : `http://${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:${addr.port}/metrics`}`,
+        );
+      } catch (e) {
+        log(`warning: cannot serve the metrics: ${errText(e)}`);
+      }
+    }
     while (!this.#stopping) {
-      const c = acceptUnix(this.#listenFd, IDLE_POLL_MS);
+      // the metrics server and the trace export need the event loop: wake up more often while they may have work
+      const busy = this.#metricsServer !== undefined || (this.#batcher?.queued ?? 0) > 0;
+      const c = acceptUnix(this.#listenFd, busy ? BUSY_POLL_MS : IDLE_POLL_MS);
       if (!c && this.#sinceGc > 0) {
         // idle: collect the garbage of the requests served since the last collection, so the resident size
         // returns to its steady state between bursts (Bun.gc under Bun; global gc() only when Node exposes it)
@@ -288,10 +343,13 @@ export class Service {
       }
       // let signal handlers and timers run between connections
       await new Promise((r) => setImmediate(r));
-      if (this.#tainted) this.reexec('a request exceeded its deadline');
-      else if (this.exeReplaced()) this.reexec(`${process.execPath} was replaced`);
+      if (this.#tainted) this.reexec('a request exceeded its deadline', 'deadline');
+      else if (this.exeReplaced()) this.reexec(`${process.execPath} was replaced`, 'upgrade');
     }
     closeFd(this.#listenFd);
+    await this.#batcher?.drain(1000);
+    this.#metricsServer?.close();
+    this.#metricsServer?.closeAllConnections();
     if (!this.#activated) {
       try {
         if (lstatSync(this.opts.socket).isSocket()) unlinkSync(this.opts.socket);
@@ -309,7 +367,25 @@ export class Service {
   }
 
   /** The command line and environment that replace this process with a fresh image serving the same socket. */
-  reexecCommand(): { argv: string[]; envp: string[] } {
+  /** The metrics exposition; the clients' fallback records are counted first. */
+  renderMetrics(): string {
+    const m = this.#metrics as Metrics;
+    try {
+      const f = readFallbacks(fallbacksPath(this.opts.socket), m.fallbackOffset);
+      m.countFallbacks(f.counts, f.offset);
+    } catch (e) {
+      log(`cannot read the client fallback record: ${errText(e)}`);
+    }
+    return m.render();
+  }
+
+  /** Tells the watchdog thread what to exec: this image with the counters as they are now (reason: watchdog). */
+  setWatchdog(): void {
+    const { argv, envp } = this.reexecCommand('watchdog');
+    watchdogSet(process.execPath, argv, envp, this.#listenFd);
+  }
+
+  reexecCommand(reason?: ReexecReason): { argv: string[]; envp: string[] } {
     const envp: string[] = [];
     for (const [k, v] of Object.entries(process.env)) {
       if (v !== undefined && !['LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES', OWNED_ENV].includes(k)) {
@@ -318,23 +394,25 @@ export class Service {
     }
     envp.push('LISTEN_FDS=1', `LISTEN_PID=${process.pid}`);
     if (!this.#activated) envp.push(`${OWNED_ENV}=1`);
+    if (reason && this.#metrics) envp.push(...this.#metrics.reexecEnv(reason));
     const args = [
       'serve',
       '--deadline-ms',
       String(this.opts.deadlineMs),
       ...(this.opts.verbose ? ['--verbose'] : []),
+      ...(this.opts.metricsArg ? ['--metrics', this.opts.metricsArg] : []),
     ];
     if (!this.#activated) args.push('--socket', this.opts.socket);
     return { argv: [this.ctx.argv0, ...args], envp };
   }
 
-  reexec(reason: string): never {
+  reexec(reason: string, why: ReexecReason): never {
     log(`re-executing ${process.execPath}: ${reason}`);
     if (process.env.CNIKIT_BUNDLED !== '1') {
       log('not a compiled executable (running from source): exiting for the service manager to restart it');
       process.exit(75);
     }
-    const { argv, envp } = this.reexecCommand();
+    const { argv, envp } = this.reexecCommand(why);
     try {
       execReplace(process.execPath, argv, envp, this.#listenFd);
     } catch (e) {
@@ -360,14 +438,21 @@ export class Service {
       for (const extra of fds) closeFd(extra);
       const req = decodeRequest(f.body);
       const tRequest = performance.now();
-      if (this.#watchdog) watchdogArm(this.opts.deadlineMs + WATCHDOG_GRACE_MS);
+      if (this.#watchdog) {
+        this.setWatchdog(); // the counters a watchdog re-execution hands over are today's
+        watchdogArm(this.opts.deadlineMs + WATCHDOG_GRACE_MS);
+      }
       let reply: Reply;
+      const metrics = this.#metrics as Metrics;
+      metrics.inFlight++;
       try {
         reply = await this.run1(conn, req, netns);
       } finally {
+        metrics.inFlight--;
         if (this.#watchdog) watchdogDisarm();
       }
       const tRun = performance.now();
+      metrics.observe(req.name, req.env.CNI_COMMAND ?? '', resultCode(reply), (tRun - tRequest) / 1000);
       this.#served++;
       this.#sinceGc++;
       conn.send(encodeReply(reply), 5000);
@@ -466,6 +551,9 @@ export class Service {
         },
       },
       invoker: this.#invoker,
+      mode: 'warm',
+      ...(this.#batcher ? { traceExporter: this.#batcher.add } : {}),
+      ...(this.#traceEndpoint ? { traceEndpoint: this.#traceEndpoint } : {}),
     };
     const plugin = this.#byName.get(req.name);
     if (plugin) this.routeDelegates(env.CNI_PATH);
@@ -516,6 +604,17 @@ export class Service {
       log(`fatal: cannot return to the service's network namespace: ${errText(e)}`);
       process.exit(EX_SOFTWARE);
     }
+  }
+}
+
+/** The CNI result code of a reply: 0 on success, else the error object's code (999 when it has none). */
+export function resultCode(reply: Reply): number {
+  if (reply.code === 0) return 0;
+  try {
+    const code = (JSON.parse(Buffer.from(reply.stdout).toString('utf8')) as { code?: unknown }).code;
+    return typeof code === 'number' && Number.isInteger(code) && code >= 0 ? code : ErrorCode.Internal;
+  } catch {
+    return ErrorCode.Internal;
   }
 }
 
