@@ -1,13 +1,15 @@
 /**
  * Kubernetes end to end (issue 26): Debian's containerd 1.6 with its CRI plugin, a private instance per scenario
- * (test-netns/k8s/node.ts), driven like kubelet over gRPC (cri.ts), with cnikit installed into the node's CNI bin
- * directory the way the DaemonSet does (cnikit executable + the warm client under every plugin name) and the
- * kubelet-style conflist (bridge + host-local, portmap, bandwidth). The same pod scenario runs twice on fresh nodes:
+ * (test-netns/k8s/node.ts), driven like kubelet over gRPC (cri.ts). cnikit comes from the release image and is
+ * installed by the DaemonSet's install-cni init container, run by that containerd (the executable, the warm client
+ * under every plugin name, the ConfigMap's kubelet-style conflist: bridge + host-local, portmap, bandwidth, tuning).
+ * The same pod scenario runs twice on fresh nodes:
  * cold (no service: every client execs the cold executable) and warm (`cnikit serve` running); pods get addresses,
  * talk, the hostPort answers from another machine, the bandwidth annotations become tbf qdiscs, Stop/Remove leaves
  * no veth, ifb, rule or reservation behind, and the node state of the two runs is identical byte for byte once the
  * random names (sandbox IDs, veth names, MACs, netns paths, ID hashes) are replaced by per-pod labels.
- * Then the upgrade: v2 installed over v1 while pods are created and deleted in a loop, zero failed calls.
+ * Then the upgrade: the v2 image's init container installs over v1 while pods are created and deleted in a loop,
+ * zero failed calls.
  * Run with `npm run test:k8s` (docs/kubernetes.md).
  */
 import assert from 'node:assert/strict';
@@ -290,6 +292,7 @@ async function scenario(mode: 'cold' | 'warm'): Promise<Outcome> {
   const servers: { kill(): void }[] = [];
   try {
     await node.start(pauseArchive, [image('v1').file]);
+    assert.equal(INSTALL_CNI.image, image('v1').ref, 'the DaemonSet runs the image this tree builds');
     runInitContainer(node, image('v1').ref);
     await node.networkReady();
     const serveLog = mode === 'warm' ? await node.startServe() : undefined;
@@ -372,9 +375,11 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
   before(() => {
     pauseArchive = buildPauseImage(join(scratch, 'image'), join(HERE, 'pause.c'));
     const client = join(DIST, 'warm', 'cnikit-client');
-    for (const [v, exe, version] of [
-      ['v1', join(DIST, 'cnikit'), '0.1.0'],
-      ['v2', join(DIST, 'sea', 'cnikit'), '0.1.1'],
+    // v1 carries this tree's version: the tag the DaemonSet names
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const [v, exe, tag] of [
+      ['v1', join(DIST, 'cnikit'), version],
+      ['v2', join(DIST, 'sea', 'cnikit'), `${version}-upgrade`],
     ] as const) {
       const work = join(scratch, `image-${v}`);
       mkdirSync(work);
@@ -384,7 +389,7 @@ describe('Kubernetes end to end: containerd CRI + cnikit', { concurrency: false 
           exe,
           client,
           license: join(ROOT, 'LICENSE'),
-          version,
+          version: tag,
           epoch: 1_764_115_200,
           work,
           out: work,
