@@ -251,13 +251,13 @@ describe('the image run as the DaemonSet runs it (podman)', () => {
 
   test('serve: the host executable in the host mount namespace answers on the hostPath socket', async () => {
     // "the node": a container whose root is the scratch host tree, with this machine's /usr for the dynamic loader
-    for (const [l, t] of [
+    const links: [string, string][] = [
       ['bin', 'usr/bin'],
       ['sbin', 'usr/sbin'],
       ['lib', 'usr/lib'],
       ['lib64', 'usr/lib64'],
-    ])
-      if (!existsSync(join(HOST, l))) symlinkSync(t, join(HOST, l));
+    ];
+    for (const [l, t] of links) if (!existsSync(join(HOST, l))) symlinkSync(t, join(HOST, l));
     for (const d of ['usr', 'proc', 'sys', 'dev', 'tmp', 'etc', 'run/cnikit', 'run/netns', 'var/lib/cni'])
       mkdirSync(join(HOST, d), { recursive: true });
     // the node's /run/netns is this machine's (a runtime's netns paths resolve in the host mount namespace)

@@ -38,6 +38,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  type Stats,
   statSync,
   unlinkSync,
   watch,
@@ -187,7 +188,7 @@ function sha256(b: Uint8Array): string {
   return createHash('sha256').update(b).digest('hex');
 }
 
-function lstatOrUndefined(p: string): ReturnType<typeof lstatSync> | undefined {
+function lstatOrUndefined(p: string): Stats | undefined {
   try {
     return lstatSync(p);
   } catch {
