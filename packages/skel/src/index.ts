@@ -83,6 +83,7 @@ export {
 } from './result.ts';
 export {
   decode,
+  decodeNetconf,
   type Infer,
   type IntOptions,
   jsonTypeOf,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CniError } from './errors.ts';
-import { decode, type Infer, s } from './schema.ts';
+import { decode, decodeNetconf, type Infer, s } from './schema.ts';
 
 const Range = s.object({
   subnet: s.string(),
@@ -164,4 +164,19 @@ describe('schema decoding', () => {
     const Ext = Base.extend({ mtu: s.int().default(1500) });
     assert.deepEqual(decode(Ext, { name: 'n' }), { name: 'n', mtu: 1500 });
   });
+});
+
+test('decodeNetconf: the reference loadConf prefix, paths from config, code 7 for schema errors', () => {
+  const Conf = s.object({ mtu: s.int().default(0) });
+  assert.deepEqual(decodeNetconf(Conf, { mtu: 9000 }), { mtu: 9000 });
+  assert.throws(() => decodeNetconf(Conf, { mtu: 'x' }), {
+    code: 7,
+    message: 'failed to load netconf: config.mtu: expected integer, got string',
+  });
+  assert.throws(
+    () => decodeNetconf(Conf, [], 'failed to parse network configuration'),
+    (e: CniError) => {
+      return e.code === 7 && e.message.startsWith('failed to parse network configuration: ');
+    },
+  );
 });

@@ -296,3 +296,21 @@ export function lazy<T>(typeName: string, make: () => Schema<T>): Schema<T> {
 export function decode<T>(schema: Schema<T>, value: unknown, what = ''): T {
   return schema._run(value, what);
 }
+
+/**
+ * Decode a plugin's network configuration like the reference's `loadConf`: every error reads
+ * "<prefix>: <what went wrong>" (prefix `failed to load netconf`), code 6 (decoding failure) unless the error
+ * has a more specific one (a schema error is 7). Paths are named from `config`.
+ */
+export function decodeNetconf<T>(schema: Schema<T>, value: unknown, prefix = 'failed to load netconf'): T {
+  try {
+    return decode(schema, value, 'config');
+  } catch (err) {
+    const e = CniError.from(err);
+    throw new CniError(
+      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
+      `${prefix}: ${e.msg}`,
+      e.details,
+    );
+  }
+}

@@ -5,7 +5,7 @@
 import { formatMac, invalidMacMessage, parseMac } from '@cnikit/netlink';
 import {
   CniError,
-  decode,
+  decodeNetconf,
   ErrorCode,
   type Infer,
   interfaceNameProblem,
@@ -147,16 +147,7 @@ export function parseConf(
 
 /** Decode the network configuration; errors become "failed to load netconf: …" (code 6 unless more specific). */
 function decodeRaw(config: unknown): RawNetConf {
-  try {
-    return decode(netConfSchema, config, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load netconf: ${e.msg}`,
-      e.details,
-    );
-  }
+  return decodeNetconf(netConfSchema, config);
 }
 
 /**

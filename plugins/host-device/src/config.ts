@@ -2,7 +2,7 @@
  * host-device network configuration: decoding with the reference's messages and the "which device" rule. Pure;
  * the sysfs part (runtimeConfig.deviceID, DPDK drivers) is in sysfs.ts and runs in ADD/CHECK/DEL.
  */
-import { CniError, DNSSchema, decode, ErrorCode, type Infer, type RequestBase, s } from '@cnikit/skel';
+import { CniError, DNSSchema, decodeNetconf, ErrorCode, type Infer, type RequestBase, s } from '@cnikit/skel';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/host-device';
 
@@ -46,17 +46,7 @@ export const SPECIFY_EITHER = 'specify either "device", "hwaddr", "kernelpath" o
  * runtimeConfig.deviceID), like the reference; GC and STATUS do not look at the device.
  */
 export function parseConf(raw: unknown, req?: Pick<RequestBase, 'command'>): HostDeviceConf {
-  let c: Raw;
-  try {
-    c = decode(hostDeviceSchema, raw, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load netconf: ${e.msg}`,
-      e.details,
-    );
-  }
+  const c = decodeNetconf(hostDeviceSchema, raw);
   const conf: HostDeviceConf = {
     cniVersion: c.cniVersion,
     name: c.name,

@@ -3,16 +3,7 @@
  * (the single interface of prevResult when `master` is unset). Pure: no system access.
  */
 import type { IpvlanMode } from '@cnikit/netlink';
-import {
-  CniError,
-  DNSSchema,
-  decode,
-  ErrorCode,
-  type Infer,
-  type RequestBase,
-  type Result,
-  s,
-} from '@cnikit/skel';
+import { DNSSchema, decodeNetconf, type Infer, type RequestBase, type Result, s } from '@cnikit/skel';
 
 export const ipvlanSchema = s.object({
   cniVersion: s.string().default(''),
@@ -45,17 +36,7 @@ export interface IpvlanConf {
 
 /** The config decoder: "failed to load netconf: …" like the reference (code 6 unless more specific). */
 export function parseConf(raw: unknown, _req?: Pick<RequestBase, 'command'>): IpvlanConf {
-  let c: IpvlanRaw;
-  try {
-    c = decode(ipvlanSchema, raw, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load netconf: ${e.msg}`,
-      e.details,
-    );
-  }
+  const c = decodeNetconf(ipvlanSchema, raw);
   return {
     cniVersion: c.cniVersion,
     name: c.name,

@@ -1,7 +1,7 @@
 /**
  * ptp network configuration: decoding with the reference's messages, and the ADD-time checks. Pure.
  */
-import { CniError, DNSSchema, decode, ErrorCode, type Infer, type Request, s } from '@cnikit/skel';
+import { CniError, DNSSchema, decodeNetconf, ErrorCode, type Infer, type Request, s } from '@cnikit/skel';
 
 export const ptpSchema = s.object({
   cniVersion: s.string().default(''),
@@ -31,17 +31,7 @@ export interface PtpConf {
 
 /** Decode; errors read "failed to load netconf: …" like the reference (code 6 unless more specific). */
 export function parseConf(raw: unknown, _req?: Pick<Request, 'args'>): PtpConf {
-  let c: PtpRaw;
-  try {
-    c = decode(ptpSchema, raw, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load netconf: ${e.msg}`,
-      e.details,
-    );
-  }
+  const c = decodeNetconf(ptpSchema, raw);
   return {
     cniVersion: c.cniVersion,
     name: c.name,

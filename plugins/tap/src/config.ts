@@ -6,7 +6,7 @@ import { formatMac, invalidMacMessage, parseMac } from '@cnikit/netlink';
 import {
   CniError,
   DNSSchema,
-  decode,
+  decodeNetconf,
   ErrorCode,
   type Infer,
   loadArgs,
@@ -57,17 +57,7 @@ function configError(msg: string): CniError {
 
 /** Decode; the MAC of CNI_ARGS (`MAC=`) and runtimeConfig.mac override `mac`, in that order (the reference's loadConf). */
 export function parseConf(raw: unknown, req?: Pick<RequestBase, 'args' | 'command'>): TapConf {
-  let c: Raw;
-  try {
-    c = decode(tapSchema, raw, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load netconf: ${e.msg}`,
-      e.details,
-    );
-  }
+  const c = decodeNetconf(tapSchema, raw);
   let mac = c.mac;
   if (req?.args) {
     const a = loadArgs(req.args, { MAC: 'string' });

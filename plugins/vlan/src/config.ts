@@ -2,7 +2,7 @@
  * vlan network configuration: decoding with the reference's messages and the ADD-time checks (master required,
  * VLAN ID range, MTU within the master's). Pure: no system access.
  */
-import { CniError, DNSSchema, decode, ErrorCode, type Infer, type RequestBase, s } from '@cnikit/skel';
+import { CniError, DNSSchema, decodeNetconf, ErrorCode, type Infer, type RequestBase, s } from '@cnikit/skel';
 
 export const vlanSchema = s.object({
   cniVersion: s.string().default(''),
@@ -41,17 +41,7 @@ function configError(msg: string): CniError {
  * the VLAN ID (code 7, the reference's texts); DEL, CHECK, GC and STATUS decode only, so a DEL always cleans up.
  */
 export function parseConf(raw: unknown, req: Pick<RequestBase, 'command'>): VlanConf {
-  let c: VlanRaw;
-  try {
-    c = decode(vlanSchema, raw, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load netconf: ${e.msg}`,
-      e.details,
-    );
-  }
+  const c = decodeNetconf(vlanSchema, raw);
   if (req.command === 'ADD') {
     if (c.master === '')
       throw configError(
