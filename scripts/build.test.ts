@@ -18,7 +18,7 @@ describe('build entry generation', () => {
     assert.ok(found.some((p) => p.dir === 'loopback'));
     const src = entrySource(found, 'sea', 'a'.repeat(64));
     for (const p of found) assert.ok(src.includes(JSON.stringify(p.index)), p.dir);
-    assert.match(src, /seaSource\("a{64}", "cnikit_sys.node"\)/);
-    assert.match(entrySource(found, 'bun', 'b'.repeat(64)), /bunSource\("b{64}", 'cnikit_sys'\)/);
+    assert.match(src, /backend: "sea",\n {2}addonSha: "a{64}",/);
+    assert.match(entrySource(found, 'bun', 'b'.repeat(64)), /backend: "bun",\n {2}addonSha: "b{64}",/);
   });
 });

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { entrySource, findBun, loadPlugins, RUNTIME_MODULE } from './build.ts';
+import { ENTRY_MODULE, entrySource, findBun, loadPlugins } from './build.ts';
 import { cli } from './cli.ts';
 import { selectPlugin } from './runtime/multicall.ts';
 
@@ -129,24 +129,24 @@ describe('build steps', () => {
     });
   });
 
-  test('entrySource: runtime, lazy plugins with their metadata, the embedded addon, optional tool/serve', () => {
+  test('entrySource: only data for the real entry: lazy plugins with their metadata, the addon digest, optional tool/serve', () => {
     const plugins = [{ name: 'a', entry: '/x/a.ts' }];
     const bun = entrySource(plugins, {
       backend: 'bun',
       addonSha: 'c'.repeat(64),
       meta: { a: { about: 'A' } },
     });
-    assert.ok(bun.includes(`from ${JSON.stringify(RUNTIME_MODULE)}`));
+    assert.ok(bun.includes(`import { pick, start } from ${JSON.stringify(ENTRY_MODULE)};`));
     assert.match(bun, /load: \(\) => pick\(require\("\/x\/a\.ts"\)\), meta: \{"about":"A"\}/);
-    assert.match(bun, /const pick = \(m: any\) => m\.plugin \?\? m\.default;/);
-    assert.match(bun, /bunSource\("c{64}", 'cnikit_sys'\)/);
-    assert.match(bun, /main\(plugins, \{ native \}\)/);
+    assert.match(bun, /^start\(\{\n {2}backend: "bun",\n {2}addonSha: "c{64}",\n {2}plugins: \[\n/m);
+    assert.doesNotMatch(bun, /tool:|serve:|snapshot:|\n {2}name:/);
+    assert.doesNotMatch(bun, /main\(|bunSource|seaSource|catch/, 'no logic in the generated module');
     const sea = entrySource(plugins, {
       backend: 'sea',
       addonSha: 'd'.repeat(64),
       extras: { tool: '@cnikit/libcni', serve: '@cnikit/warm/serve' },
     });
-    assert.match(sea, /seaSource\("d{64}", "cnikit_sys\.node"\)/);
+    assert.match(sea, /backend: "sea",\n {2}addonSha: "d{64}",/);
     assert.match(sea, /tool: \(\) => import\("@cnikit\/libcni"\)\.then\(\(m\) => m\.runCnitool\)/);
     assert.match(sea, /serve: \(\) => import\("@cnikit\/warm\/serve"\)\.then\(\(m\) => m\.serveMain\)/);
   });

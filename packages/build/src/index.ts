@@ -23,6 +23,7 @@ export {
   compileBun,
   compileSea,
   DEFAULT_BACKEND,
+  ENTRY_MODULE,
   type EntryExtras,
   type EntryOptions,
   entrySource,

@@ -9,6 +9,15 @@
 
 export { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from '@cnikit/sys/atomic';
 export {
+  ADDON_KEY,
+  BUN_ADDON_PREFIX,
+  type EntryConfig,
+  mainOptions,
+  type PluginModule,
+  pick,
+  start,
+} from './entry.ts';
+export {
   basenameOf,
   CONFORMANCE_WORD,
   type ConformanceMain,
