@@ -115,7 +115,7 @@ try {
     CNI_CONTAINERID: id,
     CNI_NETNS: sb.container.path,
     CNI_IFNAME: 'eth0',
-    CNI_PATH: '',
+    CNI_PATH: DIST,
     CNIKIT_SOCKET: socket,
   });
   const lo = JSON.stringify({ cniVersion: '1.1.0', name: 'lo', type: 'loopback' });

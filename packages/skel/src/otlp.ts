@@ -116,10 +116,8 @@ export function postJson(url: string, body: string, timeoutMs: number): Promise<
     }
     sock.unref();
     sock.setNoDelay(true);
-    sock.on('connect', () => {
-      sock?.write(head);
-      sock?.write(payload);
-    });
+    // one write: the request leaves in one segment (no wait for the peer's ACK between head and body)
+    sock.on('connect', () => sock?.write(Buffer.concat([Buffer.from(head, 'latin1'), payload])));
     sock.on('data', (d: Buffer) => {
       answer += d.toString('latin1');
       const m = /^HTTP\/1\.[01] (\d{3})/.exec(answer);
