@@ -12,7 +12,8 @@ export function resolveMaster(conf: MacvlanConf, netns: string): string {
   const master =
     conf.master || nl.inMasterNetns(netns, conf.linkInContainer, () => nl.defaultRouteInterface());
   const link = nl.inMasterNetns(netns, conf.linkInContainer, () => nl.getLinkDetails(master));
-  if (!link) throw internalError('Link not found');
+  // clearer than the reference's bare "Link not found": which link (the words of its createMacvlan lookup)
+  if (!link) throw internalError(`failed to lookup master ${JSON.stringify(master)}: Link not found`);
   checkMtu(conf.mtu, link.mtu);
   return master;
 }

@@ -182,7 +182,7 @@ describe('macvlan ADD/DEL', () => {
     const r = await cniCall(plugin, 'ADD', conf({ linkInContainer: true, master: 'm0' }), {
       netns: c(1).path,
     });
-    expectCniError(r, 999, 'Link not found');
+    expectCniError(r, 999, 'failed to lookup master "m0": Link not found');
     env.sb.exec('ip', ['link', 'del', 'cm0'], { ns: c(1) });
   });
 });
@@ -277,7 +277,7 @@ describe('macvlan CHECK after tampering', () => {
       999,
       `sandbox in prevResult  doesn't match configured netns: ${c(0).path}`,
     );
-    expectCniError(await check({ master: 'nope' }), 999, 'Link not found');
+    expectCniError(await check({ master: 'nope' }), 999, 'failed to lookup master "nope": Link not found');
 
     inC(['link', 'del', 'eth0']);
     expectCniError(await check(), 999, 'container Interface name in prevResult: eth0 not found');
@@ -299,7 +299,11 @@ describe('macvlan bad input and rollback: nothing left behind', () => {
       'unknown macvlan mode: "bogus"',
     );
     clean();
-    expectCniError(await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o), 999, 'Link not found');
+    expectCniError(
+      await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o),
+      999,
+      'failed to lookup master "nope": Link not found',
+    );
     expectCniError(
       await cniCall(plugin, 'ADD', conf({ mtu: 9000 }), o),
       999,

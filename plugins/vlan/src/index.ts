@@ -27,7 +27,9 @@ import { checkMtu, parseConf, type VlanConf } from './config.ts';
 async function add(req: Request<VlanConf>): Promise<Result> {
   const conf = req.conf;
   const masterLink = nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
-  if (!masterLink) throw internalError('Link not found');
+  // clearer than the reference's bare "Link not found": which link (the words of its createVlan lookup)
+  if (!masterLink)
+    throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
   checkMtu(conf.mtu, masterLink.mtu);
   const netnsFd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();

@@ -194,7 +194,11 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
       7,
       'invalid VLAN ID 4095 (must be between 0 and 4094 inclusive)',
     );
-    expectCniError(await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o), 999, 'Link not found');
+    expectCniError(
+      await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o),
+      999,
+      'failed to lookup master "nope": Link not found',
+    );
     expectCniError(
       await cniCall(plugin, 'ADD', conf({ mtu: 9000 }), o),
       999,
