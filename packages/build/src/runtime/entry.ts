@@ -7,18 +7,8 @@
  * variant — is here, type-checked with the rest of the package.
  */
 import type { AnyPlugin } from '@cnikit/skel';
-import {
-  type ConformanceMain,
-  type InstallCniMain,
-  type LazyPlugin,
-  type MainOptions,
-  main,
-  type PluginMeta,
-  type ServeMain,
-  type ToolMain,
-} from './multicall.ts';
+import { type LazyPlugin, type MainOptions, main, type PluginMeta } from './multicall.ts';
 import { bunSource, seaSource } from './native.ts';
-import type { BuildStamp } from './version.ts';
 
 /** The SEA asset key of the embedded addon (a Bun executable embeds it as `cnikit_sys-<hash>.node`). */
 export const ADDON_KEY = 'cnikit_sys.node';
@@ -36,21 +26,13 @@ export function pick(m: PluginModule): AnyPlugin {
   return (m.plugin ?? m.default) as AnyPlugin;
 }
 
-/** What the build generates for one executable. */
-export interface EntryConfig {
+/** What the build generates for one executable: main's options but the addon (chosen here), and the plugins. */
+export interface EntryConfig extends Omit<MainOptions, 'native'> {
   backend: 'bun' | 'sea';
   /** SHA-256 (hex) of the embedded addon. */
   addonSha: string;
   /** The plugins, in the build's order; `load` evaluates the module (a lazy require in the bundle). */
   plugins: LazyPlugin[];
-  /** The executable's file name, when it is not `cnikit`. */
-  name?: string;
-  tool?: () => Promise<ToolMain>;
-  serve?: () => Promise<ServeMain>;
-  conformance?: () => Promise<ConformanceMain>;
-  installCni?: () => Promise<InstallCniMain>;
-  /** Version, commit and build date for `cnikit --version`. */
-  stamp?: BuildStamp;
   /** Measurement variant (Node SEA start-up snapshot): every plugin evaluated into the snapshot. */
   snapshot?: boolean;
 }
