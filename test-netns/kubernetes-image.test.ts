@@ -250,7 +250,8 @@ describe('the image run as the DaemonSet runs it (podman)', () => {
   });
 
   test('serve: the host executable in the host mount namespace answers on the hostPath socket', async () => {
-    // "the node": a container whose root is the scratch host tree, with this machine's /usr for the dynamic loader
+    // "the node": a container whose root is the scratch host tree, with this machine's /usr (the dynamic loader, ip,
+    // iptables, nft) and /etc/alternatives (which iptables backend the node uses); privileged like a node's root
     const links: [string, string][] = [
       ['bin', 'usr/bin'],
       ['sbin', 'usr/sbin'],
@@ -274,6 +275,9 @@ describe('the image run as the DaemonSet runs it (podman)', () => {
       '-v',
       '/usr:/usr:ro',
       '-v',
+      '/etc/alternatives:/etc/alternatives:ro',
+      '--privileged',
+      '-v',
       `${join(HOST, 'run/cnikit')}:/run/cnikit`,
       '-v',
       '/run/netns:/run/netns:rslave',
@@ -290,7 +294,7 @@ describe('the image run as the DaemonSet runs it (podman)', () => {
       '--name',
       `cnikit-serve-${tag}`,
       '--network',
-      'none',
+      `container:${node}`,
       '--pid',
       `container:${node}`,
       ...LIMITS,
@@ -361,5 +365,102 @@ describe('the image run as the DaemonSet runs it (podman)', () => {
     // the liveness probe, as the kubelet runs it
     const live = podman('exec', `cnikit-serve-${tag}`, ...(serve.livenessProbe?.exec.command ?? ['false']));
     assert.equal(live.status, 0, live.stdout + live.stderr);
+  });
+
+  test('the node state after ADD is the same byte for byte whether the in-cluster service or a cold exec ran it', () => {
+    // a runtime on the node: the installed plugin name exec'd in the node's namespaces (podman exec into "the
+    // node"), once with the service (warm) and once with the client told to find none (cold: it execs cnikit)
+    const node = `cnikit-node-${tag}`;
+    const conf = JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'k8s-pod-network',
+      type: 'bridge',
+      bridge: 'cni0',
+      isGateway: true,
+      ipMasq: true,
+      ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.7.0/24' }]] },
+    });
+    const call = (command: string, socket: string, exe: string) =>
+      spawnSync(
+        'podman',
+        [
+          ...PODMAN,
+          'exec',
+          '-i',
+          ...['-e', `CNI_COMMAND=${command}`, '-e', 'CNI_CONTAINERID=k8s-state', '-e', 'CNI_IFNAME=eth0'],
+          ...[
+            '-e',
+            `CNI_NETNS=/run/netns/${NETNS}`,
+            '-e',
+            'CNI_PATH=/opt/cni/bin',
+            '-e',
+            `CNIKIT_SOCKET=${socket}`,
+          ],
+          node,
+          exe,
+        ],
+        { input: conf, encoding: 'utf8', timeout: 120_000 },
+      );
+    const inNode = (...args: string[]) => {
+      const r = podman('exec', node, ...args);
+      assert.equal(r.status, 0, `${args.join(' ')}: ${r.stderr}`);
+      return r.stdout;
+    };
+    const files = (dir: string): string[] =>
+      existsSync(dir)
+        ? readdirSync(dir, { recursive: true, encoding: 'utf8' })
+            .sort()
+            .map((f) => {
+              const p = join(dir, f);
+              return statSync(p).isFile() ? `${f}: ${readFileSync(p, 'utf8')}` : `${f}/`;
+            })
+        : [];
+    // the node's state a plugin call leaves; IPv6 link-local addresses are left out (they follow each new
+    // interface's random MAC, whoever creates it)
+    const snapshot = () => ({
+      varLibCni: files(join(HOST, 'var/lib/cni')),
+      iptables: inNode('/usr/sbin/iptables-save')
+        .split('\n')
+        .filter((l) => !l.startsWith('#'))
+        .map((l) => l.replace(/\[\d+:\d+\]/, '')),
+      bridge: JSON.parse(inNode('/usr/sbin/ip', '-j', 'addr', 'show', 'cni0')).map(
+        (l: { ifname: string; addr_info: { local: string; prefixlen: number }[] }) => ({
+          ifname: l.ifname,
+          addrs: l.addr_info
+            .filter((a) => !a.local.startsWith('fe80:'))
+            .map((a) => `${a.local}/${a.prefixlen}`),
+        }),
+      ),
+      container: JSON.parse(sh('ip', ['-n', NETNS, '-j', 'addr', 'show', 'eth0']).stdout).map(
+        (l: { addr_info: { local: string; prefixlen: number }[] }) =>
+          l.addr_info.filter((a) => !a.local.startsWith('fe80:')).map((a) => `${a.local}/${a.prefixlen}`),
+      ),
+    });
+    const clean = () => {
+      rmSync(join(HOST, 'var/lib/cni'), { recursive: true, force: true });
+      mkdirSync(join(HOST, 'var/lib/cni'));
+      podman('exec', node, '/usr/sbin/ip', 'link', 'del', 'cni0');
+    };
+    const run = (socket: string, exe: string) => {
+      clean();
+      const add = call('ADD', socket, exe);
+      assert.equal(add.status, 0, `${add.stdout}${add.stderr}`);
+      const state = snapshot();
+      const del = call('DEL', socket, exe);
+      assert.equal(del.status, 0, `${del.stdout}${del.stderr}`);
+      return { result: JSON.parse(add.stdout), state };
+    };
+    // warm: the client under a name with no cold executable beside it, so only the service can have answered;
+    // cold: the installed name with the client pointed at no service, so it execs /opt/cni/bin/cnikit
+    mkdirSync(join(HOST, 'solo'), { recursive: true });
+    linkSync(join(HOST, 'opt/cni/bin/cnikit-client'), join(HOST, 'solo/bridge'));
+    const warm = run('/run/cnikit/cnikit.sock', '/solo/bridge');
+    const cold = run('/run/cnikit/none.sock', '/opt/cni/bin/bridge');
+    assert.ok(
+      warm.state.varLibCni.some((l) => l.startsWith('networks/k8s-pod-network/10.244.7.2: k8s-state')),
+    );
+    assert.ok(warm.state.iptables.some((l) => l.includes('CNI-') && l.includes('MASQUERADE')));
+    assert.deepEqual(warm.state, cold.state);
+    assert.deepEqual(warm.result.ips, cold.result.ips);
   });
 });
