@@ -174,6 +174,16 @@ before(() => {
 });
 
 after(async () => {
+  // the serve container first (it shares the node's namespaces: `rm -a` refuses the node while it exists), then the
+  // node, whose pid 1 (sleep) ignores SIGTERM: killed outright if anything is left of it
+  const nodePid = Number(podman('inspect', `cnikit-node-${tag}`, '--format', '{{.State.Pid}}').stdout.trim());
+  podman('rm', '-f', '-t', '0', `cnikit-serve-${tag}`);
+  podman('rm', '-f', '-t', '0', `cnikit-node-${tag}`);
+  let left = '';
+  try {
+    left = readFileSync(`/proc/${nodePid}/cmdline`, 'utf8');
+  } catch {}
+  if (nodePid > 0 && left === '/usr/bin/sleep\u0000600\u0000') process.kill(nodePid, 'SIGKILL');
   podman('rm', '-f', '-a', '-t', '0');
   podman('rmi', '-a', '-f');
   sh('ip', ['netns', 'del', NETNS]);
