@@ -45,6 +45,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
+import { type NodePodCidrOptions, withNodePodCidr } from './node-podcidr.ts';
 
 // The names of build-client.ts / install.ts (CLIENT_FILE, COLD_FILE, TOOL_FILE), not imported from there: those
 // modules resolve the client's C source from import.meta.url at load, which a compiled executable does not have.
@@ -228,15 +229,18 @@ function mkdirs(dir: string): void {
   }
 }
 
+function readTemplate(template: string): string {
+  try {
+    return readFileSync(template, 'utf8');
+  } catch (e) {
+    throw new InstallCniError(`cannot read the template ${template}: ${(e as Error).message}`);
+  }
+}
+
 /** Render the template into the conflist bytes (or undefined without a template). */
 export function renderConf(o: Pick<InstallCniOptions, 'template' | 'env'>): Buffer | undefined {
   if (o.template === undefined) return undefined;
-  let text: string;
-  try {
-    text = readFileSync(o.template, 'utf8');
-  } catch (e) {
-    throw new InstallCniError(`cannot read the template ${o.template}: ${(e as Error).message}`);
-  }
+  const text = readTemplate(o.template);
   const rendered = renderTemplate(text, o.env, o.template);
   checkConflist(rendered, `${o.template} (rendered)`);
   return Buffer.from(rendered.endsWith('\n') ? rendered : `${rendered}\n`);
@@ -562,7 +566,9 @@ export const INSTALL_CNI_USAGE =
   `defaults: --warm --bin-dir ${DEFAULT_BIN_DIR} --conf-dir ${DEFAULT_CONF_DIR} --template ${DEFAULT_TEMPLATE}\n` +
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the template syntax, literally
   'template: ${NAME} and ${NAME:-default} are replaced by environment variables (JSON-escaped); an unset one is an\n' +
-  '          error and nothing is written. The conflist is written last, after the binaries.\n';
+  '          error and nothing is written. The conflist is written last, after the binaries.\n' +
+  '          POD_CIDR, POD_CIDR_V4, POD_CIDR_V6, POD_CIDRS left unset: read from spec.podCIDR(s) of Node $NODE_NAME\n' +
+  '          (in-cluster API server, service-account token + CA; retried while the node has none).\n';
 
 export interface InstallCniArgs {
   verb: 'install' | 'uninstall' | 'check';
@@ -661,6 +667,8 @@ export interface InstallCniContext {
   serviceCheck?: (socket: string) => Promise<number>;
   /** Stops --watch (SIGTERM/SIGINT in the executable). */
   signal?: AbortSignal;
+  /** Attempts/waits/credential paths of the node pod-subnet lookup (tests). */
+  podCidr?: NodePodCidrOptions;
 }
 
 /** Entry of `cnikit install-cni …` (args after the word). Resolves to the exit code. */
@@ -705,7 +713,10 @@ export async function installCniMain(args: readonly string[], ctx: InstallCniCon
       template: a.template,
       confName:
         a.confName ?? (a.template ? basename(a.template).replace(/\.tmpl$/, '') : '10-cnikit.conflist'),
-      env: ctx.env,
+      env:
+        a.template === undefined
+          ? ctx.env
+          : await withNodePodCidr(ctx.env, readTemplate(a.template), { out: ctx.out, ...ctx.podCidr }),
       ...(a.runDir !== undefined ? { runDir: a.runDir } : {}),
       dryRun: a.dryRun,
       out: ctx.out,
