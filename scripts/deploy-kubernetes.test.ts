@@ -7,7 +7,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
-import { ConfigMap } from 'kubernetes-models/v1';
+import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 import { checkConflist, parseInstallCniArgs, renderTemplate } from '../packages/warm/src/install-cni.ts';
 import { discoverPlugins } from './build.ts';
@@ -40,6 +41,8 @@ const ds = all.find((d) => d.doc.kind === 'DaemonSet')?.doc as unknown as {
       spec: {
         hostPID: boolean;
         hostNetwork: boolean;
+        serviceAccountName?: string;
+        automountServiceAccountToken?: boolean;
         priorityClassName: string;
         tolerations: { operator: string; key?: string; effect?: string }[];
         initContainers: Container[];
@@ -60,7 +63,10 @@ interface Container {
   command: string[];
   env?: {
     name: string;
-    valueFrom?: { fieldRef?: { fieldPath: string }; configMapKeyRef?: { name: string; key: string } };
+    valueFrom?: {
+      fieldRef?: { fieldPath: string };
+      configMapKeyRef?: { name: string; key: string; optional?: boolean };
+    };
   }[];
   resources: { requests: Record<string, string>; limits: Record<string, string> };
   volumeMounts?: { name: string; mountPath: string }[];
@@ -74,7 +80,13 @@ describe('deploy/kubernetes', () => {
     const yamls = readdirSync(DIR).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml');
     assert.deepEqual([...kustomization.resources].sort(), yamls.sort());
     assert.equal(kustomization.namespace, 'kube-system');
-    for (const { doc } of all) assert.equal(doc.metadata.namespace, 'kube-system', doc.metadata.name);
+    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
+    for (const { doc } of all)
+      assert.equal(
+        doc.metadata.namespace,
+        clusterScoped.has(doc.kind) ? undefined : 'kube-system',
+        doc.metadata.name,
+      );
     const version = JSON.parse(readFileSync(join(DIR, '..', '..', 'package.json'), 'utf8')).version;
     assert.equal(kustomization.images[0]?.newTag, `v${version}`, 'the image tag is the release version');
   });
@@ -83,6 +95,9 @@ describe('deploy/kubernetes', () => {
     const models: Record<string, new (d: never) => { validate(): void }> = {
       'apps/v1 DaemonSet': DaemonSet as never,
       'v1 ConfigMap': ConfigMap as never,
+      'v1 ServiceAccount': ServiceAccount as never,
+      'rbac.authorization.k8s.io/v1 ClusterRole': ClusterRole as never,
+      'rbac.authorization.k8s.io/v1 ClusterRoleBinding': ClusterRoleBinding as never,
     };
     for (const { file, doc } of all) {
       const M = models[`${doc.apiVersion} ${doc.kind}`];
@@ -158,6 +173,50 @@ describe('deploy/kubernetes', () => {
     // without the ConfigMap's pod-cidr the install stops (nothing written)
     const { POD_CIDR: _, ...noCidr } = env;
     assert.throws(() => renderTemplate(template, noCidr), /POD_CIDR is not set/);
+  });
+
+  test('per-node pod subnet: the DaemonSet may get its own Node (RBAC); pod-cidr is an optional override', () => {
+    const spec = ds.spec.template.spec;
+    const of = (kind: string) => all.filter((d) => d.doc.kind === kind).map((d) => d.doc);
+    const sa = of('ServiceAccount')[0] as Doc;
+    assert.equal(spec.serviceAccountName, sa.metadata.name);
+    assert.equal(sa.metadata.namespace, 'kube-system');
+    assert.equal(spec.automountServiceAccountToken, true, 'install-cni reads the mounted token and CA');
+    const role = of('ClusterRole')[0] as Doc & {
+      rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+    };
+    assert.deepEqual(
+      role.rules,
+      [{ apiGroups: [''], resources: ['nodes'], verbs: ['get'] }],
+      'get nodes only',
+    );
+    const binding = of('ClusterRoleBinding')[0] as Doc & {
+      roleRef: { apiGroup: string; kind: string; name: string };
+      subjects: { kind: string; name: string; namespace: string }[];
+    };
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: role.metadata.name,
+    });
+    assert.deepEqual(binding.subjects, [
+      { kind: 'ServiceAccount', name: sa.metadata.name, namespace: 'kube-system' },
+    ]);
+    // both install-cni runs (init, conf-watch) know their node; a ConfigMap without pod-cidr leaves POD_CIDR unset
+    // (install-cni then asks the API server) instead of failing the pod
+    const runs = [...spec.initContainers, ...spec.containers].filter(
+      (c) => c.command.includes('install-cni') && !c.command.includes('--check'),
+    );
+    assert.equal(runs.length, 2);
+    for (const c of runs) {
+      assert.equal(
+        c.env?.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath,
+        'spec.nodeName',
+      );
+      const cidr = c.env?.find((e) => e.name === 'POD_CIDR')?.valueFrom?.configMapKeyRef;
+      assert.deepEqual(cidr, { name: cm.metadata.name, key: 'pod-cidr', optional: true }, c.name);
+    }
+    assert.match(cm.data['10-cnikit.conflist'] as string, /"subnet": "\$\{POD_CIDR\}"/);
   });
 
   test('serve runs the host executable in the host mount namespace; readiness = files + conflist + service', () => {
