@@ -17,6 +17,20 @@ test('parseConf: vrfname required, table an unsigned 32-bit integer, the referen
   );
 });
 
+test('parseConf: a vrfname the kernel would refuse is a configuration error (code 7) before any work', () => {
+  for (const [name, why] of [
+    ['sixteen-bytes-xx', 'is longer than 15 bytes'],
+    ['a/b', 'contains / or : or whitespace characters'],
+    ['..', 'is . or ..'],
+  ]) {
+    assert.throws(() => parseConf({ vrfname: name }), {
+      code: 7,
+      message: `invalid vrfname "${name}": the name ${why}`,
+    });
+  }
+  assert.equal(parseConf({ vrfname: 'fifteen-bytes-x' }).vrfname, 'fifteen-bytes-x');
+});
+
 test('freeTable: the first id from 1 no VRF uses', () => {
   assert.equal(freeTable(new Set()), 1);
   assert.equal(freeTable(new Set([1, 2, 4])), 3);

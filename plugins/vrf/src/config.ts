@@ -1,7 +1,7 @@
 /**
  * vrf configuration (reference: plugins/meta/vrf main.go VRFNetConf): `vrfname` (required) and `table`. Pure.
  */
-import { CniError, decode, ErrorCode, type Infer, s } from '@cnikit/skel';
+import { CniError, decode, ErrorCode, type Infer, interfaceNameProblem, s } from '@cnikit/skel';
 
 const confSchema = s.object({
   vrfname: s.string().default(''),
@@ -21,6 +21,13 @@ export function parseConf(config: Record<string, unknown>): VrfConf {
   }
   if (conf.vrfname === '')
     throw new CniError(ErrorCode.Internal, 'configuration is expected to have a valid vrf name');
+  // beyond the reference, which finds out from the kernel after its work began ("numerical result out of range")
+  const problem = interfaceNameProblem(conf.vrfname);
+  if (problem)
+    throw new CniError(
+      ErrorCode.InvalidNetworkConfig,
+      `invalid vrfname "${conf.vrfname}": the name ${problem}`,
+    );
   return conf;
 }
 
