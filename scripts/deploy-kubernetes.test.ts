@@ -163,14 +163,18 @@ describe('deploy/kubernetes', () => {
         if (cm.data[ref.key] !== undefined) env[e.name] = cm.data[ref.key] as string;
       }
     }
+    // the shipped ConfigMap sets no pod-cidr: each node's own spec.podCIDR, which install-cni looks up (node-podcidr)
+    assert.equal(cm.data['pod-cidr'], undefined, 'no cluster-wide pod subnet by default');
+    assert.equal(env.POD_CIDR, undefined);
+    env.POD_CIDR = '10.244.3.0/24';
     const conf = checkConflist(renderTemplate(template, env), 'configmap');
     assert.deepEqual(conf.types, ['bridge', 'portmap', 'bandwidth', 'tuning']);
     const ours = new Set(discoverPlugins().map((p) => p.dir));
     for (const t of [...conf.types, 'host-local']) assert.ok(ours.has(t), `${t} is a plugin of this tree`);
     const rendered = JSON.parse(renderTemplate(template, env));
     assert.equal(rendered.plugins[0].ipam.type, 'host-local');
-    assert.equal(rendered.plugins[0].ipam.ranges[0][0].subnet, cm.data['pod-cidr']);
-    // without the ConfigMap's pod-cidr the install stops (nothing written)
+    assert.equal(rendered.plugins[0].ipam.ranges[0][0].subnet, '10.244.3.0/24');
+    // without a pod subnet the install stops (nothing written)
     const { POD_CIDR: _, ...noCidr } = env;
     assert.throws(() => renderTemplate(template, noCidr), /POD_CIDR is not set/);
   });

@@ -119,6 +119,8 @@ const ds = yamlDocs('daemonset.yaml')[0] as {
   };
 };
 const cm = yamlDocs('configmap.yaml')[0] as { data: Record<string, string> };
+// no API server here to give the node its spec.podCIDR: the ConfigMap override a one-node cluster would set
+cm.data['pod-cidr'] = '10.244.0.0/24';
 const pod = ds.spec.template.spec;
 const byName = (list: Container[], name: string) => list.find((c) => c.name === name) as Container;
 

@@ -44,6 +44,8 @@ const readManifest = <T>(name: string): T =>
   parseYaml(readFileSync(join(ROOT, 'deploy', 'kubernetes', name), 'utf8')) as T;
 /** The ConfigMap and the DaemonSet that deploy/kubernetes/ applies. */
 const CONFIGMAP = readManifest<{ data: Record<string, string> }>('configmap.yaml');
+// no API server here to give the node its spec.podCIDR: the ConfigMap override a one-node cluster would set
+CONFIGMAP.data['pod-cidr'] = SUBNET;
 interface K8sContainer {
   name: string;
   image: string;
