@@ -25,6 +25,7 @@ import {
   CniError,
   dispatch,
   ErrorCode,
+  errorReason,
   findInPath,
   Invoker,
   type PluginIO,
@@ -171,7 +172,7 @@ export function parseServeArgs(
       : { kind: 'unix' as const, path: join(dirname(opts.socket), 'metrics.sock') };
     if (addr) opts.metrics = addr;
   } catch (e) {
-    return { error: errText(e) };
+    return { error: errorReason(e) };
   }
   return opts;
 }
@@ -182,10 +183,6 @@ function log(msg: string): void {
   } catch {
     // no log: keep serving
   }
-}
-
-function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** The reading errors the cold executable names (Go's wording); others use the errno text. */
@@ -318,7 +315,7 @@ export class Service {
           `metrics on ${addr.kind === 'unix' ? addr.path : `http://${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:${addr.port}/metrics`}`,
         );
       } catch (e) {
-        log(`warning: cannot serve the metrics: ${errText(e)}`);
+        log(`warning: cannot serve the metrics: ${errorReason(e)}`);
       }
     }
     while (!this.#stopping) {
@@ -374,7 +371,7 @@ export class Service {
       const f = readFallbacks(fallbacksPath(this.opts.socket), m.fallbackOffset);
       m.countFallbacks(f.counts, f.offset);
     } catch (e) {
-      log(`cannot read the client fallback record: ${errText(e)}`);
+      log(`cannot read the client fallback record: ${errorReason(e)}`);
     }
     return m.render();
   }
@@ -416,7 +413,7 @@ export class Service {
     try {
       execReplace(process.execPath, argv, envp, this.#listenFd);
     } catch (e) {
-      log(`cannot re-execute: ${errText(e)}; exiting`);
+      log(`cannot re-execute: ${errorReason(e)}; exiting`);
     }
     process.exit(EX_SOFTWARE);
   }
@@ -462,7 +459,8 @@ export class Service {
         );
       }
     } catch (e) {
-      if (e instanceof ProtocolError || e instanceof TimeoutError) log(`client pid ${pid}: ${errText(e)}`);
+      if (e instanceof ProtocolError || e instanceof TimeoutError)
+        log(`client pid ${pid}: ${errorReason(e)}`);
       else if (isSysError(e) && (e.code === 'EPIPE' || e.code === 'ECONNRESET'))
         log(`client pid ${pid} went away`);
       else
@@ -507,7 +505,7 @@ export class Service {
       if (f.type !== T_STDIN) throw new ProtocolError(`expected stdin, got frame type ${f.type}`);
       got = decodeStdin(f.body);
     } catch (e) {
-      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: ${errText(e)}`);
+      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: ${errorReason(e)}`);
     }
     if (got.errno !== 0) {
       const text = STDIN_ERRNO[got.errno] ?? errnoMessage(got.errno);
@@ -562,7 +560,7 @@ export class Service {
     } catch (e) {
       return errorReply(
         ErrorCode.TryAgainLater,
-        `cnikit service: cannot enter the caller's network namespace: ${errText(e)}`,
+        `cnikit service: cannot enter the caller's network namespace: ${errorReason(e)}`,
       );
     }
     let timer: NodeJS.Timeout | undefined;
@@ -579,7 +577,7 @@ export class Service {
       ]);
     } catch (e) {
       outcome = 1;
-      stdout = cniErrorText(ErrorCode.Internal, errText(e));
+      stdout = cniErrorText(ErrorCode.Internal, errorReason(e));
     } finally {
       clearTimeout(timer);
       this.goHome();
@@ -601,7 +599,7 @@ export class Service {
     try {
       setns(this.#homeFd);
     } catch (e) {
-      log(`fatal: cannot return to the service's network namespace: ${errText(e)}`);
+      log(`fatal: cannot return to the service's network namespace: ${errorReason(e)}`);
       process.exit(EX_SOFTWARE);
     }
   }
@@ -643,7 +641,7 @@ export function openSocket(path: string): number {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (e) {
-    throw new Error(`cannot create ${dir}: ${errText(e)}`);
+    throw new Error(`cannot create ${dir}: ${errorReason(e)}`);
   }
   const st = lstatSync(dir);
   const uid = process.geteuid?.() ?? 0;
@@ -682,7 +680,7 @@ export function check(opts: ServeOptions, ctx: ServeContext, out: (s: string) =>
   try {
     fd = connectUnix(opts.socket);
   } catch (e) {
-    out(`unhealthy: cannot connect to ${opts.socket}: ${errText(e)}\n`);
+    out(`unhealthy: cannot connect to ${opts.socket}: ${errorReason(e)}\n`);
     return 1;
   }
   const conn = new Conn(fd);
@@ -727,7 +725,7 @@ export function check(opts: ServeOptions, ctx: ServeContext, out: (s: string) =>
       return 0;
     }
   } catch (e) {
-    out(`unhealthy: ${errText(e)}\n`);
+    out(`unhealthy: ${errorReason(e)}\n`);
     return 1;
   } finally {
     if (ns >= 0) closeFd(ns);
@@ -756,7 +754,7 @@ export async function serveMain(args: readonly string[], ctx: ServeContext): Pro
   try {
     service.start();
   } catch (e) {
-    log(`cannot start: ${errText(e)}`);
+    log(`cannot start: ${errorReason(e)}`);
     return 1;
   }
   await service.run();
