@@ -102,8 +102,18 @@ const NAMES = PACKAGES.map((p) => p.name).sort();
 const ROOT_VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string })
   .version;
 const workspaces = PACKAGES.flatMap((p) => ['-w', `packages/${p.dir}`]);
-/** Third-party packages of @cnikit/build, packed from this repository's node_modules (the versions npm ci put there). */
-const THIRD_PARTY = ['esbuild', '@esbuild/linux-x64', 'postject', 'commander'];
+/**
+ * Third-party packages of the SDK (@cnikit/build's, and @cnikit/testing's Prometheus parser with its one dependency),
+ * packed from this repository's node_modules (the versions npm ci put there).
+ */
+const THIRD_PARTY = [
+  'esbuild',
+  '@esbuild/linux-x64',
+  'postject',
+  'commander',
+  'parse-prometheus-text-format',
+  'shallow-equal',
+];
 /** The bun executable of this repository (@cnikit/build's optional dependency is not installed offline). */
 const BUN = findBun();
 const HOWTO = howtoFiles(readFileSync(join(ROOT, 'docs', 'sdk.md'), 'utf8'));
@@ -132,13 +142,14 @@ describe('the SDK from npm tarballs, in a project outside the repository', () =>
         [
           'pack',
           '--json',
+          '--ignore-scripts', // their published files as they are (shallow-equal's prepare would rebuild itself)
           '--pack-destination',
           packs,
           ...THIRD_PARTY.map((m) => join(ROOT, 'node_modules', m)),
         ],
         { env: userEnv() },
       ),
-      'npm pack of esbuild and postject',
+      'npm pack of the third-party packages',
     );
     const thirdFiles = (JSON.parse(third.stdout) as Packed[]).map((p) => join(packs, p.filename));
 
