@@ -22,7 +22,6 @@
  * the tarballs (podman/buildah would stamp build times). podman and ctr load it in the tests.
  */
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
@@ -36,6 +35,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { sha256 } from '@cnikit/build';
 import { CC_FLAGS } from '@cnikit/warm/build-client';
 
 export const IMAGE_REPOSITORY = 'ghcr.io/cnikit/cnikit';
@@ -78,10 +78,11 @@ export function neededLibs(objdump: string, file: string): string[] {
   return [...run(objdump, ['-p', file]).matchAll(/^\s*NEEDED\s+(\S+)$/gm)].map((m) => m[1] as string);
 }
 
-const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-
-/** A reproducible tar of `names` under `dir` (in that order): GNU format, owner 0/0, every mtime `epoch`. */
-function tarOf(dir: string, names: readonly string[], epoch: number, outFile: string): void {
+/**
+ * A reproducible tar of `names` under `dir` (in that order): GNU format, owner 0/0, every mtime `epoch`, no ACLs,
+ * xattrs or SELinux labels. The image layers and the release tarballs (scripts/release.ts) both use it.
+ */
+export function reproducibleTar(dir: string, names: readonly string[], epoch: number, outFile: string): void {
   run('tar', [
     '--create',
     '--file',
@@ -177,7 +178,7 @@ export function buildImage(o: {
 
   // the layer: tar.gz, its diff_id the digest of the uncompressed tar
   const layerTar = join(o.work, 'layer.tar');
-  tarOf(root, names, o.epoch, layerTar);
+  reproducibleTar(root, names, o.epoch, layerTar);
   const tarBytes = readFileSync(layerTar);
   const diffId = sha256(tarBytes);
   const gz = spawnSync('gzip', ['-n', `-${o.level ?? 9}`, '-c', layerTar], { maxBuffer: 1 << 30 });
@@ -246,7 +247,12 @@ export function buildImage(o: {
   for (const f of ['index.json', 'oci-layout']) chmodSync(join(oci, f), 0o644);
   const outFile = join(o.out, imageName(o.arch.name, o.version));
   const tmp = `${outFile}.tmp-${process.pid}`;
-  tarOf(oci, ['oci-layout', 'index.json', ...walk(oci).filter((n) => n.startsWith('blobs'))], o.epoch, tmp);
+  reproducibleTar(
+    oci,
+    ['oci-layout', 'index.json', ...walk(oci).filter((n) => n.startsWith('blobs'))],
+    o.epoch,
+    tmp,
+  );
   renameSync(tmp, outFile);
   rmSync(oci, { recursive: true, force: true });
   rmSync(root, { recursive: true, force: true });

@@ -45,7 +45,7 @@ import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
 import { buildClient, CLIENT_FILE } from '@cnikit/warm/build-client';
 import { discoverPlugins, extras } from './build.ts';
-import { buildImage } from './image.ts';
+import { buildImage, reproducibleTar } from './image.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const WORK = join(ROOT, 'build', 'release');
@@ -352,24 +352,7 @@ export function packTarball(dir: string, names: readonly string[], epoch: number
   const tar = `${outFile}.tar.tmp-${process.pid}`;
   const tmp = `${outFile}.tmp-${process.pid}`;
   try {
-    run('tar', [
-      '--create',
-      '--file',
-      tar,
-      '--format=gnu',
-      '--no-recursion',
-      '--owner=0',
-      '--group=0',
-      '--numeric-owner',
-      `--mtime=@${epoch}`,
-      '--no-acls',
-      '--no-xattrs',
-      '--no-selinux',
-      '-C',
-      dir,
-      '--',
-      ...names,
-    ]);
+    reproducibleTar(dir, names, epoch, tar);
     const fd = openSync(tmp, 'w', 0o644);
     try {
       const r = spawnSync('gzip', ['-n', '-9', '-c', tar], {
