@@ -15,7 +15,7 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
-import { median, quantile } from './lib/side-by-side.ts';
+import { median, quantile, timedExec } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
@@ -32,28 +32,9 @@ if (!existsSync(join(DIST, 'cnikit')) || !existsSync(join(WARM, 'cnikit-client')
 
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
-/** Run one plugin asynchronously (so the receiver, a child process, is never blocked); wall time in ms. */
-function timed(bin: string, env: Record<string, string>, input: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const t0 = process.hrtime.bigint();
-    const child = spawn(bin, [], { env: { PATH, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.stderr.on('data', (d) => {
-      out += d;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-      if (code !== 0) reject(new Error(`${bin} ${env.CNI_COMMAND} failed: ${out}`));
-      else resolve(ms);
-    });
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(input);
-  });
-}
+/** One plugin exec, timed (bench/lib: the receiver and the blackhole live in a child process, never blocked). */
+const timed = async (bin: string, env: Record<string, string>, input: string): Promise<number> =>
+  timedExec(bin, env, input);
 
 /** A child process running @cnikit/testing/otlp's receiver and blackhole; prints their URLs. */
 async function startHelpers(): Promise<{ proc: ChildProcess; receiver: string; blackhole: string }> {
