@@ -272,8 +272,10 @@ function nodeState(node: PrivateNode, pods: Pod[], repl: [string, string][]): st
       .replace(/"(ifindex|link_index|link_netnsid)":\d+/g, '"$1":N')
       .replace(/fe80::[0-9a-f:]+/g, 'fe80::<eui64>')
       .replace(/"(\w+_timer)":[\d.]+/g, '"$1":N');
+  // settled: the warm run reaches this point sooner after the pods' links came up; IPv6 DAD (tentative flags, the
+  // local routes that follow) must not make the two runs differ
   const snap = (path: string) =>
-    Object.entries(snapshotNetns(path) as Snapshot).map(
+    Object.entries(snapshotNetns(path, { settleMs: 10_000 }) as Snapshot).map(
       ([k, lines]) => `## ${k}\n${lines.map(line).sort().join('\n')}`,
     );
   const parts = ['# node', ...snap(node.netnsPath)];

@@ -255,4 +255,37 @@ describe('snapshots', () => {
       );
     });
   });
+
+  test('settleMs: waits for IPv6 DAD on links with carrier, so a snapshot does not depend on when it is taken', async () => {
+    await withSandbox((sb) => {
+      const ip = (...a: string[]) => sb.exec('ip', a, { ns: 'container', check: true });
+      ip('link', 'add', 's0', 'type', 'veth', 'peer', 'name', 's1');
+      ip('addr', 'add', '2001:db8::5/64', 'dev', 's0');
+      ip('link', 'set', 's1', 'up');
+      ip('link', 'set', 's0', 'up');
+      const tentative = (s: Snapshot) => s.addresses.filter((l) => l.includes('"tentative":true'));
+      // at once: DAD (1 s with the default dad_transmits/retrans_time) has not finished
+      assert.notDeepEqual(tentative(snapshotNetns(sb.container.path, { sections: ['addresses'] })), []);
+      const t0 = Date.now();
+      const settled = snapshotNetns(sb.container.path, {
+        sections: ['addresses', 'routes'],
+        settleMs: 10_000,
+      });
+      assert.deepEqual(tentative(settled), []);
+      assert.ok(settled.addresses.some((l) => l.startsWith('s0 ') && l.includes('2001:db8::5')));
+      // the local route the kernel adds only once DAD is done
+      assert.ok(
+        settled.routes.some((l) => l.includes('"dst":"2001:db8::5"') && l.includes('"type":"local"')),
+      );
+      assert.ok(Date.now() - t0 < 9_000, 'returned when DAD finished, not at the bound');
+      // a link without carrier never finishes DAD: not waited for
+      ip('link', 'add', 'n0', 'type', 'veth', 'peer', 'name', 'n1');
+      ip('addr', 'add', '2001:db8::6/64', 'dev', 'n0');
+      ip('link', 'set', 'n0', 'up');
+      const t1 = Date.now();
+      const down = snapshotNetns(sb.container.path, { sections: ['addresses'], settleMs: 10_000 });
+      assert.ok(Date.now() - t1 < 5_000, `no wait for a link without carrier (${Date.now() - t1} ms)`);
+      assert.ok(down.addresses.some((l) => l.startsWith('n0 ') && l.includes('"tentative":true')));
+    });
+  });
 });

@@ -40,6 +40,14 @@ export interface SnapshotOptions {
   sysctls?: readonly string[];
   /** Keep nftables object handles (default false: handles change when equal rules are re-added). */
   keepNftHandles?: boolean;
+  /**
+   * Wait up to this many milliseconds (scaled) for IPv6 duplicate address detection to finish on every link that
+   * is up before capturing: an address is "tentative" for about a second after its link comes up, so two snapshots
+   * of the same state taken at different moments after a change would differ in their `tentative` flags and in the
+   * local routes the kernel adds only once DAD is done. Default 0: capture at once. Links without carrier are not
+   * waited for (DAD cannot run there); a timeout is not an error (the snapshot shows what stayed tentative).
+   */
+  settleMs?: number;
 }
 
 /** Global sysctls always recorded. Per-interface ones are added for every link. */
@@ -78,6 +86,20 @@ function run(cmd: string, args: string[], allowFail = false): string {
 function json(cmd: string, args: string[], allowFail = false): unknown[] {
   const out = run(cmd, args, allowFail).trim();
   return out === '' ? [] : (JSON.parse(out) as unknown[]);
+}
+
+/** Polls (in the current namespace) until no link with carrier has a tentative IPv6 address, or `ms` passed. */
+function settleDad(ms: number): void {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const links = json('ip', ['-json', '-6', 'address', 'show', 'tentative']) as {
+      flags?: string[];
+      addr_info?: unknown[];
+    }[];
+    const waiting = links.some((l) => (l.addr_info ?? []).length > 0 && l.flags?.includes('LOWER_UP'));
+    if (!waiting || Date.now() >= deadline) return;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+  }
 }
 
 /** Recursively remove keys from an object tree. */
@@ -160,6 +182,7 @@ export function snapshotNetns(path: string, opts: SnapshotOptions = {}): Snapsho
   });
   const snap = Object.fromEntries(SNAPSHOT_SECTIONS.map((s) => [s, [] as string[]])) as unknown as Snapshot;
   withNetns(path, () => {
+    if (opts.settleMs) settleDad(scaled(opts.settleMs));
     const links = json('ip', ['-json', '-details', 'link', 'show']) as { ifname: string }[];
     const names = links.map((l) => l.ifname).sort();
     if (want.has('links')) {
