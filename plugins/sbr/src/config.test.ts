@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ipConfigsFor, parseConf, staticGateways } from './config.ts';
+import { checkTable, ipConfigsFor, parseConf, staticGateways } from './config.ts';
 import { nextFreeTable } from './routing.ts';
 
 test('parseConf: the keys and their defaults; a wrong type keeps the reference prefix', () => {
@@ -21,6 +21,19 @@ test('parseConf: the keys and their defaults; a wrong type keeps the reference p
     assert.throws(() => parseConf({ table }), {
       code: 7,
       message: `failed to parse network configuration: ${why}`,
+    });
+});
+
+test('checkTable: ADD refuses table 0 (RT_TABLE_UNSPEC) and 255 (local), code 7, and takes the others', () => {
+  for (const t of [undefined, 1, 100, 252, 253, 254, 256, 0xffffffff])
+    assert.doesNotThrow(() => checkTable(t));
+  for (const [t, why] of [
+    [0, '0 is not a routing table (RT_TABLE_UNSPEC)'],
+    [255, "255 is the kernel's local table"],
+  ] as const)
+    assert.throws(() => checkTable(t), {
+      code: 7,
+      message: `failed to parse network configuration: table: ${why}: use 1-252 or 256 and above`,
     });
 });
 

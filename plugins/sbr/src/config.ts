@@ -28,6 +28,27 @@ export function parseConf(config: Record<string, unknown>): SbrConf {
   }
 }
 
+/**
+ * A configured `table` an ADD can use. 0 is RT_TABLE_UNSPEC (the kernel refuses a rule to it) and 255 the local
+ * table (looked up first by the priority-0 rule anyway): neither can hold the interface's routes, so ADD says so
+ * before it changes anything (the reference fails later, or adds a useless rule). DEL does not ask: it removes only
+ * rules whose source is an address of the interface, whatever the table, and an attachment made by an earlier
+ * version must still be deletable.
+ */
+export function checkTable(table: number | undefined): void {
+  const why =
+    table === 0
+      ? '0 is not a routing table (RT_TABLE_UNSPEC)'
+      : table === 255
+        ? "255 is the kernel's local table"
+        : undefined;
+  if (why)
+    throw new CniError(
+      ErrorCode.InvalidNetworkConfig,
+      `failed to parse network configuration: table: ${why}: use 1-252 or 256 and above`,
+    );
+}
+
 export interface StaticGateways {
   v4?: string;
   v6?: string;

@@ -24,7 +24,7 @@ import {
   Rollback,
 } from '@cnikit/skel';
 import { flock } from '@cnikit/sys';
-import { ipConfigsFor, parseConf, type SbrConf, staticGateways } from './config.ts';
+import { checkTable, ipConfigsFor, parseConf, type SbrConf, staticGateways } from './config.ts';
 import { missingRules, setupRoutes, setupWithTable, tidyRules } from './routing.ts';
 
 /** The reference serialises sbr calls on the namespace file (go-filemutex: flock). */
@@ -51,6 +51,7 @@ function chained(req: Request<SbrConf>): Result {
 function add(req: Request<SbrConf>): Result {
   const conf = req.conf;
   const prev = chained(req);
+  checkTable(conf.table);
   const ipcs = ipConfigsFor(req.ifName, prev);
   withLockAndNetns(req.netns, () => {
     const undo = new Rollback();

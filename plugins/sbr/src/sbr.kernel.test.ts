@@ -315,12 +315,28 @@ describe('sbr against the real kernel', () => {
           /^gateways list contains multiple IPv4 addresses: 10\.9\.0\.1 and 10\.9\.0\.2$/,
         ],
         [conf(a.path, { table: 'x' }), 7, /^failed to parse network configuration: /],
+        [
+          conf(a.path, { table: 0 }),
+          7,
+          /^failed to parse network configuration: table: 0 is not a routing table/,
+        ],
+        [
+          conf(a.path, { table: 255 }),
+          7,
+          /table: 255 is the kernel's local table: use 1-252 or 256 and above$/,
+        ],
       ];
       for (const [c, code, msg] of cases) {
         const r = await call(plugin, 'ADD', c, a.path);
         assert.equal(r.code, 1, r.stdout);
         assert.equal(r.json.code, code, r.stdout);
         assert.match(r.json.msg, msg);
+        assert.deepEqual(routingState(a.name), before);
+      }
+      // DEL of a configuration ADD refuses still succeeds and leaves the local/main rules alone
+      for (const table of [0, 255]) {
+        const r = await call(plugin, 'DEL', conf(a.path, { table }), a.path);
+        assert.equal(r.code, 0, r.stdout);
         assert.deepEqual(routingState(a.name), before);
       }
     } finally {
