@@ -11,6 +11,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type Socket } from 'node:net';
+import { scaled } from './timescale.ts';
 
 export type ReceivedValue = string | number | boolean | null | ReceivedValue[];
 
@@ -36,7 +37,7 @@ export interface OtlpReceiver {
   rejected: string[];
   /** Requests accepted. */
   requests: number;
-  /** Resolves with the spans once `pred(spans)` holds; rejects after `timeoutMs`. */
+  /** Resolves with the spans once `pred(spans)` holds; rejects after `scaled(timeoutMs)` (default 15 s). */
   waitFor(pred: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number): Promise<ReceivedSpan[]>;
   close(): Promise<void>;
 }
@@ -193,7 +194,8 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     get requests() {
       return requests;
     },
-    waitFor(pred, timeoutMs = 15_000) {
+    waitFor(pred, ms = 15_000) {
+      const timeoutMs = scaled(ms);
       return new Promise((resolve, reject) => {
         const check = () => {
           if (pred(spans)) {
@@ -220,17 +222,28 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return rx;
 }
 
-/** A TCP port on 127.0.0.1 that accepts connections and never answers (a blackholed collector). */
+/**
+ * A TCP port on 127.0.0.1 that accepts connections and never answers (a blackholed collector, or one slower than a
+ * call's bound). It still reads what arrives: `bodies()` are the JSON bodies of the complete HTTP requests received
+ * (a request counts once its Content-Length bytes are in), so a test can tell the spans left even though nobody
+ * waited for an answer.
+ */
 export async function startBlackhole(): Promise<{
   url: string;
   accepted: () => number;
+  bodies: () => unknown[];
   close(): Promise<void>;
 }> {
   const socks = new Set<Socket>();
+  const received: Buffer[] = [];
   let accepted = 0;
   const server = createTcpServer((s) => {
     accepted++;
     socks.add(s);
+    const i = received.push(Buffer.alloc(0)) - 1;
+    s.on('data', (d: Buffer) => {
+      received[i] = Buffer.concat([received[i]!, d]);
+    });
     s.on('error', () => undefined);
     s.on('close', () => socks.delete(s));
   });
@@ -240,9 +253,26 @@ export async function startBlackhole(): Promise<{
   return {
     url: `http://127.0.0.1:${port}`,
     accepted: () => accepted,
+    bodies: () => received.flatMap((b) => completeBodies(b)),
     close() {
       for (const s of socks) s.destroy();
       return new Promise((r) => server.close(() => r()));
     },
   };
+}
+
+/** The JSON bodies of the complete HTTP/1.1 requests in `data` (one connection's bytes), in order. */
+function completeBodies(data: Buffer): unknown[] {
+  const out: unknown[] = [];
+  let at = 0;
+  for (;;) {
+    const end = data.indexOf('\r\n\r\n', at, 'latin1');
+    if (end < 0) return out;
+    const head = data.subarray(at, end).toString('latin1');
+    const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
+    const len = m ? Number(m[1]) : 0;
+    if (end + 4 + len > data.length) return out;
+    out.push(JSON.parse(data.subarray(end + 4, end + 4 + len).toString('utf8')));
+    at = end + 4 + len;
+  }
 }
