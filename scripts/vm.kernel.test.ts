@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 
 const root = new URL('..', import.meta.url).pathname;
-// not under /tmp: the VM mounts a fresh tmpfs there
+// a directory of the repository's (the VM sees the host's /tmp too, copy-on-write like every other path)
 mkdirSync(join(root, 'node_modules', '.cache'), { recursive: true });
 const dir = mkdtempSync(join(root, 'node_modules', '.cache', 'vm-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -235,12 +235,8 @@ off() { $B sync; $B poweroff -f; }
 $B mount -t proc proc /proc; $B mount -t sysfs sysfs /sys; $B mount -t devtmpfs dev /dev
 $B mkdir -p /dev/pts /dev/shm /dev/mqueue /run/netns /run/lock /tmp
 $B mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts; $B mount -t tmpfs -o mode=1777 shm /dev/shm
-# a fresh /tmp, but with the host's tsx cache (transformed TypeScript: esbuild under TCG costs minutes per test run)
-T=/run/cnikit-vm/tsx; [ -d /tmp/tsx-0 ] && $B mkdir -p $T && $B mount --bind /tmp/tsx-0 $T
-# the host's /tmp stays reachable: the command's directory may be under it (a CI clone), see job.sh
-$B mkdir -p /run/cnikit-vm/hosttmp && $B mount --bind /tmp /run/cnikit-vm/hosttmp
-$B mount -t tmpfs -o mode=1777 tmp /tmp
-[ -d $T ] && $B mkdir -p /tmp/tsx-0 && $B mount --move $T /tmp/tsx-0
+# /tmp is the host's, copy-on-write like the rest, on the same mount as the repository: a test may hard-link
+# dist-bin/ files into a temporary directory (a separate tmpfs would make that EXDEV)
 $B mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 $B mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 $B mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
@@ -283,7 +279,7 @@ function labScript(lab) {
 }
 
 /** The command (job.sh): the caller's environment, then run() enters the directory and execs the command. */
-function jobScript(argv, cwd, env) {
+function jobScript(argv, cwd, env, binds_) {
   const lines = [];
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) continue;
@@ -295,12 +291,11 @@ function jobScript(argv, cwd, env) {
       continue;
     lines.push(`export ${k}=${quote(v)}`);
   }
-  // a directory under /tmp (hidden by stage 2's fresh /tmp) is bound back from the host's view first
-  const keep =
-    cwd === '/tmp' || cwd.startsWith('/tmp/')
-      ? `/run/cnikit-vm/busybox mkdir -p ${quote(cwd)} && /run/cnikit-vm/busybox mount --bind ${quote(`/run/cnikit-vm/hosttmp${cwd.slice(4)}`)} ${quote(cwd)} || exit 125; `
-      : '';
-  lines.push(`run() { ${keep}cd ${quote(cwd)} || exit 125; exec ${argv.map(quote).join(' ')}; }`);
+  // files bound over others inside the VM only (runInVm's binds: e.g. tsx's entry replaced by the TypeScript cache)
+  const binds = (binds_ ?? [])
+    .map(([from, to]) => `/run/cnikit-vm/busybox mount --bind ${quote(from)} ${quote(to)} || exit 125; `)
+    .join('');
+  lines.push(`run() { ${binds}cd ${quote(cwd)} || exit 125; exec ${argv.map(quote).join(' ')}; }`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -456,7 +451,8 @@ export function vmTimeScale(env = process.env) {
 
 /**
  * Boots the VM, runs argv in it and resolves to its exit status.
- * Options: cwd, env (default process.env), stdout/stderr (writable streams, default ours), arch.
+ * Options: cwd, env (default process.env), stdout/stderr (writable streams, default ours), arch, binds ([from, to]
+ * pairs of host paths: `from` is bound over `to` inside the VM only, before the command starts).
  */
 export async function runInVm(argv, opts = {}) {
   // Under heavy load a TCG guest can panic before userspace (e.g. its early timer check): boot once more then.
@@ -476,7 +472,10 @@ async function bootOnce(argv, opts, mayRetry) {
   job.file('init', INIT, 0o755);
   job.file('stage2.sh', STAGE2, 0o644);
   job.file('lab.sh', labScript(lab));
-  job.file('job.sh', jobScript(argv, cwd, { ...env, CNIKIT_TEST_TIME_SCALE: String(vmTimeScale(env)) }));
+  job.file(
+    'job.sh',
+    jobScript(argv, cwd, { ...env, CNIKIT_TEST_TIME_SCALE: String(vmTimeScale(env)) }, opts.binds),
+  );
   const initrd = join(work, 'initrd');
   writeFileSync(initrd, Buffer.concat([readFileSync(join(lab.dir, 'initramfs.cpio')), job.finish()]));
   const verbose = process.env.CNIKIT_VM_VERBOSE === '1';
