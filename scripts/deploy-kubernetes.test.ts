@@ -12,6 +12,7 @@ import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 import { checkConflist, parseInstallCniArgs, renderTemplate } from '../packages/warm/src/install-cni.ts';
 import { discoverPlugins } from './build.ts';
+import { unknownFields } from './k8s-fields.ts';
 
 const DIR = join(import.meta.dirname, '..', 'deploy', 'kubernetes');
 
@@ -103,6 +104,8 @@ describe('deploy/kubernetes', () => {
       const M = models[`${doc.apiVersion} ${doc.kind}`];
       assert.ok(M, `${file}: no schema for ${doc.apiVersion} ${doc.kind}`);
       assert.doesNotThrow(() => new M(doc as never).validate(), `${file}: ${doc.kind} ${doc.metadata.name}`);
+      // strict, like `kubectl apply --validate=strict`: no key the schema does not know
+      assert.deepEqual(unknownFields(doc), [], `${file}: ${doc.kind} ${doc.metadata.name}: unknown fields`);
     }
   });
 
@@ -113,6 +116,19 @@ describe('deploy/kubernetes', () => {
     const noSelector = structuredClone(ds) as unknown as { spec: Record<string, unknown> };
     delete noSelector.spec.selector;
     assert.throws(() => new DaemonSet(noSelector as never).validate(), /selector/);
+    // misspelt keys pass validate() (the OpenAPI objects are open) but not the strict walk; maps stay open
+    const typos = structuredClone(ds) as unknown as {
+      metadata: { labels?: Record<string, string> };
+      spec: { template: { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } } };
+    };
+    typos.spec.template.spec.toleration = [];
+    (typos.spec.template.spec.containers[0] as Record<string, unknown>).readinesProbe = {};
+    typos.metadata.labels = { ...typos.metadata.labels, 'any-label': 'ok' };
+    assert.doesNotThrow(() => new DaemonSet(typos as never).validate());
+    assert.deepEqual(unknownFields(typos as never), [
+      'spec.template.spec.containers[0].readinesProbe',
+      'spec.template.spec.toleration',
+    ]);
   });
 
   test('node-critical, every taint tolerated, rolling update, requests and limits on every container', () => {
