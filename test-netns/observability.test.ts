@@ -253,6 +253,42 @@ describe('traces of a kubelet-style chain through libcni', () => {
   });
 });
 
+describe('a collector that never completes the handshake', () => {
+  test('SYNs dropped: the plugin process answers and ends at its bound, not at the kernel connect timeout', () => {
+    // in the test's private host namespace, every SYN to one port of 127.0.0.1 is dropped: the export's connection
+    // attempt stays pending (~2 min until the kernel gives up), which Bun's TCP client cannot cancel
+    const port = 18599;
+    env.sb.exec('nft', ['add', 'table', 'inet', 'obsdrop']);
+    try {
+      env.sb.exec('nft', ['add chain inet obsdrop out { type filter hook output priority 0 ; }']);
+      env.sb.exec('nft', ['add rule inet obsdrop out ip daddr 127.0.0.1 tcp dport 18599 drop']);
+      const netns = env.sb.newContainer().path;
+      const t0 = performance.now();
+      const r = spawnSync(join(DIST, 'loopback'), [], {
+        input: JSON.stringify({ cniVersion: '1.1.0', name: 'obs-syn', type: 'loopback' }),
+        env: {
+          PATH,
+          ...cniEnv('ADD', { netns, containerId: 'ctr-syn', path: DIST }),
+          CNI_IFNAME: 'lo',
+          TRACEPARENT: `00-${CALLER}-${CALLER_SPAN}-01`,
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+          CNIKIT_OTLP_TIMEOUT_MS: '300',
+        },
+        encoding: 'utf8',
+        timeout: scaled(60_000),
+      });
+      const ms = performance.now() - t0;
+      assert.equal(r.status, 0, `${r.stdout}${r.stderr} (${ms.toFixed(0)} ms, signal ${r.signal})`);
+      assert.equal(JSON.parse(r.stdout).interfaces[0].name, 'lo');
+      // it waited its bound, and ended long before the kernel's connect timeout (127 s with tcp_syn_retries 6)
+      assert.ok(ms >= 300, `${ms.toFixed(0)} ms`);
+      assert.ok(ms < 300 + scaled(20_000), `${ms.toFixed(0)} ms`);
+    } finally {
+      env.sb.exec('nft', ['delete', 'table', 'inet', 'obsdrop']);
+    }
+  });
+});
+
 /** `cnikit serve` with metrics on 127.0.0.1:<port>, started by the test; stopped in teardown. */
 class Service {
   readonly proc: ChildProcess;

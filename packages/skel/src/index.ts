@@ -94,6 +94,7 @@ export {
 export {
   type Attributes,
   type AttrValue,
+  abandonedExportConnects,
   currentSpan,
   DEFAULT_EXPORT_BOUND_MS,
   exportBoundMs,

@@ -12,7 +12,13 @@ import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { hostname } from 'node:os';
 import { CNIKIT_VERSION } from './release.ts';
-import { type AttrValue, exportBoundMs, type Recording, type SpanRecord } from './trace.ts';
+import {
+  type AttrValue,
+  exportBoundMs,
+  noteAbandonedConnect,
+  type Recording,
+  type SpanRecord,
+} from './trace.ts';
 
 type OtlpValue =
   | { stringValue: string }
@@ -166,10 +172,18 @@ function postBun(
     let sock: BunSocket | undefined;
     let left = request;
     let answer = '';
+    // the connection attempt has not ended yet (no open, no error): nothing can cancel it
+    let connecting = true;
+    const connected = () => {
+      if (!connecting) return;
+      connecting = false;
+      if (done) noteAbandonedConnect(-1);
+    };
     const finish = (o: PostOutcome) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
+      if (connecting) noteAbandonedConnect(1);
       try {
         // written bytes are the kernel's to deliver: a graceful close keeps them, an abort would reset them
         if (left.length === 0) sock?.end();
@@ -196,6 +210,7 @@ function postBun(
           socket: {
             open(s) {
               sock = s;
+              connected();
               if (done) {
                 s.terminate();
                 return;
@@ -216,12 +231,17 @@ function postBun(
               finish({ ok: false, error: e.message, sent: left.length === 0 });
             },
             connectError(_s, e) {
+              connected();
               finish({ ok: false, error: e.message });
             },
           },
         })
-        .catch((e: unknown) => finish({ ok: false, error: e instanceof Error ? e.message : String(e) }));
+        .catch((e: unknown) => {
+          connected();
+          finish({ ok: false, error: e instanceof Error ? e.message : String(e) });
+        });
     } catch (e) {
+      connecting = false;
       finish({ ok: false, error: e instanceof Error ? e.message : String(e) });
     }
   });

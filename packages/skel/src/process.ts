@@ -5,11 +5,13 @@
 import { dispatch } from './dispatch.ts';
 import { fdWriter, readStdin } from './fdio.ts';
 import type { Invoker } from './invoke.ts';
+import { abandonedExportConnects } from './trace.ts';
 import type { Plugin } from './types.ts';
 
 /**
  * Process entry point: reads `process.env` and fd 0 (only when needed), writes to fd 1/2 and sets
- * `process.exitCode`. Never calls `process.exit`. `console.log/info/debug/dir/table` are redirected
+ * `process.exitCode`. Calls `process.exit` only when a trace export left a connection attempt behind that nothing can
+ * cancel (see abandonedExportConnects: Bun, a collector dropping SYNs) — the answer is written by then. `console.log/info/debug/dir/table` are redirected
  * to stderr so stray logging in plugin code cannot corrupt stdout. `opts.invoker` runs the plugin's delegations (the
  * multicall executable passes the Invoker holding its plugins); default: the default Invoker.
  */
@@ -32,4 +34,5 @@ export async function runPlugin<C>(plugin: Plugin<C>, opts: { invoker?: Invoker 
     ...(opts.invoker ? { invoker: opts.invoker } : {}),
   });
   process.exitCode = code;
+  if (abandonedExportConnects() > 0) process.exit(code);
 }

@@ -254,3 +254,20 @@ export function exportBoundMs(env: Readonly<Record<string, string | undefined>>)
 }
 
 export const DEFAULT_EXPORT_BOUND_MS = 10;
+
+let abandoned = 0;
+
+/**
+ * Connection attempts of exports that reached their bound before the collector answered the handshake (a collector
+ * behind a firewall that drops SYNs) and are still under way: Bun's TCP client cannot cancel one, and it keeps the
+ * process alive until the kernel gives up (~2 min). A process entry that has delivered its answer ends itself when
+ * this is not 0 (skel's runPlugin, cnitool in the multicall executable).
+ */
+export function abandonedExportConnects(): number {
+  return abandoned;
+}
+
+/** ./otlp.ts: one more (+1) or one fewer (-1) abandoned connection attempt. */
+export function noteAbandonedConnect(delta: 1 | -1): void {
+  abandoned += delta;
+}
