@@ -136,7 +136,18 @@ function statusOf(answer: string): PostOutcome | undefined {
  * under Bun (its node:net costs ~12 ms to load and to connect the first time in a compiled executable, measured),
  * node:net under Node; https loads node:https.
  */
-export function postJson(url: string, body: string, timeoutMs: number): Promise<PostOutcome> {
+export function postJson(
+  url: string,
+  body: string,
+  timeoutMs: number,
+  opts: {
+    /**
+     * Use node:net even under Bun: a long-running process (the warm service) wants every connection attempt
+     * cancelled at its bound and has loaded node:net once anyway; only a short-lived process gains from Bun's client.
+     */
+    cancellable?: boolean;
+  } = {},
+): Promise<PostOutcome> {
   let u: URL;
   try {
     u = new URL(url);
@@ -155,7 +166,7 @@ export function postJson(url: string, body: string, timeoutMs: number): Promise<
   const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
   const port = Number(u.port || 80);
   const bun = (globalThis as { Bun?: Partial<BunTcp> }).Bun;
-  return typeof bun?.connect === 'function'
+  return typeof bun?.connect === 'function' && !opts.cancellable
     ? postBun(bun as BunTcp, host, port, request, timeoutMs)
     : postNode(host, port, request, timeoutMs);
 }

@@ -220,6 +220,10 @@ describe('the OTLP POST', () => {
         got.map((x) => [x.name, x.traceId, x.parentSpanId]),
         [['post probe', TRACE, PARENT]],
       );
+      // the same through node:net under Bun too (the warm service's choice: attempts it can cancel)
+      const c = await postJson(`${slow.url}/v1/traces`, body, 300, { cancellable: true });
+      assert.deepEqual(c, { ok: false, error: 'no answer within 300 ms', sent: true });
+      await eventually(() => slow.bodies().length === 2, 'the second body reached the slow collector');
     } finally {
       await slow.close();
     }

@@ -60,7 +60,10 @@ export class TraceBatcher {
     if (batches.length === 0) return;
     const { encodeSpans, postJson } = await import('@cnikit/skel/otlp');
     const sends = batches.map(async ([endpoint, spans]) => {
-      const r = await postJson(endpoint, encodeSpans(spans, { 'cnikit.mode': 'warm' }), EXPORT_TIMEOUT_MS);
+      // node:net: a collector dropping SYNs must not leave the service one pending connection attempt per batch
+      const r = await postJson(endpoint, encodeSpans(spans, { 'cnikit.mode': 'warm' }), EXPORT_TIMEOUT_MS, {
+        cancellable: true,
+      });
       if (r.ok) this.count(spans.length, 0);
       else this.count(0, spans.length);
     });
