@@ -5,10 +5,11 @@
  * bound). Cold (dist-bin/<plugin>) and warm (dist-bin/warm/<plugin> + `cnikit serve`), from a private "host"
  * namespace against a private container namespace. Medians (p90) in milliseconds.
  *
- *   node --conditions=cnikit-source --import tsx bench/observability.ts [--runs=25] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/observability.ts [--runs=25] [--json] [--dist=DIR]
  *
  * Rows: cold VERSION (start-up, tracing off: the executable's start-up with the tracing code present), cold and warm
- * loopback ADD, cold and warm bridge + host-local ADD and DEL.
+ * loopback ADD, cold and warm bridge + host-local ADD and DEL. `paired on-off`: the median of the per-round
+ * differences (the runs of a round are back to back), the figure to quote for the cost of tracing.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -23,7 +24,8 @@ const arg = (name: string, def: string) =>
 const RUNS = Number(arg('runs', '25'));
 const JSON_OUT = process.argv.includes('--json');
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
-const DIST = join(ROOT, 'dist-bin');
+// --dist=DIR: another build's dist-bin (e.g. a fresh clone of an older commit), to compare builds
+const DIST = arg('dist', join(ROOT, 'dist-bin'));
 const WARM = join(DIST, 'warm');
 if (!existsSync(join(DIST, 'cnikit')) || !existsSync(join(WARM, 'cnikit-client'))) {
   console.error('bench-observability: dist-bin missing (npm run build)');
@@ -138,6 +140,9 @@ try {
       }
     }
   }
+  // the cost of tracing as the median of per-round differences (the three runs of a round are back to back, so a
+  // load spike hits them alike): steadier on a shared machine than the difference of two medians
+  const paired = (a: number[], b: number[]) => median(a.map((x, i) => x - b[i]!));
   const rows = [...samples.entries()].map(([op, s]) => ({
     op,
     off: median(s.off),
@@ -146,6 +151,8 @@ try {
     onP90: quantile(s.on, 0.9),
     blackhole: median(s.blackhole),
     blackholeP90: quantile(s.blackhole, 0.9),
+    onMinusOff: paired(s.on, s.off),
+    blackholeMinusOff: paired(s.blackhole, s.off),
   }));
   if (JSON_OUT) console.log(JSON.stringify(rows));
   else {
@@ -156,7 +163,7 @@ try {
     for (const r of rows) {
       const f = (m: number, p: number) => `${m.toFixed(1)} (${p.toFixed(1)})`.padEnd(14);
       console.log(
-        `  ${r.op.padEnd(w)} off ${f(r.off, r.offP90)} on ${f(r.on, r.onP90)} blackhole ${f(r.blackhole, r.blackholeP90)} on-off ${(r.on - r.off).toFixed(1)} ms`,
+        `  ${r.op.padEnd(w)} off ${f(r.off, r.offP90)} on ${f(r.on, r.onP90)} blackhole ${f(r.blackhole, r.blackholeP90)} paired on-off ${r.onMinusOff.toFixed(1)} blackhole-off ${r.blackholeMinusOff.toFixed(1)} ms`,
       );
     }
   }
