@@ -33,6 +33,7 @@ import {
   droppedFromPrev,
   findTamper,
   formatWorldDiff,
+  nsExec,
   rawFirewall,
   resultAddresses,
   resultShape,
@@ -278,22 +279,24 @@ export class Kit {
     const want = this.fixtures.hostLinks ?? [];
     if (!want.length) return;
     const have = new Set(
-      (JSON.parse(sb.exec('ip', ['-json', 'link', 'show']).stdout || '[]') as Array<{ ifname: string }>).map(
-        (l) => l.ifname,
-      ),
+      (
+        JSON.parse(nsExec(sb, 'host', 'ip', ['-json', 'link', 'show']).stdout || '[]') as Array<{
+          ifname: string;
+        }>
+      ).map((l) => l.ifname),
     );
     for (const l of want) {
       if (have.has(l.name)) continue;
       const peer = l.type === 'veth' ? ['peer', 'name', vethPeer(l.name)] : [];
-      if (l.type === 'veth') sb.exec('ip', ['link', 'del', vethPeer(l.name)], { check: false });
-      const r = sb.exec('ip', ['link', 'add', l.name, 'type', l.type, ...peer], { check: false });
+      if (l.type === 'veth') nsExec(sb, 'host', 'ip', ['link', 'del', vethPeer(l.name)], { check: false });
+      const r = nsExec(sb, 'host', 'ip', ['link', 'add', l.name, 'type', l.type, ...peer], { check: false });
       if (r.status !== 0)
         throw new FixtureError(
           `the host link fixture ${l.name} (type ${l.type}): ip link add failed: ${r.stderr.trim()}`,
         );
-      for (const a of l.addresses ?? []) sb.exec('ip', ['addr', 'add', a, 'dev', l.name]);
-      if (l.type === 'veth') sb.exec('ip', ['link', 'set', vethPeer(l.name), 'up']);
-      sb.exec('ip', ['link', 'set', l.name, 'up']);
+      for (const a of l.addresses ?? []) nsExec(sb, 'host', 'ip', ['addr', 'add', a, 'dev', l.name]);
+      if (l.type === 'veth') nsExec(sb, 'host', 'ip', ['link', 'set', vethPeer(l.name), 'up']);
+      nsExec(sb, 'host', 'ip', ['link', 'set', l.name, 'up']);
     }
   }
 
@@ -394,15 +397,26 @@ export class Kit {
     const ns = sb.newContainer();
     quiet(sb, ns);
     // a runtime's fresh namespace has lo down (the loopback plugin's ADD brings it up, its DEL down again)
-    sb.exec('ip', ['link', 'set', 'lo', 'down'], { ns });
+    nsExec(sb, ns, 'ip', ['link', 'set', 'lo', 'down']);
     this.made.push(ns);
     const cl = this.fixtures.containerLink;
     if (cl) {
       // CNI_IFNAME made beforehand, as the main plugin would have (a veth whose host end is a port of the master)
       const host = `cfc${randomBytes(4).toString('hex')}`;
-      sb.exec('ip', ['link', 'add', host, 'type', 'veth', 'peer', 'name', this.ifName, 'netns', ns.name]);
-      sb.exec('ip', ['link', 'set', host, 'master', cl.master, 'up']);
-      sb.exec('ip', ['link', 'set', this.ifName, 'up'], { ns });
+      nsExec(sb, 'host', 'ip', [
+        'link',
+        'add',
+        host,
+        'type',
+        'veth',
+        'peer',
+        'name',
+        this.ifName,
+        'netns',
+        ns.name,
+      ]);
+      nsExec(sb, 'host', 'ip', ['link', 'set', host, 'master', cl.master, 'up']);
+      nsExec(sb, ns, 'ip', ['link', 'set', this.ifName, 'up']);
     }
     return ns;
   }
@@ -827,7 +841,7 @@ const CHECK_FNS = {
     if (k.prefix.length) throw new Skip(`${k.type} is chained: the interface is not its own`);
     const sb = k.sandbox();
     const a = k.att(k.container());
-    const before = k.world([a.ns]);
+    const before = k.world([a.ns], { light: true }); // only whether the container had the name before
     const json = await k.addOk(a);
     const creates =
       Array.isArray(json?.interfaces) &&
@@ -836,7 +850,7 @@ const CHECK_FNS = {
     await k.delAll(a);
     if (!creates) throw new Skip(`ADD does not create ${a.rt.ifName} in the container`);
     const b = k.att(k.container());
-    sb.exec('ip', ['link', 'add', b.rt.ifName, 'type', 'veth', 'peer', 'name', 'cfmpeer0'], { ns: b.ns });
+    nsExec(sb, b.ns, 'ip', ['link', 'add', b.rt.ifName, 'type', 'veth', 'peer', 'name', 'cfmpeer0']);
     const w0 = k.world([b.ns]);
     const r = await k.putAdd(b);
     const w1 = k.world([b.ns]);
@@ -959,7 +973,7 @@ const CHECK_FNS = {
     const sb = k.sandbox();
     const a = k.att(k.container());
     await k.addOk(a);
-    sb.exec('ip', ['netns', 'del', a.ns.name], { check: false });
+    nsExec(sb, 'host', 'ip', ['netns', 'del', a.ns.name], { check: false });
     const d = await k.putDel(a);
     await k.prefixDel(a);
     if (d.code !== 0) throw new Fail('DEL to succeed with the namespace gone', short(d), [d.rec]);
@@ -1062,7 +1076,7 @@ const CHECK_FNS = {
     if ((await k.putAdd(b)).code !== 0)
       throw new Fail('ADD of B to succeed', short(k.lastCall() as CallRecord));
     const bAdded = added(b0, k.world([]));
-    sb.exec('ip', ['netns', 'del', b.ns.name], { check: false });
+    nsExec(sb, 'host', 'ip', ['netns', 'del', b.ns.name], { check: false });
     const valid = [{ containerID: a.rt.containerId, ifname: a.rt.ifName }];
     const r = await k.call(
       'GC',
