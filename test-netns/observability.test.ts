@@ -283,6 +283,36 @@ describe('a collector that never completes the handshake', () => {
       // it waited its bound, and ended long before the kernel's connect timeout (127 s with tcp_syn_retries 6)
       assert.ok(ms >= 300, `${ms.toFixed(0)} ms`);
       assert.ok(ms < 300 + scaled(20_000), `${ms.toFixed(0)} ms`);
+
+      // cnitool (the same executable): libcni's own export meets the same collector
+      const netDir = join(env.dir, 'syn-net.d');
+      mkdirSync(netDir, { recursive: true });
+      writeFileSync(
+        join(netDir, 'obs-syn.conflist'),
+        JSON.stringify({ cniVersion: '1.1.0', name: 'obs-syn', plugins: [{ type: 'loopback' }] }),
+      );
+      const tool = (verb: string) => {
+        const t = performance.now();
+        const c = spawnSync(join(DIST, 'cnitool'), [verb, 'obs-syn', netns], {
+          env: {
+            PATH,
+            NETCONFPATH: netDir,
+            CNI_PATH: DIST,
+            CNI_IFNAME: 'lo',
+            CNI_CACHE_DIR: join(env.dir, 'syn-cache'),
+            OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+            CNIKIT_OTLP_TIMEOUT_MS: '300',
+          },
+          encoding: 'utf8',
+          timeout: scaled(60_000),
+        });
+        const took = performance.now() - t;
+        assert.equal(c.status, 0, `${c.stdout}${c.stderr} (${took.toFixed(0)} ms, signal ${c.signal})`);
+        assert.ok(took >= 300 && took < 300 + scaled(20_000), `cnitool ${verb}: ${took.toFixed(0)} ms`);
+        return c.stdout;
+      };
+      assert.equal(JSON.parse(tool('add')).interfaces[0].name, 'lo');
+      tool('del');
     } finally {
       env.sb.exec('nft', ['delete', 'table', 'inet', 'obsdrop']);
     }
