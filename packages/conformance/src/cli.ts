@@ -117,6 +117,26 @@ function parse(argv: readonly string[]) {
   });
 }
 
+const FILE_FLAGS = ['--config', '--fixtures'];
+
+/**
+ * The arguments of the re-run in a private mount namespace: the files the kit reads (`--config`, `--fixtures`, in
+ * both the `--flag path` and the `--flag=path` form) made absolute, the rest passed as given.
+ */
+export function reexecArgs(argv: readonly string[]): string[] {
+  let pathNext = false;
+  return argv.map((a) => {
+    if (pathNext) {
+      pathNext = false;
+      return resolve(a);
+    }
+    const eq = a.indexOf('=');
+    if (eq > 0 && FILE_FLAGS.includes(a.slice(0, eq))) return `${a.slice(0, eq)}=${resolve(a.slice(eq + 1))}`;
+    if (FILE_FLAGS.includes(a)) pathNext = true;
+    return a;
+  });
+}
+
 /** Run the CLI; resolves to the exit code. */
 export async function conformanceMain(
   argv: readonly string[],
@@ -187,13 +207,10 @@ export async function conformanceMain(
     return bad('needs root (network and mount namespaces)');
 
   if (!isIsolated(io.env) && io.env[ISOLATED_ENV] !== 'pending') {
-    // run again in a private mount namespace; the config path is made absolute, the rest is passed as given
-    const args = argv.map((a, i) =>
-      argv[i - 1] === '--config' || argv[i - 1] === '--fixtures' ? resolve(a) : a,
-    );
+    // run again in a private mount namespace
     const [cmd, ...pre] = ctx.reexec;
     if (!cmd) return bad('cannot run itself again (no command)');
-    const r = await runIsolated(cmd, [...pre, ...args]);
+    const r = await runIsolated(cmd, [...pre, ...reexecArgs(argv)]);
     return r.code;
   }
   const state = privateStateDir(io.env);
