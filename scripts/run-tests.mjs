@@ -76,6 +76,8 @@ const HOST_ONLY = {
   'scripts/vm.kernel.test.ts': 'boots the VM itself',
   // podman + runc with the host's container storage, a 55 MB image import and a node container: the host's runtime
   'test-netns/kubernetes-image.test.ts': "needs the host's container runtime (podman, runc, their storage)",
+  // npm pack + an offline npm install, tsc over the SDK's examples, node-gyp: the packaging, not the kernel
+  'test-netns/packages.test.ts': 'tests the npm packages (npm, tsc, node-gyp), not the kernel',
 };
 let vmFiles = [];
 if (vmAll) {

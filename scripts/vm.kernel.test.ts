@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { after, test } from 'node:test';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -12,6 +13,7 @@ const root = new URL('..', import.meta.url).pathname;
 mkdirSync(join(root, 'node_modules', '.cache'), { recursive: true });
 const dir = mkdtempSync(join(root, 'node_modules', '.cache', 'vm-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
+const hostTmpLink = join(tmpdir(), `${basename(dir)}-link`);
 
 test('npm run vm -- <command>: kernel, cwd, env, streams, exit status, read-only host, namespaces', () => {
   writeFileSync(join(dir, 'from-host'), 'host content\n');
@@ -22,6 +24,8 @@ test('npm run vm -- <command>: kernel, cwd, env, streams, exit status, read-only
     'echo "env=$CNIKIT_VM_TEST_VALUE"',
     'cat from-host',
     'echo changed > from-host && echo new > created && cat from-host created',
+    // /tmp is on the repository's mount (the host's /tmp, copy-on-write): a hard link into it works as on the host
+    `ln created ${hostTmpLink} && cat ${hostTmpLink}`,
     'echo "to stderr" >&2',
     'ip netns add vmt && ip -n vmt link add d0 type dummy && ip -n vmt link add link d0 name d0.5 type vlan id 5',
     'ip -n vmt link add d1 type dummy && ip -n vmt link add link d0 name m0 type macvlan',
@@ -38,12 +42,13 @@ test('npm run vm -- <command>: kernel, cwd, env, streams, exit status, read-only
   assert.equal(r.status, 7, `stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
   const lines = r.stdout.split('\n');
   assert.match(lines[0]!, /^6\.1\.\d+-\d+-amd64$/, "Debian's 6.1 kernel");
-  assert.deepEqual(lines.slice(1, 8), [
+  assert.deepEqual(lines.slice(1, 9), [
     '0',
     dir,
     "env=a 'quoted' $value",
     'host content',
     'changed',
+    'new',
     'new',
     'd0 d0.5@d0 d1 i0@d1 lo m0@d0 v0 ',
   ]);
@@ -51,6 +56,7 @@ test('npm run vm -- <command>: kernel, cwd, env, streams, exit status, read-only
   // nothing the VM wrote reached the host
   assert.equal(readFileSync(join(dir, 'from-host'), 'utf8'), 'host content\n');
   assert.equal(existsSync(join(dir, 'created')), false);
+  assert.equal(existsSync(hostTmpLink), false);
 });
 
 test('a command that does not exist: 127 and the shell error on stderr; no command: usage, 125', () => {
