@@ -3,7 +3,6 @@
  * the files under the private /var/lib/cni), its diff, the check of an ADD result against the kernel, and the
  * tampering that undoes part of an ADD for `check.tampered`.
  */
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,14 +15,12 @@ import {
   type Sandbox,
   SNAPSHOT_SECTIONS,
   type Snapshot,
-  scaled,
 } from '@cnikit/testing';
 
 /**
- * `cmd args` in a namespace of the sandbox: this thread switches into it and starts the command once. Sandbox.exec
- * goes through `ip netns exec`, a second process start per command (~0.4 s each under the kernel lab's TCG, where a
- * run makes hundreds of them); none of the commands the kit runs (ip, tc, iptables/nft) needs the /sys remount that
- * `ip netns exec` adds.
+ * `cmd args` in a namespace of the sandbox, started once from this thread switched into it (Sandbox.exec's `direct`:
+ * no `ip netns exec`, a second process start per command, ~0.4 s each under the kernel lab's TCG, where a run makes
+ * hundreds of them); none of the commands the kit runs (ip, tc, iptables/nft) needs the /sys remount.
  */
 export function nsExec(
   sb: Sandbox,
@@ -32,23 +29,7 @@ export function nsExec(
   args: readonly string[],
   opts: { check?: boolean; input?: string } = {},
 ): ExecResult {
-  if (sb.destroyed) throw new Error('sandbox already destroyed');
-  const target = ns === 'host' ? sb.host : ns;
-  const r = withNetns(target.path, () =>
-    spawnSync(cmd, args, {
-      encoding: 'utf8',
-      input: opts.input ?? '',
-      timeout: scaled(60_000),
-      maxBuffer: 256 * 1024 * 1024,
-    }),
-  );
-  if (r.error) throw r.error;
-  const res = { status: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
-  if ((opts.check ?? true) && res.status !== 0)
-    throw new Error(
-      `${cmd} ${args.join(' ')} (in ${target.name}) exited ${res.status}: ${res.stderr.trim()}`,
-    );
-  return res;
+  return sb.exec(cmd, args, { ...opts, ns, direct: true });
 }
 
 export interface World {

@@ -100,6 +100,30 @@ describe('sandbox lifecycle', () => {
       assert.equal(sb.exec('ip', ['link', 'del', 'nope'], { check: false }).status, 1);
     });
   });
+
+  test('exec direct: the same namespace without ip netns exec (no private mount namespace, one process)', async () => {
+    await withSandbox((sb) => {
+      const netOf = (p: string) => readlinkSync(p);
+      for (const role of ['host', 'container'] as const) {
+        const ns = role === 'host' ? sb.host : sb.container;
+        const direct = sb.exec('readlink', ['/proc/self/ns/net', '/proc/self/ns/mnt'], {
+          ns: role,
+          direct: true,
+        });
+        const viaIp = sb.exec('readlink', ['/proc/self/ns/net', '/proc/self/ns/mnt'], { ns: role });
+        const [dNet, dMnt] = direct.stdout.trim().split('\n');
+        const [iNet, iMnt] = viaIp.stdout.trim().split('\n');
+        assert.equal(dNet, iNet, `${role}: the same network namespace either way`);
+        assert.equal(dNet, `net:[${statSync(ns.path).ino}]`);
+        assert.notEqual(dNet, netOf('/proc/self/ns/net'));
+        assert.equal(dMnt, netOf('/proc/self/ns/mnt'), 'direct: our mount namespace');
+        assert.notEqual(iMnt, dMnt, 'ip netns exec: its own mount namespace');
+      }
+      assert.equal(netOf('/proc/thread-self/ns/net'), rootNs, 'the thread is back');
+      assert.equal(sb.exec('cat', [], { input: 'hi', direct: true }).stdout, 'hi');
+      assert.throws(() => sb.exec('ip', ['link', 'del', 'nope'], { direct: true }), /exited 1/);
+    });
+  });
 });
 
 describe('more containers, entering the host, per-file sandboxes', () => {
