@@ -59,9 +59,14 @@ const nodeTestArgs = (list) => [
   '--test',
   `--test-concurrency=${concurrency}`,
   '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
+  // one line per file on stderr as each finishes (the spec reporter keeps the files' order: scripts/test-progress.mjs)
+  `--test-reporter=${join(root, 'scripts', 'test-progress.mjs')}`,
+  '--test-reporter-destination=stderr',
   ...list,
 ];
 const testEnv = { ...process.env, NODE_OPTIONS: nodeOptions };
+const envFor = (list) => ({ ...testEnv, CNIKIT_TEST_FILES: String(list.length) });
 
 // Kernel lab (docs/kernel-lab.md): a file whose top comment says `// cnikit-kernel-features: a b` runs on this
 // machine when its kernel has them, otherwise in ONE boot of the lab's VM (Debian's kernel) together with the other
@@ -162,7 +167,7 @@ function runHere(list) {
   const child = spawn(process.execPath, nodeTestArgs(list), {
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: testEnv,
+    env: envFor(list),
   });
   child.stdout.pipe(out);
   return new Promise((done) =>
@@ -190,7 +195,7 @@ let vmStatus;
 try {
   vmStatus = await runInVm([process.execPath, ...nodeTestArgs(vmFiles)], {
     cwd: root,
-    env: testEnv,
+    env: envFor(vmFiles),
     stdout: vmOut,
     binds: [[tsCache.register, tsxEntry(root)]],
   });

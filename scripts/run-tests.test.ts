@@ -1,4 +1,5 @@
-// scripts/run-tests.mjs: the project allows no skipped test, so a skip fails the run (with the count in the summary).
+// scripts/run-tests.mjs: the project allows no skipped test, so a skip fails the run (with the count in the summary);
+// each file's end is announced on stderr as it happens (scripts/test-progress.mjs).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
@@ -6,8 +7,8 @@ import { fileURLToPath } from 'node:url';
 
 const runner = fileURLToPath(new URL('./run-tests.mjs', import.meta.url));
 const fixture = (name: string) => `scripts/testdata/run-tests-${name}.fixture.ts`;
-const run = (file: string) =>
-  spawnSync(process.execPath, [runner, file], {
+const run = (...files: string[]) =>
+  spawnSync(process.execPath, [runner, ...files], {
     cwd: fileURLToPath(new URL('..', import.meta.url)),
     encoding: 'utf8',
     // NODE_TEST_CONTEXT would make the inner node --test think it runs inside this file's test and run nothing
@@ -27,4 +28,19 @@ test('without skips the same run passes: exit 0, skipped 0, no complaint', () =>
   assert.equal(r.status, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /^ℹ skipped 0$/m);
   assert.doesNotMatch(r.stdout, /skipped or todo/);
+});
+
+test('each file is announced on stderr when it ends, in completion order, with its mark and the count', () => {
+  // the slow file is listed first and ends last
+  const r = run(fixture('slow'), fixture('fail'), fixture('pass'));
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  const lines = r.stderr.split('\n').filter((l) => l.startsWith('▸ file '));
+  assert.equal(lines.length, 3, r.stderr);
+  assert.match(lines[2], /^▸ file 3\/3 ✔ scripts\/testdata\/run-tests-slow\.fixture\.ts \(\d+\.\d s; \d+ s into the run\)$/);
+  const fail = lines.find((l) => l.includes('run-tests-fail'));
+  assert.match(fail ?? '', /^▸ file [12]\/3 ✖ /);
+  assert.match(lines.find((l) => l.includes('run-tests-pass')) ?? '', /^▸ file [12]\/3 ✔ /);
+  // the spec reporter's output stays on stdout, without these lines
+  assert.match(r.stdout, /^ℹ fail 1$/m);
+  assert.doesNotMatch(r.stdout, /▸ file/);
 });
