@@ -36,7 +36,10 @@ test('each file is announced on stderr when it ends, in completion order, with i
   assert.equal(r.status, 1, r.stdout + r.stderr);
   const lines = r.stderr.split('\n').filter((l) => l.startsWith('▸ file '));
   assert.equal(lines.length, 3, r.stderr);
-  assert.match(lines[2], /^▸ file 3\/3 ✔ scripts\/testdata\/run-tests-slow\.fixture\.ts \(\d+\.\d s; \d+ s into the run\)$/);
+  assert.match(
+    lines[2] ?? '',
+    /^▸ file 3\/3 ✔ scripts\/testdata\/run-tests-slow\.fixture\.ts \(\d+\.\d s; \d+ s into the run\)$/,
+  );
   const fail = lines.find((l) => l.includes('run-tests-fail'));
   assert.match(fail ?? '', /^▸ file [12]\/3 ✖ /);
   assert.match(lines.find((l) => l.includes('run-tests-pass')) ?? '', /^▸ file [12]\/3 ✔ /);

@@ -337,6 +337,18 @@ export class NlBuilder {
   }
 }
 
+/** A dump request for routes or rules: an rtmsg with only the address family set (4, 6, or both when omitted). */
+export function rtmsgDump(type: number, family?: 4 | 6): NlBuilder {
+  return new NlBuilder(type, NLM_F_REQUEST | NLM_F_DUMP).rtmsg({
+    family: family === 4 ? AF_INET : family === 6 ? AF_INET6 : AF_UNSPEC,
+    dstLen: 0,
+    table: 0,
+    protocol: 0,
+    scope: 0,
+    type: 0,
+  });
+}
+
 // --- parsing ---------------------------------------------------------------------------------------------------
 
 export interface NlMessage {

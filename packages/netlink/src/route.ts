@@ -5,12 +5,10 @@ import { describeLink, type LinkRef, linkIndex } from './link.ts';
 import {
   AF_INET,
   AF_INET6,
-  AF_UNSPEC,
   attrU32,
   forEachAttr,
   NLM_F_ACK,
   NLM_F_CREATE,
-  NLM_F_DUMP,
   NLM_F_EXCL,
   NLM_F_REPLACE,
   NLM_F_REQUEST,
@@ -39,6 +37,7 @@ import {
   RTM_NEWROUTE,
   RTN_UNICAST,
   RTPROT_BOOT,
+  rtmsgDump,
 } from './nl.ts';
 import { invalidArgument, rtDump, rtGet, rtRequest, withSocket } from './rtnl.ts';
 
@@ -316,14 +315,7 @@ export function listRoutes(o: ListRoutesOptions = {}): Route[] {
   return withSocket(() => {
     const idx = o.link === undefined ? undefined : linkIndex(o.link);
     const table = o.table ?? RT_TABLE_MAIN;
-    const b = new NlBuilder(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP).rtmsg({
-      family: o.family === 4 ? AF_INET : o.family === 6 ? AF_INET6 : AF_UNSPEC,
-      dstLen: 0,
-      table: 0,
-      protocol: 0,
-      scope: 0,
-      type: 0,
-    });
+    const b = rtmsgDump(RTM_GETROUTE, o.family);
     const out: Route[] = [];
     for (const m of rtDump(b, op)) {
       if (m.type !== RTM_NEWROUTE) continue;

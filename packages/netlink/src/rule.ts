@@ -4,11 +4,9 @@ import { formatIp, parseCidr } from './ipaddr.ts';
 import {
   AF_INET,
   AF_INET6,
-  AF_UNSPEC,
   attrU32,
   NLM_F_ACK,
   NLM_F_CREATE,
-  NLM_F_DUMP,
   NLM_F_EXCL,
   NLM_F_REQUEST,
   NlBuilder,
@@ -16,6 +14,7 @@ import {
   parseAttrs,
   RT_SCOPE_UNIVERSE,
   RTPROT_BOOT,
+  rtmsgDump,
 } from './nl.ts';
 import { invalidArgument, rtDump, rtRequest, withSocket } from './rtnl.ts';
 
@@ -149,14 +148,7 @@ export function decodeRule(m: NlMessage): Rule | undefined {
 export function listRules(o: { family?: 4 | 6; table?: number } = {}): Rule[] {
   const op = 'failed to list rules';
   return withSocket(() => {
-    const b = new NlBuilder(RTM_GETRULE, NLM_F_REQUEST | NLM_F_DUMP).rtmsg({
-      family: o.family === 4 ? AF_INET : o.family === 6 ? AF_INET6 : AF_UNSPEC,
-      dstLen: 0,
-      table: 0,
-      protocol: 0,
-      scope: 0,
-      type: 0,
-    });
+    const b = rtmsgDump(RTM_GETRULE, o.family);
     const out: Rule[] = [];
     for (const m of rtDump(b, op)) {
       if (m.type !== RTM_NEWRULE) continue;
