@@ -198,6 +198,9 @@ try {
     env: envFor(vmFiles),
     stdout: vmOut,
     binds: [[tsCache.register, tsxEntry(root)]],
+    // black-box tests hard-link dist-bin/ files (bridge.test.ts): one overlay copy-up would split dist-bin/bridge from
+    // its other names for every later file (a plugin would then exec its delegate instead of running it in-process)
+    keepLinks: [join(root, 'dist-bin')],
   });
 } finally {
   rmSync(tsCache.dir, { recursive: true, force: true });

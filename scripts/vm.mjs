@@ -279,7 +279,7 @@ function labScript(lab) {
 }
 
 /** The command (job.sh): the caller's environment, then run() enters the directory and execs the command. */
-function jobScript(argv, cwd, env, binds_) {
+function jobScript(argv, cwd, env, binds_, keepLinks_) {
   const lines = [];
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) continue;
@@ -295,7 +295,16 @@ function jobScript(argv, cwd, env, binds_) {
   const binds = (binds_ ?? [])
     .map(([from, to]) => `/run/cnikit-vm/busybox mount --bind ${quote(from)} ${quote(to)} || exit 125; `)
     .join('');
-  lines.push(`run() { ${binds}cd ${quote(cwd)} || exit 125; exec ${argv.map(quote).join(' ')}; }`);
+  // trees whose hard links must stay one file when written to (runInVm's keepLinks): the overlay copies a lower file
+  // up on its first write or link() and thereby splits it from its other names (9p offers no file handles, so no
+  // index=on); a copy made in the VM (GNU cp -a keeps hard links) is all upper from the start
+  const keep = (keepLinks_ ?? [])
+    .map((p) => {
+      const [dir, tmp] = [quote(p), quote(`${p}.cnikit-vm-links`)];
+      return `if [ -e ${dir} ]; then cp -a ${dir} ${tmp} && rm -rf ${dir} && mv ${tmp} ${dir} || exit 125; fi; `;
+    })
+    .join('');
+  lines.push(`run() { ${binds}${keep}cd ${quote(cwd)} || exit 125; exec ${argv.map(quote).join(' ')}; }`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -452,7 +461,10 @@ export function vmTimeScale(env = process.env) {
 /**
  * Boots the VM, runs argv in it and resolves to its exit status.
  * Options: cwd, env (default process.env), stdout/stderr (writable streams, default ours), arch, binds ([from, to]
- * pairs of host paths: `from` is bound over `to` inside the VM only, before the command starts).
+ * pairs of host paths: `from` is bound over `to` inside the VM only, before the command starts), keepLinks (host
+ * directories copied into the VM's writable layer before the command starts, so that their hard links stay one file
+ * when a test writes to or hard-links one of them: the overlay would otherwise split the name it copies up from the
+ * others, e.g. dist-bin/bridge from dist-bin/host-local, and the executable would stop recognising its other names).
  */
 export async function runInVm(argv, opts = {}) {
   // Under heavy load a TCG guest can panic before userspace (e.g. its early timer check): boot once more then.
@@ -474,7 +486,13 @@ async function bootOnce(argv, opts, mayRetry) {
   job.file('lab.sh', labScript(lab));
   job.file(
     'job.sh',
-    jobScript(argv, cwd, { ...env, CNIKIT_TEST_TIME_SCALE: String(vmTimeScale(env)) }, opts.binds),
+    jobScript(
+      argv,
+      cwd,
+      { ...env, CNIKIT_TEST_TIME_SCALE: String(vmTimeScale(env)) },
+      opts.binds,
+      opts.keepLinks,
+    ),
   );
   const initrd = join(work, 'initrd');
   writeFileSync(initrd, Buffer.concat([readFileSync(join(lab.dir, 'initramfs.cpio')), job.finish()]));

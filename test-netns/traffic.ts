@@ -123,3 +123,15 @@ export function assertShaped(what: string, ms: number, bytes: number, rateBits: 
     `${what}: ${ms.toFixed(0)} ms, expected ~${expected.toFixed(0)} ms (0.8–1.6×)`,
   );
 }
+
+/**
+ * Assert that a transfer was not shaped at `rateBits`: under half the time the rate implies, well below
+ * {@link assertShaped}'s floor of 0.8× (an unshaped megabyte takes ~10-30 ms here, ~250 ms in the kernel lab's TCG).
+ */
+export function assertUnshaped(what: string, ms: number, bytes: number, rateBits: number): void {
+  const expected = ((bytes * 8) / rateBits) * 1000;
+  assert.ok(
+    ms < expected / 2,
+    `${what} is not shaped: ${ms.toFixed(0)} ms, expected < ${(expected / 2).toFixed(0)} ms`,
+  );
+}

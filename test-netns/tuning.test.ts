@@ -4,7 +4,7 @@
  * bridge + host-local → tuning run like a runtime (prevResult, CHECK, DEL in reverse order).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { confListFromObject } from '@cnikit/libcni';
@@ -25,13 +25,15 @@ after(() => scratch.remove());
 
 /**
  * Run dist-bin/tuning with `allowlist` as /etc/cni/tuning/allowlist.conf: `unshare -m` gives the child a private
- * mount namespace, where /etc is an overlay whose upper layer lives in the scratch directory.
+ * mount namespace, where /etc is an overlay whose upper layer is a tmpfs mounted on a scratch directory.
  */
 function tuningWithAllowlist(allowlist: string, conf: object, o: CniCallOptions): Promise<CniOutcome> {
   const dir = mkdtempSync(join(scratch.path, 'ovl-'));
-  mkdirSync(join(dir, 'up'));
-  mkdirSync(join(dir, 'work'));
   const script = [
+    // the upper layer on a tmpfs of its own: an overlay cannot be the upper layer of another one (the kernel lab's
+    // root, and so its /tmp, is an overlay)
+    'mount -t tmpfs tmpfs "$1"',
+    'mkdir "$1/up" "$1/work"',
     'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/up,workdir=$1/work" /etc',
     'mkdir -p /etc/cni/tuning',
     'printf %s "$2" > /etc/cni/tuning/allowlist.conf',

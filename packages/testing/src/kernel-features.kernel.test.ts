@@ -29,12 +29,14 @@ describe('kernel feature probes', () => {
       const ip = (...a: string[]) =>
         spawnSync('ip', ['-n', ns.name, ...a], { encoding: 'utf8' }).status === 0;
       assert.ok(ip('link', 'add', 'p0', 'type', 'veth', 'peer', 'name', 'p1'));
+      // ipvlan gets a parent of its own: a link that already carries macvlan/macvtap ports refuses ipvlan (EBUSY)
+      assert.ok(ip('link', 'add', 'p2', 'type', 'veth', 'peer', 'name', 'p3'));
       const independent: Record<string, boolean> = {
         dummy: ip('link', 'add', 'd0', 'type', 'dummy'),
         vlan: ip('link', 'add', 'link', 'p0', 'name', 'p0.7', 'type', 'vlan', 'id', '7'),
         macvlan: ip('link', 'add', 'link', 'p0', 'name', 'm0', 'type', 'macvlan'),
         macvtap: ip('link', 'add', 'link', 'p0', 'name', 'mt0', 'type', 'macvtap'),
-        ipvlan: ip('link', 'add', 'link', 'p0', 'name', 'i0', 'type', 'ipvlan'),
+        ipvlan: ip('link', 'add', 'link', 'p2', 'name', 'i0', 'type', 'ipvlan'),
         vrf: ip('link', 'add', 'v0', 'type', 'vrf', 'table', '7'),
         tun: ip('tuntap', 'add', 'dev', 't0', 'mode', 'tun'),
       };

@@ -31,8 +31,8 @@ const ifbs = () => json('ip', ['-j', '-d', 'link', 'show', 'type', 'ifb']).map((
 
 /** A fresh veth: `hv<n>` in the host namespace, `eth0` in the container. */
 let seq = 0;
-function freshVeth(mtu = 1500): string {
-  env.sb.exec('ip', ['link', 'del', 'eth0'], { ns: 'container', check: false });
+function freshVeth(mtu = 1500, peer = 'eth0'): string {
+  env.sb.exec('ip', ['link', 'del', peer], { ns: 'container', check: false });
   const host = `hv${seq++}`;
   env.sb.exec('ip', [
     'link',
@@ -44,12 +44,12 @@ function freshVeth(mtu = 1500): string {
     'veth',
     'peer',
     'name',
-    'eth0',
+    peer,
     'netns',
     env.sb.container.name,
   ]);
   env.sb.exec('ip', ['link', 'set', host, 'up']);
-  env.sb.exec('ip', ['link', 'set', 'eth0', 'up'], { ns: 'container' });
+  env.sb.exec('ip', ['link', 'set', peer, 'up'], { ns: 'container' });
   return host;
 }
 
@@ -458,9 +458,9 @@ describe('bandwidth GC and STATUS', () => {
   test('GC deletes this network’s IFBs of attachments that are not valid, and nothing else', async () => {
     const hosts: string[] = [];
     for (const id of ['a', 'b', 'c']) {
-      const host = freshVeth();
+      // named at creation: renaming an up link fails with EBUSY before Linux 6.2 (the lab's 6.1)
+      const host = freshVeth(1500, `e${id}`);
       hosts.push(host);
-      env.sb.exec('ip', ['link', 'set', 'eth0', 'name', `e${id}`], { ns: 'container' });
       expectOk<J>(await ours().add(conf(host), { containerId: id, ifName: `e${id}` }));
     }
     // another network's IFB and a Go-made one (no alias) must survive
