@@ -402,6 +402,9 @@ async function buildUnlocked(opts: RepoBuildOptions): Promise<void> {
   );
   const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed.length) throw failed[0]?.reason;
+  // the black-box tests' links dirs (test-netns/dist.ts ensureLinks) point at the executables just replaced, and a
+  // test killed mid-way leaves `.<name>.tmp-<pid>` links there (100 MB each): the tests make them again
+  for (const backend of backends) rmSync(join(DIST, backend, 'links'), { recursive: true, force: true });
 
   // buildExecutable smoke-tested every back-end (`--list --verify`); the default one gives the names for the links.
   const defExe = join(DIST, def, 'cnikit');
