@@ -3,10 +3,22 @@
 // writes that stay in the VM, and namespaces plus the link types this machine's kernel lacks.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { after, test } from 'node:test';
+// @ts-expect-error: a plain ES module without types
+import { runInVm } from './vm.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 // a directory of the repository's (the VM sees the host's /tmp too, copy-on-write like every other path)
@@ -69,4 +81,32 @@ test('a command that does not exist: 127 and the shell error on stderr; no comma
   const u = spawnSync(process.execPath, [join(root, 'scripts', 'vm.mjs')], { encoding: 'utf8' });
   assert.equal(u.status, 125);
   assert.match(u.stderr, /usage: npm run vm -- <command>/);
+});
+
+test('keepLinks: a tree copied into the writable layer keeps its hard links when one name is linked; without, the overlay splits them', async () => {
+  for (const d of ['kept', 'plain']) {
+    mkdirSync(join(dir, d));
+    writeFileSync(join(dir, d, 'a'), 'exe\n');
+    linkSync(join(dir, d, 'a'), join(dir, d, 'b'));
+  }
+  const out = new PassThrough();
+  let text = '';
+  out.on('data', (c: Buffer) => {
+    text += c.toString();
+  });
+  // linking one name into /tmp makes the overlay copy it up (what bridge.test.ts does to dist-bin/ files)
+  const script = `ln kept/a /tmp/${basename(dir)}-k && ln plain/a /tmp/${basename(dir)}-p && stat -c %i kept/a kept/b plain/a plain/b`;
+  const status = await runInVm(['sh', '-c', script], {
+    cwd: dir,
+    stdout: out,
+    keepLinks: [join(dir, 'kept')],
+  });
+  assert.equal(status, 0, text);
+  const [ka, kb, pa, pb] = text.trim().split('\n');
+  assert.equal(ka, kb, `kept: one file (${text})`);
+  assert.notEqual(pa, pb, `plain: split by the copy-up (${text})`);
+  // the host's tree is untouched: still one file under two names, no copy left beside it
+  assert.equal(statSync(join(dir, 'kept', 'a')).ino, statSync(join(dir, 'kept', 'b')).ino);
+  assert.equal(statSync(join(dir, 'kept', 'a')).nlink, 2);
+  assert.equal(existsSync(join(dir, 'kept.cnikit-vm-links')), false);
 });
