@@ -22,21 +22,20 @@ before(async () => {
   // a wide range: dnsmasq picks addresses by hashing the client and reserves nothing between OFFER and REQUEST
   await lab.startServer({ leaseTime: '1h', range: '10.77.1.1,10.77.250.254,255.255.0.0' });
   sock = join(lab.dir, 'dhcp.sock');
-  daemon =
-    // the per-try and overall bounds are the test's, not behaviour under test: scaled (under the kernel lab's TCG,
-    // 200 clients at once need more than 2 s for an OFFER)
-    (
-      await startDaemon(sock, [
-        '-statedir',
-        join(lab.dir, 'state'),
-        '-timeout',
-        `${scaled(2000)}ms`,
-        '-resendmax',
-        `${scaled(4000)}ms`,
-        '-resendtimeout',
-        `${scaled(150_000)}ms`,
-      ])
-    ).child;
+  // the per-try and overall bounds are the test's, not behaviour under test: scaled (under the kernel lab's TCG,
+  // 200 clients at once need more than 2 s for an OFFER)
+  daemon = (
+    await startDaemon(sock, [
+      '-statedir',
+      join(lab.dir, 'state'),
+      '-timeout',
+      `${scaled(2000)}ms`,
+      '-resendmax',
+      `${scaled(4000)}ms`,
+      '-resendtimeout',
+      `${scaled(150_000)}ms`,
+    ])
+  ).child;
 });
 
 after(async () => {
