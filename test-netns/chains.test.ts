@@ -10,13 +10,13 @@ import { after, describe, test } from 'node:test';
 import { confListFromObject } from '@cnikit/libcni';
 import { diffSnapshots, formatDiff, SNAPSHOT_SECTIONS, tempDir, withSandbox } from '@cnikit/testing';
 import { ensureBuilt, runtime } from './dist.ts';
-import { ask, assertShaped, assertUnshaped, server, transfer } from './traffic.ts';
+import { ask, assertShaped, assertUnshaped, SHAPING_RATE, server, transfer } from './traffic.ts';
 
 const info = ensureBuilt();
 const scratch = tempDir('bb-chains');
 after(() => scratch.remove());
 
-const RATE = 8_000_000;
+const RATE = SHAPING_RATE;
 const BYTES = 1_000_000;
 /**
  * The nat and filter tables themselves: iptables-nft creates them with their base chains when the shared chains

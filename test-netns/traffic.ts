@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { scaled } from '@cnikit/testing';
+import { scaled, timeScale } from '@cnikit/testing';
 
 /** A server in `ns` answering every TCP connection and UDP datagram on `port` with `name`; stopped by kill(). */
 export async function server(ns: string, port: number, name: string): Promise<{ kill(): void }> {
@@ -113,6 +113,14 @@ export async function transfer(
 }
 
 /**
+ * The rate (bits/s) the shaping tests set: 8 Mbit/s, divided by the time scale in the kernel lab. An unshaped transfer
+ * is CPU-bound and TCG makes it ~10× slower, while a shaped one takes the same wall time, so at 8 Mbit/s the two came
+ * within 2× of each other there (509 ms unshaped against 1000 ms shaped at load ~10); at a tenth of the rate they
+ * stay as far apart as on the host.
+ */
+export const SHAPING_RATE = Math.round(8_000_000 / timeScale());
+
+/**
  * Assert that a transfer shaped at `rateBits` took the time the rate implies: the bucket lets the first bytes
  * through at once and TCP needs a few round trips to fill the pipe, so 0.8–1.6× of bytes·8/rate.
  */
@@ -126,7 +134,7 @@ export function assertShaped(what: string, ms: number, bytes: number, rateBits: 
 
 /**
  * Assert that a transfer was not shaped at `rateBits`: under half the time the rate implies, well below
- * {@link assertShaped}'s floor of 0.8× (an unshaped megabyte takes ~10-30 ms here, ~250 ms in the kernel lab's TCG).
+ * {@link assertShaped}'s floor of 0.8× (an unshaped megabyte takes ~10-30 ms here, ~250-500 ms in the kernel lab's TCG: see {@link SHAPING_RATE}).
  */
 export function assertUnshaped(what: string, ms: number, bytes: number, rateBits: number): void {
   const expected = ((bytes * 8) / rateBits) * 1000;

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { scaled } from '@cnikit/testing';
 
 export const SUBNET = '10.77.0';
 export const SERVER_IP = `${SUBNET}.2`;
@@ -187,22 +188,9 @@ export class Lab {
     rmSync(join(this.dir, 'dnsmasq.pid'), { force: true });
   }
 
-  /** dnsmasq's lease file, one entry per line (`expiry mac address hostname client-id`). */
-  leases(): Array<{ expires: number; mac: string; address: string; hostname: string; clientId: string }> {
-    if (!existsSync(this.leaseFile)) return [];
-    return readFileSync(this.leaseFile, 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => {
-        const [expires, mac, address, hostname, clientId] = l.split(' ');
-        return {
-          expires: Number(expires),
-          mac: mac ?? '',
-          address: address ?? '',
-          hostname: hostname ?? '',
-          clientId: clientId ?? '',
-        };
-      });
+  /** dnsmasq's lease file, one entry per line (`expiry mac address hostname client-id`): see {@link readDnsmasqLeases}. */
+  leases(): DnsmasqLease[] {
+    return readDnsmasqLeases(this.leaseFile);
   }
 
   serverLog(): string {
@@ -226,6 +214,58 @@ export class Lab {
 }
 
 /** dnsmasq writes client IDs as hex pairs: `00:63:74:72…` for type 0 + the text. */
+export interface DnsmasqLease {
+  expires: number;
+  mac: string;
+  address: string;
+  hostname: string;
+  clientId: string;
+}
+
+/** The pause between the two reads of the lease file that must agree (see below). */
+export const LEASE_FILE_SETTLE_MS = 20;
+
+/**
+ * The leases in a dnsmasq lease file. dnsmasq rewrites the file in place (ftruncate to 0, then the lines in one
+ * write), so a plain read can land between the two and see none of them: "the lease is gone" passed and "the other
+ * lease is still there" failed. The file's times do not tell (on this machine's 6.18 an ftruncate left mtime and
+ * ctime as they were), so a read counts when a second one LEASE_FILE_SETTLE_MS later agrees with it: dnsmasq
+ * rewrites only when a packet or a timer says so, and holds the file truncated for microseconds (a time slice when
+ * it is preempted), so two such moments 20 ms apart do not happen. `timeoutMs`: how long to wait for two reads that
+ * agree before giving up.
+ */
+export function readDnsmasqLeases(path: string, timeoutMs = scaled(30_000)): DnsmasqLease[] {
+  const deadline = Date.now() + timeoutMs;
+  const read = () => (existsSync(path) ? readFileSync(path, 'utf8') : '');
+  let last = read();
+  for (;;) {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, LEASE_FILE_SETTLE_MS);
+    const now = read();
+    if (now === last) return parseDnsmasqLeases(now);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${path} changed between every two reads ${LEASE_FILE_SETTLE_MS} ms apart for ${timeoutMs} ms`,
+      );
+    last = now;
+  }
+}
+
+function parseDnsmasqLeases(text: string): DnsmasqLease[] {
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const [expires, mac, address, hostname, clientId] = l.split(' ');
+      return {
+        expires: Number(expires),
+        mac: mac ?? '',
+        address: address ?? '',
+        hostname: hostname ?? '',
+        clientId: clientId ?? '',
+      };
+    });
+}
+
 export function dnsmasqClientId(clientId: string): string {
   return ['00', ...Buffer.from(clientId).toString('hex').match(/../g)!].join(':');
 }
