@@ -5,6 +5,7 @@ import { describe, test } from 'node:test';
 import { currentNetnsPath, sameNetns } from '@cnikit/netlink';
 import { createSandbox, deleteNamedNetns, sandboxForFile, withSandbox } from './sandbox.ts';
 import { diffSnapshots, formatDiff, type Snapshot, snapshotNetns } from './snapshot.ts';
+import { scaled } from './timescale.ts';
 
 const rootNs = readlinkSync('/proc/self/ns/net');
 
@@ -284,11 +285,17 @@ describe('snapshots', () => {
     await withSandbox((sb) => {
       const ip = (...a: string[]) => sb.exec('ip', a, { ns: 'container', check: true });
       ip('link', 'add', 's0', 'type', 'veth', 'peer', 'name', 's1');
+      // DAD lasts dad_transmits (1) × retrans_time: 2 s, scaled, so that the first snapshot below is taken while it
+      // runs (the default 1 s had passed before it in the kernel lab, where each `ip` takes ~1 s)
+      sb.exec('sysctl', ['-q', '-w', `net.ipv6.neigh.s0.retrans_time_ms=${scaled(2000)}`], {
+        ns: 'container',
+        check: true,
+      });
       ip('addr', 'add', '2001:db8::5/64', 'dev', 's0');
       ip('link', 'set', 's1', 'up');
       ip('link', 'set', 's0', 'up');
       const tentative = (s: Snapshot) => s.addresses.filter((l) => l.includes('"tentative":true'));
-      // at once: DAD (1 s with the default dad_transmits/retrans_time) has not finished
+      // at once: DAD has not finished
       assert.notDeepEqual(tentative(snapshotNetns(sb.container.path, { sections: ['addresses'] })), []);
       const t0 = Date.now();
       const settled = snapshotNetns(sb.container.path, {
@@ -301,14 +308,17 @@ describe('snapshots', () => {
       assert.ok(
         settled.routes.some((l) => l.includes('"dst":"2001:db8::5"') && l.includes('"type":"local"')),
       );
-      assert.ok(Date.now() - t0 < 9_000, 'returned when DAD finished, not at the bound');
+      assert.ok(Date.now() - t0 < scaled(9_000), 'returned when DAD finished, not at the bound');
       // a link without carrier never finishes DAD: not waited for
       ip('link', 'add', 'n0', 'type', 'veth', 'peer', 'name', 'n1');
       ip('addr', 'add', '2001:db8::6/64', 'dev', 'n0');
       ip('link', 'set', 'n0', 'up');
       const t1 = Date.now();
       const down = snapshotNetns(sb.container.path, { sections: ['addresses'], settleMs: 10_000 });
-      assert.ok(Date.now() - t1 < 5_000, `no wait for a link without carrier (${Date.now() - t1} ms)`);
+      assert.ok(
+        Date.now() - t1 < scaled(5_000),
+        `no wait for a link without carrier (${Date.now() - t1} ms)`,
+      );
       assert.ok(down.addresses.some((l) => l.startsWith('n0 ') && l.includes('"tentative":true')));
     });
   });
