@@ -1,5 +1,5 @@
 // scripts/run-tests.mjs: the project allows no skipped test, so a skip fails the run (with the count in the summary);
-// each file's end is announced on stderr as it happens (scripts/test-progress.mjs).
+// each file's end is announced on stderr as it happens, with what failed in it (scripts/test-progress.mjs).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
@@ -42,6 +42,10 @@ test('each file is announced on stderr when it ends, in completion order, with i
   );
   const fail = lines.find((l) => l.includes('run-tests-fail'));
   assert.match(fail ?? '', /^▸ file [12]\/3 ✖ /);
+  // under it, what failed, with the first line of the error (before the slow file's line: not held back)
+  const after = r.stderr.split('\n').slice(r.stderr.split('\n').indexOf(fail ?? '') + 1);
+  assert.match(after[0] ?? '', /^ {4}✖ fails: Expected values to be strictly equal:$/);
+  assert.match(after[1] ?? '', /^▸ file /);
   assert.match(lines.find((l) => l.includes('run-tests-pass')) ?? '', /^▸ file [12]\/3 ✔ /);
   // the spec reporter's output stays on stdout, without these lines
   assert.match(r.stdout, /^ℹ fail 1$/m);
