@@ -134,7 +134,8 @@ export function assertShaped(what: string, ms: number, bytes: number, rateBits: 
 
 /**
  * Assert that a transfer was not shaped at `rateBits`: under half the time the rate implies, well below
- * {@link assertShaped}'s floor of 0.8× (an unshaped megabyte takes ~10-30 ms here, ~250-500 ms in the kernel lab's TCG: see {@link SHAPING_RATE}).
+ * {@link assertShaped}'s floor of 0.8× (an unshaped megabyte takes ~10-30 ms here, ~250-500 ms in the kernel lab's
+ * TCG: see {@link SHAPING_RATE}).
  */
 export function assertUnshaped(what: string, ms: number, bytes: number, rateBits: number): void {
   const expected = ((bytes * 8) / rateBits) * 1000;

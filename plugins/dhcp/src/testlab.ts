@@ -188,7 +188,7 @@ export class Lab {
     rmSync(join(this.dir, 'dnsmasq.pid'), { force: true });
   }
 
-  /** dnsmasq's lease file, one entry per line (`expiry mac address hostname client-id`): see {@link readDnsmasqLeases}. */
+  /** dnsmasq's lease file, one entry per line (`expiry mac address hostname client-id`): {@link readDnsmasqLeases}. */
   leases(): DnsmasqLease[] {
     return readDnsmasqLeases(this.leaseFile);
   }
@@ -213,7 +213,6 @@ export class Lab {
   }
 }
 
-/** dnsmasq writes client IDs as hex pairs: `00:63:74:72…` for type 0 + the text. */
 export interface DnsmasqLease {
   expires: number;
   mac: string;
@@ -266,6 +265,7 @@ function parseDnsmasqLeases(text: string): DnsmasqLease[] {
     });
 }
 
+/** dnsmasq writes client IDs as hex pairs: `00:63:74:72…` for type 0 + the text. */
 export function dnsmasqClientId(clientId: string): string {
   return ['00', ...Buffer.from(clientId).toString('hex').match(/../g)!].join(':');
 }
