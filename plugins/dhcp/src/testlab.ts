@@ -231,11 +231,14 @@ export const LEASE_FILE_SETTLE_MS = 20;
  * ctime as they were), so a read counts when a second one LEASE_FILE_SETTLE_MS later agrees with it: dnsmasq
  * rewrites only when a packet or a timer says so, and holds the file truncated for microseconds (a time slice when
  * it is preempted), so two such moments 20 ms apart do not happen. `timeoutMs`: how long to wait for two reads that
- * agree before giving up.
+ * agree before giving up; `read`: how the file is read (a test's stand-in for the race).
  */
-export function readDnsmasqLeases(path: string, timeoutMs = scaled(30_000)): DnsmasqLease[] {
+export function readDnsmasqLeases(
+  path: string,
+  timeoutMs = scaled(30_000),
+  read = () => (existsSync(path) ? readFileSync(path, 'utf8') : ''),
+): DnsmasqLease[] {
   const deadline = Date.now() + timeoutMs;
-  const read = () => (existsSync(path) ? readFileSync(path, 'utf8') : '');
   let last = read();
   for (;;) {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, LEASE_FILE_SETTLE_MS);
