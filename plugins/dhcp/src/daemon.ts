@@ -543,12 +543,15 @@ export async function daemonMain(
   const resumed = daemon.resume();
   attach(server, daemon, log);
   const where = socketActivated() ? 'the socket passed by systemd (fd 3)' : socketPath;
-  log(`listening on ${where}${resumed ? `, ${resumed} lease(s) resumed` : ''}`);
-  await new Promise<void>((resolve) => {
+  // the signal handlers first: whoever waits for "listening on" may send SIGTERM at once (seen under the kernel
+  // lab's TCG: the daemon died of the signal's default action, exit status null instead of 0)
+  const stopped = new Promise<void>((resolve) => {
     const stop = () => resolve();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
+  log(`listening on ${where}${resumed ? `, ${resumed} lease(s) resumed` : ''}`);
+  await stopped;
   server.close();
   await daemon.shutdown();
   try {

@@ -303,8 +303,9 @@ export async function startDaemon(
       );
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  // generous: a daemon from source compiles its TypeScript first, on a loaded machine that takes a while
-  const deadline = Date.now() + 60_000;
+  // generous: a daemon from source compiles its TypeScript first, on a loaded machine that takes a while (scaled: in
+  // the kernel lab at load ~10 it took more than 60 s)
+  const deadline = Date.now() + scaled(60_000);
   for (;;) {
     if (child.exitCode !== null) throw new Error(`dhcp daemon exited ${child.exitCode}: ${stderr}`);
     if (Date.now() > deadline) {

@@ -16,6 +16,7 @@ import {
   type PrivateBus,
   type PrivateFirewalld,
   sandboxForFile,
+  scaled,
   startFirewalld,
   startPrivateSystemBus,
   tempDir,
@@ -91,7 +92,8 @@ describe('firewalld backend (real firewalld)', () => {
     t.diagnostic(`querySource on an open connection: ${perCall.toFixed(2)} ms per call`);
     t.diagnostic(`connect + SASL + Hello: ${perConnect.toFixed(2)} ms`);
     t.diagnostic(`for comparison, one dbus-send process per call: ${perDbusSend.toFixed(2)} ms`);
-    assert.ok(perCall < 200 && perConnect < 200, `D-Bus costs ${perCall} / ${perConnect} ms`);
+    // scaled: under the kernel lab's TCG at load ~10 a call took 192 ms, a connect 220 ms
+    assert.ok(perCall < scaled(200) && perConnect < scaled(200), `D-Bus costs ${perCall} / ${perConnect} ms`);
   });
 
   test('explicit backend: ADD binds the sources (firewalld + nftables), CHECK, DEL removes them', async () => {
