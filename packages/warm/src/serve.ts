@@ -264,7 +264,15 @@ export class Service {
 
   /** Opens the listening socket (or takes the one handed over in LISTEN_FDS) and the home namespace. */
   start(): void {
-    // first: it takes the counters a previous image of this service handed over in the environment
+    // before the socket exists: a SIGTERM sent as soon as it appears must stop the service, not kill it by the
+    // default action (which leaves the socket file behind)
+    const stop = (sig: string) => {
+      if (!this.#stopping) log(`${sig}: stopping after the current request`);
+      this.#stopping = true;
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    // then: it takes the counters a previous image of this service handed over in the environment
     const metrics = new Metrics(CNIKIT_VERSION);
     this.#metrics = metrics;
     this.#batcher = new TraceBatcher((exported, dropped) => metrics.countSpans(exported, dropped));
@@ -297,12 +305,6 @@ export class Service {
       this.setWatchdog();
       this.#watchdog = true;
     }
-    const stop = (sig: string) => {
-      if (!this.#stopping) log(`${sig}: stopping after the current request`);
-      this.#stopping = true;
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
   }
 
   /** The accept loop; resolves when the service was asked to stop. */
