@@ -354,8 +354,17 @@ test('VERSION and ADD in-process', async () => {
     const out = (file: string) => join(app, 'out', file);
     const node = (file: string, env: Record<string, string> = {}, input = '') =>
       run(process.execPath, [out(file)], { cwd: app, env: userEnv(env), input });
-    const nodeTest = (file: string, env: Record<string, string> = {}) =>
-      run(process.execPath, ['--test', out(file)], { cwd: app, env: userEnv(env) });
+    // The author's tests get a TMPDIR of their own: what they leave there is checked after each of them.
+    const authorTmp = join(work, 'author-tmp');
+    mkdirSync(authorTmp);
+    const nodeTest = async (file: string, env: Record<string, string> = {}) => {
+      const r = await run(process.execPath, ['--test', out(file)], {
+        cwd: app,
+        env: userEnv({ TMPDIR: authorTmp, ...env }),
+      });
+      assert.deepEqual(readdirSync(authorTmp), [], `${file} left temporary files behind`);
+      return r;
+    };
 
     // The walk-through, step 3: the in-process test.
     assert.match(ok(await nodeTest('test/plugin.test.js'), 'test/plugin.test.ts').stdout, /# pass 1\b/);

@@ -1,7 +1,7 @@
 // Link operations against the real kernel, inside namespaces this file creates; state is verified
 // independently with `ip -json` / `bridge -json`.
 import assert from 'node:assert/strict';
-import { readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -112,10 +112,14 @@ describe('links (kernel)', () => {
       );
       const file = join(tmpdir(), `cnikit-nl-notns-${process.pid}`);
       writeFileSync(file, 'x');
-      assert.throws(
-        () => inNs(cont, () => createVethPair({ name: 'x0', peerName: 'x1', peerNetnsPath: file })),
-        /not a network namespace|unknown FS magic/,
-      );
+      try {
+        assert.throws(
+          () => inNs(cont, () => createVethPair({ name: 'x0', peerName: 'x1', peerNetnsPath: file })),
+          /not a network namespace|unknown FS magic/,
+        );
+      } finally {
+        rmSync(file, { force: true });
+      }
     }));
 
   test('get/list: by name and index, missing is undefined / ENODEV error, namespaces are separate', () =>
