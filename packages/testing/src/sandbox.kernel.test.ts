@@ -82,6 +82,20 @@ describe('sandbox lifecycle', () => {
     });
   }
 
+  test("sandboxForFile: a test process killed mid-test (SIGTERM) removes the file's namespaces and directory", () => {
+    const code =
+      "Promise.all([import('@cnikit/testing'), import('node:test')]).then(([m, { test }]) => { const env = m.sandboxForFile(); " +
+      "test('hangs', () => new Promise(() => { setTimeout(() => {}, 10000); console.log(env.sb.host.path + ' ' + env.dir); process.kill(process.pid, 'SIGTERM'); })); })";
+    const r = spawnSync(process.execPath, ['--conditions=cnikit-source', '--import', 'tsx', '-e', code], {
+      encoding: 'utf8',
+      cwd: import.meta.dirname,
+    });
+    assert.equal(r.signal, 'SIGTERM', r.stderr);
+    const [ns, dir] = (r.stdout.split('\n')[0] ?? '').split(' '); // then the child's TAP lines
+    assert.ok(ns?.startsWith('/run/netns/cnikit-') && !existsSync(ns), `${ns} removed`);
+    assert.ok(dir?.includes('cnikit-sandbox-') && !existsSync(dir), `${dir} removed`);
+  });
+
   test('runInHost / runInContainer switch the thread and come back', async () => {
     await withSandbox((sb) => {
       assert.ok(sb.runInHost(() => sameNetns(currentNetnsPath(), sb.host.path)));

@@ -81,15 +81,21 @@ export interface Sandbox {
 }
 
 const live = new Set<Sandbox>();
+/** Temporary directories of sandboxForFile still in use: removed with the sandboxes when the process ends. */
+const liveDirs = new Set<() => void>();
 let hooksInstalled = false;
 
 function installExitHooks(): void {
   if (hooksInstalled) return;
   hooksInstalled = true;
-  process.on('exit', destroyAllSandboxes);
+  const end = () => {
+    destroyAllSandboxes();
+    for (const remove of liveDirs) remove();
+  };
+  process.on('exit', end);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.once(sig, () => {
-      destroyAllSandboxes();
+      end();
       process.kill(process.pid, sig);
     });
   }
@@ -256,7 +262,7 @@ export async function withSandbox<T>(
  * a plugin on a node); `after` moves the thread back and destroys the sandbox, also when tests failed.
  *
  * `containers: n` creates n container namespaces up front (`sb.containers`); `dir` is a private temporary
- * directory (e.g. an IPAM dataDir) removed in `after`.
+ * directory (e.g. an IPAM dataDir) removed in `after` (or with the namespaces if the process ends first).
  *
  * ```ts
  * const env = sandboxForFile({ enterHost: true, containers: 2 });
@@ -274,12 +280,14 @@ export function sandboxForFile(opts: { enterHost?: boolean; containers?: number 
     sb = createSandbox(opts);
     for (let i = 1; i < (opts.containers ?? 1); i++) sb.newContainer();
     dir = tempDir('sandbox');
+    liveDirs.add(dir.remove);
     if (opts.enterHost) inHost = enterNetns(sb.host.path);
   });
   after(() => {
     try {
       inHost?.restore();
     } finally {
+      if (dir) liveDirs.delete(dir.remove);
       dir?.remove();
       sb?.destroy();
     }
