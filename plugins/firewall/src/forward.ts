@@ -69,7 +69,7 @@ function isAccept(e: NftExpr | undefined): boolean {
   if (e?.name !== 'immediate' || be32(e, 1) !== 0) return false;
   // NFTA_IMMEDIATE_DATA { NFTA_DATA_VERDICT { NFTA_VERDICT_CODE = NF_ACCEPT } }
   const d = e.attrs.get(2);
-  return d !== undefined && d.equals(ACCEPT_VERDICT);
+  return d?.equals(ACCEPT_VERDICT) === true;
 }
 
 /** Whether `exprs` is one of the two reference rules for the address `ip` (raw bytes). */
