@@ -3,7 +3,8 @@
  * - `sdkQuickStart()`: the SDK quick start, the first ```ts block between `<!-- sdk:start -->` and `<!-- sdk:end -->`
  *   in the top-level README (packages/skel/src/readme.test.ts, scripts/packages.test.ts);
  * - `exampleBlock(markdown)`: the first ```ts block under a package README's `## Example` heading;
- * - `tsBlocks(markdown)`: every ```ts block, in order.
+ * - `tsBlocks(markdown)`: every ```ts block, in order;
+ * - `markedExamples(markdown)`: the ```json blocks marked `<!-- example: KIND -->` (docs/plugins/*.md).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -56,4 +57,31 @@ export function howtoFiles(markdown: string): { tsconfig: string; files: Record<
     files[name] = block;
   }
   return { tsconfig: json, files };
+}
+
+/** A fenced block marked for the docs tests by an `<!-- example: KIND -->` comment on the line before it. */
+export interface MarkedExample {
+  /** `conflist` (a network configuration list), `config` (one plugin's network configuration), `runtimeConfig`. */
+  kind: string;
+  /** The block's text. */
+  text: string;
+  /** 1-based line of the marker comment. */
+  line: number;
+}
+
+/** Every marked example of a markdown text, in order (`<!-- example: KIND -->` then a ```json block). */
+export function markedExamples(markdown: string): MarkedExample[] {
+  const out: MarkedExample[] = [];
+  for (const m of markdown.matchAll(/<!-- example: ([\w-]+) -->\n(```[^\n]*)\n([\s\S]*?)```/g)) {
+    const line = markdown.slice(0, m.index).split('\n').length;
+    assert.equal(m[2], '```json', `line ${line}: the block after an example marker is a \`\`\`json block`);
+    out.push({ kind: m[1] ?? '', text: m[3] ?? '', line });
+  }
+  const markers = markdown.match(/<!-- example:/g)?.length ?? 0;
+  assert.equal(
+    out.length,
+    markers,
+    'every `<!-- example: … -->` marker is directly followed by a fenced block',
+  );
+  return out;
 }
