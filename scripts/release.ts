@@ -326,7 +326,7 @@ export function tarballReadme(o: {
     '- `cnikit`: the multicall executable (`cnikit --version`, `cnikit --help`)',
     `- ${o.plugins.map((p) => `\`${p}\``).join(', ')}: hard links to \`cnikit\`; the name selects the plugin`,
     `- \`${TOOL_NAME}\`: hard link to \`cnikit\` that runs the cnitool CLI`,
-    `- \`${CLIENT_FILE}\`: the static warm-mode client (used only after \`scripts/install --warm\`; see docs/warm.md)`,
+    `- \`${CLIENT_FILE}\`: the static warm-mode client (used only after \`scripts/install --warm\`; see docs/warm-mode.md)`,
     '',
     '## Install',
     '',
