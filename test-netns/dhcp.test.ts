@@ -123,7 +123,7 @@ describe('dhcp daemon hosted by the warm service', { concurrency: false }, () =>
   let flags: string;
 
   /** `cnikit serve` hosting the daemon; its log in a file (a pipe the busy service does not drain could block it). */
-  async function serve(): Promise<{ proc: ChildProcess; log: () => string }> {
+  async function serve(extra: string[] = []): Promise<{ proc: ChildProcess; log: () => string }> {
     const logFile = join(run, 'serve.log');
     const fd = openSync(logFile, 'a');
     const start = readFileSync(logFile, 'utf8').length;
@@ -131,7 +131,7 @@ describe('dhcp daemon hosted by the warm service', { concurrency: false }, () =>
     try {
       proc = spawn(
         join(DIST, 'cnikit'),
-        ['serve', '--socket', join(run, 'cnikit.sock'), '--verbose', '--dhcp-daemon-flags', flags],
+        ['serve', '--socket', join(run, 'cnikit.sock'), '--verbose', '--dhcp-daemon-flags', flags, ...extra],
         { stdio: ['ignore', 'ignore', fd], env: { PATH } },
       );
     } finally {
@@ -180,7 +180,12 @@ describe('dhcp daemon hosted by the warm service', { concurrency: false }, () =>
       });
       assert.equal(add.code, 0, add.stdout + add.stderr);
       const address = (add.json.ips[0].address as string).split('/')[0];
-      assert.match(svc.log(), /dhcp ADD → exit 0/, 'the ADD ran in the service (not the cold fallback)');
+      // the service logs the request after its reply: the client may have exited before the line is written
+      await eventually(
+        () => /dhcp ADD → exit 0/.test(svc.log()),
+        'the ADD ran in the service (not the cold fallback)',
+        scaled(5000),
+      );
       const server = lab.leases().find((l) => l.clientId === dnsmasqClientId('warm-1/warmnet/eth0'));
       assert.equal(server?.address, address);
       // the lease is held by the service's own process: the daemon answering on the socket is that pid
@@ -210,13 +215,67 @@ describe('dhcp daemon hosted by the warm service', { concurrency: false }, () =>
         env,
       });
       assert.equal(del.code, 0, del.stdout + del.stderr);
-      assert.match(svc.log(), /dhcp DEL → exit 0/);
+      await eventually(() => /dhcp DEL → exit 0/.test(svc.log()), 'the DEL ran in the service', scaled(5000));
       assert.deepEqual((await leases()).leases, []);
       await eventually(
         () => !lab.leases().some((l) => l.clientId === dnsmasqClientId('warm-1/warmnet/eth0')),
         'released at the server',
         scaled(5000),
       );
+    } finally {
+      await stopProcess(svc.proc);
+    }
+  });
+
+  test('a re-execution of the service (a request past its deadline) stops the hosted daemon first; the new image resumes the lease', async () => {
+    const conf = {
+      cniVersion: '1.1.0',
+      name: 'warmnet',
+      type: 'macvlan',
+      ipam: { type: 'dhcp', daemonSocketPath: dhcpSock },
+    };
+    const client = join(DIST, 'warm', 'dhcp');
+    const env = { CNIKIT_SOCKET: join(run, 'cnikit.sock') };
+    const svc = await serve(['--deadline-ms', String(scaled(4000))]);
+    try {
+      const [a, b] = lab.addContainers(2);
+      const add = await cniCall({ binary: client }, 'ADD', conf, {
+        netns: a!.path,
+        containerId: 'warm-a',
+        env,
+      });
+      assert.equal(add.code, 0, add.stdout + add.stderr);
+      const address = (add.json.ips[0].address as string).split('/')[0];
+      // no server: B's acquisition outlives the deadline, the service answers 11 and re-executes itself
+      await lab.stopServer();
+      const hung = await cniCall({ binary: client }, 'ADD', conf, {
+        netns: b!.path,
+        containerId: 'warm-b',
+        env,
+      });
+      assert.equal(hung.json?.code, 11, hung.stdout);
+      await eventually(
+        () => (svc.log().match(/dhcp daemon: listening on /g) ?? []).length >= 2,
+        `the re-executed service hosts the daemon again (log:\n${svc.log()})`,
+        scaled(20_000),
+      );
+      assert.match(svc.log(), /re-executing .*: a request exceeded its deadline/);
+      assert.match(svc.log(), /dhcp daemon: listening on .*, 1 lease\(s\) resumed/);
+      const st = await leases();
+      assert.equal(st.pid, svc.proc.pid, 'same pid: the process image was replaced, not the process');
+      assert.deepEqual(
+        st.leases.map((l) => [l.clientId, l.address]),
+        [['warm-a/warmnet/eth0', address]],
+        'the held lease is resumed; the abandoned acquisition is not',
+      );
+      await lab.startServer();
+      const del = await cniCall({ binary: client }, 'DEL', conf, {
+        netns: a!.path,
+        containerId: 'warm-a',
+        env,
+      });
+      assert.equal(del.code, 0, del.stdout + del.stderr);
+      assert.deepEqual((await leases()).leases, []);
     } finally {
       await stopProcess(svc.proc);
     }
