@@ -11,6 +11,7 @@ import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authoriz
 import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 import { checkConflist, parseInstallCniArgs, renderTemplate } from '../packages/warm/src/install-cni.ts';
+import { parseServeArgs } from '../packages/warm/src/serve.ts';
 import { discoverPlugins } from './build.ts';
 import { unknownFields } from './k8s-fields.ts';
 
@@ -277,5 +278,20 @@ describe('deploy/kubernetes', () => {
       '--check',
     ]);
     assert.ok(existsSync(join(DIR, '..', '..', 'packages', 'warm', 'client', 'cnikit-hostns.c')));
+    // the hosted dhcp daemon: off unless the ConfigMap sets it, what cnikit serve reads from its environment
+    const envOf = (on: Record<string, string>) => {
+      const env: Record<string, string> = {};
+      for (const e of serve.env ?? []) {
+        const ref = e.valueFrom?.configMapKeyRef;
+        assert.ok(ref?.name === 'cnikit-config' && ref.optional === true, `${e.name} from an optional key`);
+        if (on[ref.key] !== undefined) env[e.name] = on[ref.key] as string;
+      }
+      return parseServeArgs(serve.command.slice(3), env) as { dhcpDaemon?: string[] };
+    };
+    assert.equal(envOf({}).dhcpDaemon, undefined);
+    assert.deepEqual(envOf({ 'dhcp-daemon': 'on', 'dhcp-daemon-flags': '-timeout 5s' }).dhcpDaemon, [
+      '-timeout',
+      '5s',
+    ]);
   });
 });

@@ -132,6 +132,8 @@ export {
   type PortMapping,
   type Request,
   type RequestBase,
+  type Resident,
+  type ResidentHandle,
   type Result,
   type Result020,
   type Result040,

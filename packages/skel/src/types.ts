@@ -258,6 +258,27 @@ export interface Plugin<C = NetConf> {
    * protocol; the resolved number is the exit code.
    */
   commands?: Readonly<Record<string, (args: readonly string[]) => Promise<number>>>;
+  /**
+   * A resident part of the plugin that a long-running process of the executable may run beside its own work (the
+   * dhcp plugin's daemon, hosted by the warm service: `cnikit serve --dhcp-daemon`). The same work as the command
+   * of the same name, without its signal handling: the host decides when it stops.
+   */
+  resident?: Resident;
+}
+
+/** See Plugin.resident. */
+export interface Resident {
+  /** The plugin's subcommand this runs (`daemon` for `dhcp daemon`): its flags are the ones start() takes. */
+  readonly command: string;
+  /** Starts it with the command's flags; resolves once it serves. Throws (with a message for the log) when it cannot. */
+  start(args: readonly string[], log: (line: string) => void): Promise<ResidentHandle>;
+}
+
+export interface ResidentHandle {
+  /** What it serves, for the host's log (e.g. `listening on /run/cni/dhcp.sock, 2 lease(s) resumed`). */
+  readonly description: string;
+  /** Stops it the way SIGTERM stops the command (state kept for the next start). */
+  stop(): Promise<void>;
 }
 
 /** A plugin with any config type: what registries, dispatchers and multicall tables hold. */

@@ -179,6 +179,38 @@ describe('cnikit serve arguments', () => {
       /--metrics must be/,
     );
   });
+
+  test('the hosted dhcp daemon: --dhcp-daemon, --dhcp-daemon-flags, else CNIKIT_DHCP_DAEMON(_FLAGS)', () => {
+    const dhcp = (args: string[], env: Record<string, string> = {}) =>
+      (parseServeArgs(args, env) as { dhcpDaemon?: string[] }).dhcpDaemon;
+    assert.equal(dhcp([]), undefined);
+    assert.deepEqual(dhcp(['--dhcp-daemon']), []);
+    assert.deepEqual(dhcp(['--dhcp-daemon-flags', ' -socketpath /run/x.sock  -timeout 5s ']), [
+      '-socketpath',
+      '/run/x.sock',
+      '-timeout',
+      '5s',
+    ]);
+    assert.deepEqual(dhcp(['--dhcp-daemon-flags=-broadcast']), ['-broadcast']);
+    assert.deepEqual(dhcp([], { CNIKIT_DHCP_DAEMON: 'on' }), []);
+    assert.deepEqual(dhcp([], { CNIKIT_DHCP_DAEMON: '1', CNIKIT_DHCP_DAEMON_FLAGS: '-resendmax 2s' }), [
+      '-resendmax',
+      '2s',
+    ]);
+    assert.deepEqual(dhcp([], { CNIKIT_DHCP_DAEMON_FLAGS: '-broadcast' }), ['-broadcast']);
+    assert.equal(dhcp([], { CNIKIT_DHCP_DAEMON: 'off', CNIKIT_DHCP_DAEMON_FLAGS: '-broadcast' }), undefined);
+    assert.equal(dhcp([], { CNIKIT_DHCP_DAEMON: '' }), undefined);
+    // the command line wins over the environment
+    assert.deepEqual(dhcp(['--dhcp-daemon'], { CNIKIT_DHCP_DAEMON_FLAGS: '-broadcast' }), []);
+    assert.match(
+      (parseServeArgs([], { CNIKIT_DHCP_DAEMON: 'maybe' }) as { error: string }).error,
+      /CNIKIT_DHCP_DAEMON must be 1\/true\/on\/yes or 0\/false\/off\/no, got "maybe"/,
+    );
+    assert.match(
+      (parseServeArgs(['--dhcp-daemon-flags'], {}) as { error: string }).error,
+      /--dhcp-daemon-flags needs the `dhcp daemon` flags/,
+    );
+  });
 });
 
 describe('systemd units', () => {

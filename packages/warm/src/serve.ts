@@ -29,6 +29,7 @@ import {
   findInPath,
   Invoker,
   type PluginIO,
+  type ResidentHandle,
   splitPathList,
   traceEndpoint,
 } from '@cnikit/skel';
@@ -117,11 +118,34 @@ export interface ServeOptions {
   metrics?: MetricsAddress;
   /** `--metrics` as given (re-executions pass it on); undefined: the default. */
   metricsArg?: string;
+  /**
+   * Host the dhcp plugin's daemon in this process with these `dhcp daemon` flags (`--dhcp-daemon`,
+   * `--dhcp-daemon-flags`, or $CNIKIT_DHCP_DAEMON / $CNIKIT_DHCP_DAEMON_FLAGS); undefined: not hosted.
+   */
+  dhcpDaemon?: string[];
+  /** Whether the dhcp daemon options came from the command line (re-executions pass them on). */
+  dhcpDaemonFromArgs?: boolean;
+}
+
+/** Values of $CNIKIT_DHCP_DAEMON that enable the hosted dhcp daemon (empty, `0`, `false`, `off`, `no` do not). */
+function envEnabled(v: string | undefined): boolean | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (['1', 'true', 'on', 'yes'].includes(v.toLowerCase())) return true;
+  if (['0', 'false', 'off', 'no'].includes(v.toLowerCase())) return false;
+  return undefined;
+}
+
+/** `dhcp daemon` flags given as one string: split at white space (a value cannot contain any). */
+function splitFlags(v: string): string[] {
+  return v.split(/\s+/).filter((a) => a !== '');
 }
 
 export const SERVE_USAGE =
   'usage: cnikit serve [--socket PATH] [--deadline-ms N] [--metrics HOST:PORT|:PORT|PATH|off] [--verbose]\n' +
-  '       (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock; metrics: $CNIKIT_METRICS_ADDRESS or metrics.sock beside it)\n' +
+  "                    [--dhcp-daemon] [--dhcp-daemon-flags 'FLAGS']\n" +
+  '       (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock; metrics: $CNIKIT_METRICS_ADDRESS or metrics.sock beside it;\n' +
+  "        --dhcp-daemon: also the dhcp plugin's daemon, `dhcp daemon FLAGS` in this process, default socket /run/cni/dhcp.sock;\n" +
+  '        or $CNIKIT_DHCP_DAEMON=1 and $CNIKIT_DHCP_DAEMON_FLAGS)\n' +
   '       cnikit serve --check [--socket PATH]                          (exit 0 when the service answers)\n';
 
 export function parseServeArgs(
@@ -163,7 +187,26 @@ export function parseServeArgs(
       const v = value();
       if (!v) return { error: '--metrics needs an address' };
       opts.metricsArg = v;
+    } else if (a === '--dhcp-daemon') {
+      opts.dhcpDaemon ??= [];
+      opts.dhcpDaemonFromArgs = true;
+    } else if (a === '--dhcp-daemon-flags' || a.startsWith('--dhcp-daemon-flags=')) {
+      const eq = a.indexOf('=');
+      const v = eq >= 0 ? a.slice(eq + 1) : args[++i];
+      if (v === undefined)
+        return { error: '--dhcp-daemon-flags needs the `dhcp daemon` flags (one argument)' };
+      opts.dhcpDaemon = splitFlags(v);
+      opts.dhcpDaemonFromArgs = true;
     } else return { error: `unknown argument ${JSON.stringify(a)}` };
+  }
+  if (!opts.dhcpDaemonFromArgs) {
+    const on = envEnabled(env.CNIKIT_DHCP_DAEMON);
+    if (env.CNIKIT_DHCP_DAEMON && on === undefined)
+      return {
+        error: `CNIKIT_DHCP_DAEMON must be 1/true/on/yes or 0/false/off/no, got ${JSON.stringify(env.CNIKIT_DHCP_DAEMON)}`,
+      };
+    if (on === true || (on === undefined && env.CNIKIT_DHCP_DAEMON_FLAGS))
+      opts.dhcpDaemon = splitFlags(env.CNIKIT_DHCP_DAEMON_FLAGS ?? '');
   }
   const m = opts.metricsArg ?? env.CNIKIT_METRICS_ADDRESS;
   try {
@@ -255,6 +298,8 @@ export class Service {
   #traceEndpoint: string | undefined;
   /** Runs the served plugins' delegations: in-process where CNI_PATH resolves them to this executable or a client. */
   readonly #invoker = new Invoker();
+  /** Resident parts of plugins run in this process (the dhcp daemon with --dhcp-daemon). */
+  #residents: Array<{ name: string; handle: ResidentHandle }> = [];
 
   constructor(opts: ServeOptions, ctx: ServeContext) {
     this.opts = opts;
@@ -307,6 +352,38 @@ export class Service {
     }
   }
 
+  /**
+   * Starts the resident parts asked for (`--dhcp-daemon`: the dhcp plugin's daemon, its own listener and leases on
+   * this process's event loop). Throws when one cannot start.
+   */
+  async startResidents(): Promise<void> {
+    if (this.opts.dhcpDaemon === undefined) return;
+    const dhcp = this.ctx.plugins.find((p) => p.name === 'dhcp');
+    if (!dhcp?.resident) throw new Error('--dhcp-daemon: this executable has no dhcp plugin daemon');
+    const name = `dhcp ${dhcp.resident.command}`;
+    let handle: ResidentHandle;
+    try {
+      handle = await dhcp.resident.start(this.opts.dhcpDaemon, (line) => log(`${name}: ${line}`));
+    } catch (e) {
+      throw new Error(`--dhcp-daemon: ${errorReason(e)}`);
+    }
+    this.#residents.push({ name, handle });
+    log(`${name}: ${handle.description}`);
+  }
+
+  /** Stops the resident parts (their state stays for the next start: leases are resumed). */
+  async stopResidents(): Promise<void> {
+    const all = this.#residents;
+    this.#residents = [];
+    for (const r of all) {
+      try {
+        await r.handle.stop();
+      } catch (e) {
+        log(`${r.name}: cannot stop cleanly: ${errorReason(e)}`);
+      }
+    }
+  }
+
   /** The accept loop; resolves when the service was asked to stop. */
   async run(): Promise<void> {
     if (this.opts.metrics) {
@@ -321,8 +398,9 @@ export class Service {
       }
     }
     while (!this.#stopping) {
-      // the metrics server and the trace export need the event loop: wake up more often while they may have work
-      const busy = this.#metricsServer !== undefined || (this.#batcher?.queued ?? 0) > 0;
+      // the metrics server, the trace export and a hosted daemon need the event loop: wake up more often then
+      const busy =
+        this.#metricsServer !== undefined || (this.#batcher?.queued ?? 0) > 0 || this.#residents.length > 0;
       const c = acceptUnix(this.#listenFd, busy ? BUSY_POLL_MS : IDLE_POLL_MS);
       if (!c && this.#sinceGc > 0) {
         // idle: collect the garbage of the requests served since the last collection, so the resident size
@@ -342,10 +420,16 @@ export class Service {
       }
       // let signal handlers and timers run between connections
       await new Promise((r) => setImmediate(r));
-      if (this.#tainted) this.reexec('a request exceeded its deadline', 'deadline');
-      else if (this.exeReplaced()) this.reexec(`${process.execPath} was replaced`, 'upgrade');
+      if (this.#tainted) {
+        await this.stopResidents();
+        this.reexec('a request exceeded its deadline', 'deadline');
+      } else if (this.exeReplaced()) {
+        await this.stopResidents();
+        this.reexec(`${process.execPath} was replaced`, 'upgrade');
+      }
     }
     closeFd(this.#listenFd);
+    await this.stopResidents();
     await this.#batcher?.drain(1000);
     this.#metricsServer?.close();
     this.#metricsServer?.closeAllConnections();
@@ -400,6 +484,9 @@ export class Service {
       String(this.opts.deadlineMs),
       ...(this.opts.verbose ? ['--verbose'] : []),
       ...(this.opts.metricsArg ? ['--metrics', this.opts.metricsArg] : []),
+      ...(this.opts.dhcpDaemonFromArgs && this.opts.dhcpDaemon
+        ? ['--dhcp-daemon', '--dhcp-daemon-flags', this.opts.dhcpDaemon.join(' ')]
+        : []),
     ];
     if (!this.#activated) args.push('--socket', this.opts.socket);
     return { argv: [this.ctx.argv0, ...args], envp };
@@ -754,9 +841,17 @@ export async function serveMain(args: readonly string[], ctx: ServeContext): Pro
   console.debug = toStderr;
   const service = new Service(opts, ctx);
   try {
+    // the hosted daemon first: when it cannot start, no socket of the service was created
+    await service.startResidents();
+  } catch (e) {
+    log(`cannot start: ${errorReason(e)}`);
+    return 1;
+  }
+  try {
     service.start();
   } catch (e) {
     log(`cannot start: ${errorReason(e)}`);
+    await service.stopResidents();
     return 1;
   }
   await service.run();

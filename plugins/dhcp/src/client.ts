@@ -7,7 +7,8 @@
  */
 import { randomInt } from 'node:crypto';
 import dgram from 'node:dgram';
-import { getLink, listAddrs, setLinkUp, withNetns } from '@cnikit/netlink';
+import { getLink, type Link, listAddrs, setLinkUp, withNetns } from '@cnikit/netlink';
+import { CniError, ErrorCode } from '@cnikit/skel';
 import { udpOpenDevice } from '@cnikit/sys';
 import {
   BOOTREQUEST,
@@ -72,17 +73,49 @@ function isGone(err: unknown): boolean {
   );
 }
 
-/** Looks up the interface in the namespace (sets it up when down, like the reference) and returns its MAC. */
+const IFF_BROADCAST = 0x2;
+const IFF_LOOPBACK = 0x8;
+const ARPHRD_LOOPBACK = 772;
+
+/**
+ * Why DHCP cannot run on `link`, or undefined when it can: DISCOVER is a broadcast from a client known by its
+ * hardware address (RFC 2131 4.1), so a loopback, a link without broadcast (point-to-point, tun, ipip, wireguard …)
+ * or without a 1–16 byte hardware address can never get an answer — failing at once, not at -resendtimeout.
+ */
+export function dhcpUnfit(link: Link): string | undefined {
+  if ((link.flags & IFF_LOOPBACK) !== 0 || link.hwType === ARPHRD_LOOPBACK)
+    return `${link.name} is a loopback interface`;
+  if ((link.flags & IFF_BROADCAST) !== 0 && link.mac) {
+    const len = link.mac.split(':').length;
+    if (len >= 1 && len <= 16) return undefined;
+    return `${link.name}'s hardware address (${len} bytes) does not fit a DHCP message (at most 16)`;
+  }
+  if ((link.flags & IFF_BROADCAST) === 0)
+    return `${link.name} cannot broadcast (no IFF_BROADCAST: a point-to-point or layer-3 link${link.kind ? `, kind ${link.kind}` : ''})`;
+  return `${link.name} has no hardware address`;
+}
+
+/**
+ * Looks up the interface in the namespace (sets it up when down, like the reference) and returns its MAC. An
+ * interface DHCP cannot work on is a configuration error (code 7), found before anything is sent or changed.
+ */
 export function prepareLink(netns: string, ifName: string, setUp: boolean): Uint8Array {
   try {
     return withNetns(netns, () => {
       const link = getLink(ifName);
       if (!link) throw new LinkGoneError(`error looking up ${JSON.stringify(ifName)}: Link not found`);
+      const unfit = dhcpUnfit(link);
+      if (unfit)
+        throw new CniError(
+          ErrorCode.InvalidNetworkConfig,
+          `cannot run DHCP on ${JSON.stringify(ifName)}: ${unfit}`,
+          "DHCP needs an Ethernet-like interface that can broadcast (CNI_IFNAME, the main plugin's interface)",
+        );
       if (setUp && !link.up) setLinkUp(ifName);
       return Uint8Array.from(link.mac.split(':').map((h) => Number.parseInt(h, 16)));
     });
   } catch (err) {
-    if (err instanceof LinkGoneError) throw err;
+    if (err instanceof LinkGoneError || err instanceof CniError) throw err;
     if (isGone(err)) throw new LinkGoneError(`${netns}: ${(err as Error).message}`);
     throw err;
   }

@@ -232,12 +232,19 @@ function errorJson(err: unknown): { code: number; msg: string; details: string }
   return { code: ErrorCode.Internal, msg: (err as Error)?.message ?? String(err), details: '' };
 }
 
+const REQUIRED = ['containerId', 'netns', 'ifName'] as const;
+
 async function handle(d: DhcpDaemon, method: Method, args: unknown): Promise<unknown> {
   const a = (args ?? {}) as CallArgs;
   if (method !== 'status' && method !== 'ping' && method !== 'gc') {
-    for (const k of ['containerId', 'netns', 'ifName'] as const)
+    // DEL may come without a namespace (the spec allows it): the lease is found by container ID, network and
+    // interface, and released through the namespace it was acquired in
+    const needed = method === 'release' ? (['containerId', 'ifName'] as const) : REQUIRED;
+    for (const k of needed)
       if (typeof a[k] !== 'string' || !a[k])
         throw new CniError(ErrorCode.InvalidEnvironmentVariables, `missing ${k}`);
+    if (a.netns !== undefined && typeof a.netns !== 'string')
+      throw new CniError(ErrorCode.InvalidEnvironmentVariables, 'netns must be a string');
     if (typeof a.config !== 'object' || a.config === null)
       throw new CniError(ErrorCode.DecodingFailure, 'missing config');
   }
@@ -463,10 +470,10 @@ function socketActivated(): boolean {
   return Number(process.env.LISTEN_FDS ?? 0) > 0 && Number(process.env.LISTEN_PID) === process.pid;
 }
 
-async function listen(path: string, log: Log): Promise<net.Server> {
+async function listen(path: string, log: Log, activation = true): Promise<net.Server> {
   const server = net.createServer();
   const fds = Number(process.env.LISTEN_FDS ?? 0);
-  if (socketActivated()) {
+  if (activation && socketActivated()) {
     if (fds > 1) throw new Error(`Too many (${fds}) FDs passed through socket activation`);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -505,27 +512,52 @@ async function listen(path: string, log: Log): Promise<net.Server> {
   return server;
 }
 
-/** `dhcp daemon [flags]`: runs until SIGINT/SIGTERM. Returns the exit code. */
-export async function daemonMain(
+/** A running daemon: its listener and leases; stop() ends it as SIGTERM ends `dhcp daemon`. */
+export interface RunningDaemon {
+  /** Where it listens (the socket path, or the descriptor systemd passed). */
+  readonly where: string;
+  readonly resumed: number;
+  readonly daemon: DhcpDaemon;
+  /** Stops listening and maintaining (leases stay on disk for the next daemon); removes the socket and pidfile. */
+  stop(): Promise<void>;
+}
+
+/** Raised by startDaemon when the daemon cannot start; `exitCode` is what `dhcp daemon` exits with. */
+export class DaemonStartError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
+
+/**
+ * Starts the daemon of `argv` (the `dhcp daemon` flags) in this process: the pidfile, the listener, the leases
+ * resumed from -statedir. `activation`: take a socket passed by systemd (the standalone daemon); a host process
+ * with sockets of its own (the warm service) passes false. Throws DaemonStartError (bad flags: exit code 2).
+ */
+export async function startDaemon(
   argv: readonly string[],
-  io: { stderr: { write(s: string): unknown } } = { stderr: process.stderr },
-): Promise<number> {
-  const log = goLog(io.stderr);
+  log: Log,
+  opts: { activation?: boolean } = {},
+): Promise<RunningDaemon> {
+  const activation = opts.activation ?? true;
   let flags: DaemonFlags;
   try {
     flags = parseDaemonFlags(argv);
   } catch (err) {
-    io.stderr.write(`${(err as Error).message}\n${USAGE}`);
-    return 2;
+    throw new DaemonStartError(`${(err as Error).message}\n${USAGE}`, 2);
   }
   if (flags.pidFile) {
-    if (!isAbsolute(flags.pidFile)) {
-      log(`Error writing pidfile ${JSON.stringify(flags.pidFile)}: path not absolute`);
-      return 1;
-    }
+    if (!isAbsolute(flags.pidFile))
+      throw new DaemonStartError(
+        `Error writing pidfile ${JSON.stringify(flags.pidFile)}: path not absolute`,
+        1,
+      );
     writeFileSync(flags.pidFile, String(process.pid), { mode: 0o644 });
   }
   const socketPath = flags.hostPrefix + flags.socketPath;
+  const activated = activation && socketActivated();
   let daemon: DhcpDaemon;
   let server: net.Server;
   try {
@@ -535,34 +567,65 @@ export async function daemonMain(
       stateDir: flags.stateDir,
       log,
     });
-    server = await listen(socketPath, log);
+    server = await listen(socketPath, log, activation);
   } catch (err) {
-    log(`Error getting listener: ${(err as Error).message}`);
-    return 1;
+    if (flags.pidFile) rmQuiet(flags.pidFile);
+    throw new DaemonStartError(`Error getting listener: ${(err as Error).message}`, 1);
   }
   const resumed = daemon.resume();
   attach(server, daemon, log);
-  const where = socketActivated() ? 'the socket passed by systemd (fd 3)' : socketPath;
+  let stopping: Promise<void> | undefined;
+  return {
+    where: activated ? 'the socket passed by systemd (fd 3)' : socketPath,
+    resumed,
+    daemon,
+    stop() {
+      stopping ??= (async () => {
+        server.close();
+        await daemon.shutdown();
+        if (!activated) rmQuiet(socketPath);
+        if (flags.pidFile) rmQuiet(flags.pidFile);
+      })();
+      return stopping;
+    },
+  };
+}
+
+function rmQuiet(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // already gone
+  }
+}
+
+/** `dhcp daemon [flags]`: runs until SIGINT/SIGTERM. Returns the exit code. */
+export async function daemonMain(
+  argv: readonly string[],
+  io: { stderr: { write(s: string): unknown } } = { stderr: process.stderr },
+): Promise<number> {
+  const log = goLog(io.stderr);
   // the signal handlers first: whoever waits for "listening on" may send SIGTERM at once (seen under the kernel
   // lab's TCG: the daemon died of the signal's default action, exit status null instead of 0)
+  let stop = () => {};
   const stopped = new Promise<void>((resolve) => {
-    const stop = () => resolve();
+    stop = () => resolve();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
-  log(`listening on ${where}${resumed ? `, ${resumed} lease(s) resumed` : ''}`);
+  let running: RunningDaemon;
+  try {
+    running = await startDaemon(argv, log);
+  } catch (err) {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+    if (!(err instanceof DaemonStartError)) throw err;
+    if (err.exitCode === 2) io.stderr.write(`${err.message}`);
+    else log(err.message);
+    return err.exitCode;
+  }
+  log(`listening on ${running.where}${running.resumed ? `, ${running.resumed} lease(s) resumed` : ''}`);
   await stopped;
-  server.close();
-  await daemon.shutdown();
-  try {
-    if (!socketActivated()) unlinkSync(socketPath);
-  } catch {
-    // already gone
-  }
-  try {
-    if (flags.pidFile) unlinkSync(flags.pidFile);
-  } catch {
-    // already gone
-  }
+  await running.stop();
   return 0;
 }

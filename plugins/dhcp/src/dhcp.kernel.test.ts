@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { cniCall, eventually } from '@cnikit/testing';
+import { cniCall, eventually, scaled } from '@cnikit/testing';
 import { attach, DhcpDaemon } from './daemon.ts';
 import { plugin } from './index.ts';
 import type { LeaseRecord } from './lease.ts';
@@ -169,6 +169,30 @@ describe('dhcp against dnsmasq', { concurrency: false }, () => {
     assert.equal(d2.code, 0);
   });
 
+  test('DEL without CNI_NETNS releases by container ID, network and interface (daemon, state file, server)', async () => {
+    const [c] = lab.addContainers(1);
+    const r = await cniCall(plugin, 'ADD', conf(), { netns: c!.path, containerId: 'c-del-nons' });
+    assert.equal(r.code, 0, r.stdout);
+    addAddress(c!, r.json.ips[0].address);
+    await daemon.flush();
+    const file = join(stateDir, leaseFileName('c-del-nons/dhnet/eth0'));
+    assert.ok(existsSync(file) && serverLease('c-del-nons'));
+    const d = await cniCall(plugin, 'DEL', conf(), {
+      containerId: 'c-del-nons',
+      env: { CNI_NETNS: undefined },
+    });
+    assert.equal(d.code, 0, d.stdout);
+    assert.equal(record('c-del-nons'), undefined, 'the daemon forgot the lease');
+    assert.ok(!existsSync(file), 'the state file is removed');
+    await eventually(() => serverLease('c-del-nons') === undefined, 'released at the server', 5000);
+    // again, and for an attachment the daemon never had: success
+    const again = await cniCall(plugin, 'DEL', conf(), {
+      containerId: 'c-del-nons',
+      env: { CNI_NETNS: undefined },
+    });
+    assert.equal(again.code, 0, again.stdout);
+  });
+
   test('DEL without the address on the interface still releases (broadcast)', async () => {
     const [c] = lab.addContainers(1);
     await cniCall(plugin, 'ADD', conf(), { netns: c!.path, containerId: 'c-del-bc' });
@@ -258,6 +282,69 @@ describe('dhcp against dnsmasq', { concurrency: false }, () => {
     });
     assert.equal(bad.json.code, 7);
     assert.match(bad.json.msg, /^Can not parse option "nope"/);
+  });
+
+  test('ADD on an interface that cannot do DHCP (loopback, no broadcast) fails at once with code 7, changing nothing', async () => {
+    const [c] = lab.addContainers(1);
+    spawnSync('ip', ['-n', c!.name, 'tuntap', 'add', 'tun0', 'mode', 'tun']);
+    for (const [ifName, why] of [
+      ['lo', /cannot run DHCP on "lo": lo is a loopback interface/],
+      ['tun0', /cannot run DHCP on "tun0": tun0 cannot broadcast \(no IFF_BROADCAST/],
+    ] as const) {
+      const t0 = Date.now();
+      const r = await cniCall(plugin, 'ADD', conf(), { netns: c!.path, containerId: 'c-unfit', ifName });
+      const ms = Date.now() - t0;
+      assert.equal(r.code, 1, r.stdout);
+      assert.equal(r.json.code, 7, r.stdout);
+      assert.match(r.json.msg, why);
+      assert.ok(ms < scaled(1000), `${ifName}: failed after ${ms} ms`);
+      const link = (lab.ipJson(c!, ['link', 'show', ifName]) as Array<{ flags: string[] }>)[0]!;
+      assert.ok(!link.flags.includes('UP'), `${ifName} left down`);
+      assert.equal(record('c-unfit', ifName), undefined);
+    }
+    // a missing interface fails as fast, with the reference's text
+    const t0 = Date.now();
+    const none = await cniCall(plugin, 'ADD', conf(), {
+      netns: c!.path,
+      containerId: 'c-unfit',
+      ifName: 'eth7',
+    });
+    assert.equal(none.json.msg, 'error looking up "eth7": Link not found');
+    assert.ok(Date.now() - t0 < scaled(1000), `missing interface: failed after ${Date.now() - t0} ms`);
+  });
+
+  test('provide: an option the client owns (53, 50, 54, 55, 57, pad, end) is error 7 before any DHCP traffic', async () => {
+    const [c] = lab.addContainers(1);
+    const before = lab.serverLog().split('DHCPDISCOVER').length;
+    for (const option of ['53', '50', '54', '55', '57', '0', '255']) {
+      const t0 = Date.now();
+      const r = await cniCall(
+        plugin,
+        'ADD',
+        conf({
+          provide: [
+            { option: 'host-name', value: 'h' },
+            { option, value: '1' },
+          ],
+        }),
+        {
+          netns: c!.path,
+          containerId: 'c-owned',
+        },
+      );
+      assert.equal(r.json?.code, 7, `option ${option}: ${r.stdout}`);
+      assert.match(
+        r.json.msg,
+        new RegExp(
+          `^ipam\\.provide\\[1\\]: option "${option}" cannot be provided: option ${option} is the DHCP client's own`,
+        ),
+      );
+      assert.ok(Date.now() - t0 < scaled(1000), `option ${option}: failed after ${Date.now() - t0} ms`);
+    }
+    assert.equal(record('c-owned'), undefined);
+    assert.equal(lab.serverLog().split('DHCPDISCOVER').length, before, 'no DISCOVER sent');
+    const link = (lab.ipJson(c!, ['link', 'show', 'eth0']) as Array<{ flags: string[] }>)[0]!;
+    assert.ok(!link.flags.includes('UP'), 'eth0 left down');
   });
 
   test('STATUS succeeds with the daemon, fails with code 50 without it', async () => {

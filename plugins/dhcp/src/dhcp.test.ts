@@ -272,6 +272,42 @@ test('prepareOptions: provided values from config and CNI_ARGS; request list wit
   );
 });
 
+test('provide: the options the client owns are refused (code 7) whether given by value or fromArg; 61 and others pass', () => {
+  for (const option of ['53', '50', '54', '55', '57', '52', '0', '255']) {
+    for (const p of [
+      { option, value: 'x' },
+      { option, fromArg: 'ABSENT' },
+    ]) {
+      assert.throws(
+        () => prepareOptions(readIpamConfig({ ipam: { provide: [p] } }), ''),
+        (e: Error & { code?: number }) =>
+          e.code === 7 &&
+          e.message.startsWith(
+            `ipam.provide[0]: option "${option}" cannot be provided: option ${option} is the DHCP client's own`,
+          ),
+        `option ${option} ${JSON.stringify(p)}`,
+      );
+    }
+  }
+  const ok = prepareOptions(
+    readIpamConfig({
+      ipam: {
+        provide: [
+          { option: 'dhcp-client-identifier', value: 'mine' },
+          { option: '51', value: 'x' },
+          { option: 'vendor-class-identifier', value: 'v' },
+        ],
+      },
+    }),
+    '',
+  );
+  assert.deepEqual(ok.provide, [
+    [61, 'mine'],
+    [51, 'x'],
+    [60, 'v'],
+  ]);
+});
+
 test('config: defaults and type errors (code 7)', () => {
   assert.deepEqual(readIpamConfig({}), {
     daemonSocketPath: '/run/cni/dhcp.sock',
@@ -377,7 +413,21 @@ test('protocol: status and errors through the socket; an HTTP answer (Go daemon)
     const sock = join(dir, 'd.sock');
     await new Promise<void>((r) => server.listen(sock, r));
     assert.deepEqual(await callDaemon(sock, 'status', {}), { pid: process.pid, leases: [] });
-    await assert.rejects(callDaemon(sock, 'release', { containerId: 'c' }), /missing netns/);
+    await assert.rejects(
+      callDaemon(sock, 'allocate', { containerId: 'c', ifName: 'eth0', config: {} }),
+      /missing netns/,
+    );
+    await assert.rejects(callDaemon(sock, 'release', { containerId: 'c', config: {} }), /missing ifName/);
+    // DEL may come without a namespace: the lease is found by container ID, network and interface
+    assert.deepEqual(
+      await callDaemon(sock, 'release', {
+        containerId: 'c',
+        netns: '',
+        ifName: 'eth0',
+        config: { name: 'n' },
+      }),
+      {},
+    );
     // a Go net/rpc client gets an HTTP error status it prints
     const goReply = await new Promise<string>((resolve) => {
       const c = net.createConnection(sock, () => c.write('CONNECT /_goRPC_ HTTP/1.0\n\n'));

@@ -116,4 +116,16 @@ export const plugin: Plugin<Conf> = {
     daemon: async (args) => (await import('./daemon.ts')).daemonMain(args),
     status: statusMain,
   },
+  // `cnikit serve --dhcp-daemon`: the warm service runs the daemon's listener in its own process
+  resident: {
+    command: 'daemon',
+    async start(args, log) {
+      const { startDaemon } = await import('./daemon.ts');
+      const running = await startDaemon(args, log, { activation: false });
+      return {
+        description: `listening on ${running.where}${running.resumed ? `, ${running.resumed} lease(s) resumed` : ''}`,
+        stop: () => running.stop(),
+      };
+    },
+  },
 };

@@ -38,6 +38,24 @@ export const DEFAULT_REQUESTED = [
   Opt.CLASSLESS_ROUTES,
 ];
 
+/**
+ * Options the client itself puts in each message, by RFC 2131/2132 and the message's state: they cannot be
+ * provided (a provided value would replace the client's — a DHCPDISCOVER sent as another message type, a server
+ * identifier or requested address in a renewal, where RFC 2131 forbids them — and the exchange would only fail at
+ * the acquisition timeout). The client identifier (61) stays providable, as in the reference.
+ */
+export const CLIENT_OWNED_OPTIONS: Readonly<Record<number, string>> = {
+  [Opt.PAD]: 'pad: a single byte without length, not an option with a value',
+  [Opt.REQUESTED_IP]:
+    'requested IP address: the client sends the offered (or held) address where RFC 2131 allows it',
+  [Opt.OVERLOAD]: "option overload: the layout of the message is the encoder's",
+  [Opt.MESSAGE_TYPE]: 'DHCP message type: DISCOVER, REQUEST and RELEASE are chosen by the client',
+  [Opt.SERVER_ID]: "server identifier: the client sends the offering server's where RFC 2131 requires it",
+  [Opt.PARAMETER_REQUEST_LIST]: 'parameter request list: set it with ipam.request',
+  [Opt.MAX_MESSAGE_SIZE]: "maximum DHCP message size: what the client can receive is the client's",
+  [Opt.END]: 'end: a single byte without length, not an option with a value',
+};
+
 export interface ProvideOption {
   option: string;
   value?: string;
@@ -129,8 +147,13 @@ export interface PreparedOptions {
 export function prepareOptions(conf: DhcpIpamConfig, cniArgs: string): PreparedOptions {
   const args = parseCniArgs(cniArgs);
   const provide: Array<[number, string]> = [];
-  for (const p of conf.provide) {
+  for (const [n, p] of conf.provide.entries()) {
     const code = parseOptionName(p.option);
+    const owned = CLIENT_OWNED_OPTIONS[code];
+    if (owned !== undefined)
+      throw configError(
+        `ipam.provide[${n}]: option ${JSON.stringify(p.option)} cannot be provided: option ${code} is the DHCP client's own (${owned})`,
+      );
     if (p.value) {
       if (Buffer.byteLength(p.value) > 255)
         throw configError(

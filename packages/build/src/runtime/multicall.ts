@@ -213,6 +213,7 @@ const PLUGIN_KEYS = Object.keys({
   gc: 0,
   status: 0,
   commands: 0,
+  resident: 0,
 } satisfies Record<Exclude<keyof AnyPlugin, 'name'>, 0>);
 
 /**
