@@ -58,6 +58,32 @@ describe('scripts/install', () => {
     assert.match(lines.join('\n'), /done: 4 change/);
   });
 
+  test('a build with the warm client: the client goes in beside cnikit (a copy, not a link), and stays unchanged', () => {
+    const src = fakeSource('binary-v1');
+    mkdirSync(join(src, 'warm'));
+    writeFileSync(join(src, 'warm', 'cnikit-client'), 'client-v1', { mode: 0o755 });
+    linkSync(join(src, 'warm', 'cnikit-client'), join(src, 'warm', 'bridge'));
+    const dst = target();
+    const lines: string[] = [];
+    install({ source: src, target: dst, dryRun: false, out: (l) => lines.push(l) });
+    assert.deepEqual(readdirSync(dst).sort(), [
+      'bridge',
+      'cnikit',
+      'cnikit-client',
+      'host-local',
+      'loopback',
+    ]);
+    assert.equal(readFileSync(join(dst, 'cnikit-client'), 'utf8'), 'client-v1');
+    assert.equal(statSync(join(dst, 'cnikit-client')).mode & 0o777, 0o755);
+    assert.equal(readFileSync(join(dst, 'bridge'), 'utf8'), 'binary-v1', 'plugin names stay cold');
+    assert.match(lines.join('\n'), /install\s+cnikit-client: copy /);
+    const again = install({ source: src, target: dst, dryRun: false, ...quiet });
+    assert.ok(
+      again.every((s) => s.action === 'unchanged'),
+      JSON.stringify(again),
+    );
+  });
+
   test('second install changes nothing', () => {
     const src = fakeSource();
     const dst = target();
