@@ -32,7 +32,8 @@ describe('host state', () => {
   });
 
   test('two readings of an untouched namespace are equal: this machine and a private one', () => {
-    assert.deepEqual(diffHostState(hostState(), hostState()), { problems: [], notes: [] });
+    // (notes allowed: a test running meanwhile may load a kernel module, which adds sysctls everywhere)
+    assert.deepEqual(diffHostState(hostState(), hostState()).problems, []);
     const a = hostState(ns);
     assert.equal(a.sysctls['net/ipv4/ip_forward'], '0');
     assert.ok(a.links.includes('lo kind=none UP'), JSON.stringify(a.links));
