@@ -44,6 +44,8 @@ const hostNetns = process.env.CNIKIT_TEST_HOST_NETNS || undefined;
 const hostCheck =
   process.getuid?.() === 0 && (hostNetns !== undefined || process.env.CNIKIT_TEST_RUN !== '1');
 const hostBefore = hostCheck ? hostState(hostNetns) : undefined;
+if (!hostCheck && process.env.CNIKIT_TEST_RUN !== '1')
+  console.log("ℹ host state: not checked (reading the machine's firewall and every sysctl needs root)");
 
 /** Exit with `status`, or 1 when the run changed the machine's network state (each change named). */
 function finish(status) {
