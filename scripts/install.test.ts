@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { linkAtomic } from '../packages/sys/src/atomic.ts';
-import { copyAtomic, InstallError, install, parseArgs, plan, sourcePlugins } from './install.ts';
+import { copyAtomic, InstallError, install, parseArgs, plan, shellWord, sourcePlugins } from './install.ts';
 
 const base = mkdtempSync(join(tmpdir(), 'cnikit-install-test-'));
 after(() => rmSync(base, { recursive: true, force: true }));
@@ -225,6 +225,14 @@ describe('scripts/install', () => {
     assert.equal(parseArgs(['-h']), 'help');
     assert.throws(() => parseArgs(['--bogus']), /unknown argument "--bogus"/);
     assert.throws(() => parseArgs(['--target']), /--target needs a value/);
+  });
+
+  test('a printed command line quotes the words a shell would split or expand', () => {
+    assert.equal(shellWord('/opt/cni/bin'), '/opt/cni/bin');
+    assert.equal(shellWord('--target=/a/b'), '--target=/a/b');
+    assert.equal(shellWord('/tmp/my dir'), "'/tmp/my dir'");
+    assert.equal(shellWord("it's"), "'it'\\''s'");
+    assert.equal(shellWord('$HOME'), "'$HOME'");
   });
 
   test('the scripts/install wrapper runs from any directory', () => {
