@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { linkAtomic } from '../packages/sys/src/atomic.ts';
-import { copyAtomic, InstallError, install, parseArgs, plan, sourcePlugins } from './install.ts';
+import { copyAtomic, InstallError, install, parseArgs, plan, shellWord, sourcePlugins } from './install.ts';
 
 const base = mkdtempSync(join(tmpdir(), 'cnikit-install-test-'));
 after(() => rmSync(base, { recursive: true, force: true }));
@@ -56,6 +56,32 @@ describe('scripts/install', () => {
     assert.equal(statSync(join(dst, 'cnikit')).mode & 0o777, 0o755);
     assert.equal(readFileSync(join(dst, 'loopback'), 'utf8'), 'binary-v1');
     assert.match(lines.join('\n'), /done: 4 change/);
+  });
+
+  test('a build with the warm client: the client goes in beside cnikit (a copy, not a link), and stays unchanged', () => {
+    const src = fakeSource('binary-v1');
+    mkdirSync(join(src, 'warm'));
+    writeFileSync(join(src, 'warm', 'cnikit-client'), 'client-v1', { mode: 0o755 });
+    linkSync(join(src, 'warm', 'cnikit-client'), join(src, 'warm', 'bridge'));
+    const dst = target();
+    const lines: string[] = [];
+    install({ source: src, target: dst, dryRun: false, out: (l) => lines.push(l) });
+    assert.deepEqual(readdirSync(dst).sort(), [
+      'bridge',
+      'cnikit',
+      'cnikit-client',
+      'host-local',
+      'loopback',
+    ]);
+    assert.equal(readFileSync(join(dst, 'cnikit-client'), 'utf8'), 'client-v1');
+    assert.equal(statSync(join(dst, 'cnikit-client')).mode & 0o777, 0o755);
+    assert.equal(readFileSync(join(dst, 'bridge'), 'utf8'), 'binary-v1', 'plugin names stay cold');
+    assert.match(lines.join('\n'), /install\s+cnikit-client: copy /);
+    const again = install({ source: src, target: dst, dryRun: false, ...quiet });
+    assert.ok(
+      again.every((s) => s.action === 'unchanged'),
+      JSON.stringify(again),
+    );
   });
 
   test('second install changes nothing', () => {
@@ -199,6 +225,14 @@ describe('scripts/install', () => {
     assert.equal(parseArgs(['-h']), 'help');
     assert.throws(() => parseArgs(['--bogus']), /unknown argument "--bogus"/);
     assert.throws(() => parseArgs(['--target']), /--target needs a value/);
+  });
+
+  test('a printed command line quotes the words a shell would split or expand', () => {
+    assert.equal(shellWord('/opt/cni/bin'), '/opt/cni/bin');
+    assert.equal(shellWord('--target=/a/b'), '--target=/a/b');
+    assert.equal(shellWord('/tmp/my dir'), "'/tmp/my dir'");
+    assert.equal(shellWord("it's"), "'it'\\''s'");
+    assert.equal(shellWord('$HOME'), "'$HOME'");
   });
 
   test('the scripts/install wrapper runs from any directory', () => {

@@ -2,7 +2,10 @@
  * scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]
  *
  * Installs the multicall executable into DIR (default /opt/cni/bin) as DIR/cnikit, then one hard link per plugin
- * name (DIR/bridge, DIR/loopback, …) and DIR/cnitool (the cnitool CLI) — the same layout as dist-bin/.
+ * name (DIR/bridge, DIR/loopback, …) and DIR/cnitool (the cnitool CLI) — the same layout as dist-bin/ — and the warm
+ * client DIR/cnikit-client (dist-bin/warm/cnikit-client) when the build has it: every file of the build goes in, so
+ * the installed `cnikit install-cni --warm` or a later `scripts/install --warm` finds the client beside cnikit.
+ * Cold or warm only decides what the plugin names link to.
  *
  * - Atomic: every file is written under a temporary name inside DIR (same filesystem), fsynced, then renamed over
  *   the old name, so a runtime executing DIR/bridge at that moment sees the old or the new file, never a partial one.
@@ -15,7 +18,8 @@
  *   (dist-bin/cnikit); the plugin names still come from the links in dist-bin/.
  * - --from TARBALL installs a release tarball (npm run release) the same way, with or without --warm: it is checked
  *   against the SHA256SUMS beside it when there is one, must be flat, and is unpacked into a private temporary
- *   directory first (stageTarball); nothing is written into the target before every file is complete.
+ *   directory first (stageTarball); nothing is written into the target before every file is complete. Every file
+ *   of the tarball goes into the target (cnikit, its links, cnitool, cnikit-client, LICENSE, README.md), cold or warm.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -52,7 +56,15 @@ export interface InstallOptions {
   dryRun: boolean;
   /** Install dist-bin/<backend>/cnikit instead of dist-bin/cnikit. */
   backend?: 'bun' | 'sea';
+  /** Plain files copied as they are (mode kept) beside cnikit: the tarball's LICENSE and README.md. */
+  extras?: readonly Extra[];
   out: (line: string) => void;
+}
+
+/** A file installed as a copy of `src` under `name` in the target. */
+export interface Extra {
+  name: string;
+  src: string;
 }
 
 export interface PlanStep {
@@ -102,11 +114,21 @@ export function sourceMain(source: string, backend?: string): string {
   return p;
 }
 
+/**
+ * The files copied beside cnikit: the build's warm client (dist-bin/warm/cnikit-client, also laid out so by
+ * stageTarball) and the given extras.
+ */
+export function sourceExtras(source: string, extras: readonly Extra[] = []): Extra[] {
+  const client = join(source, 'warm', CLIENT_FILE);
+  return [...(existsSync(client) ? [{ name: CLIENT_FILE, src: client }] : []), ...extras];
+}
+
 export function plan(
   source: string,
   target: string,
   backend?: 'bun' | 'sea',
-): { steps: PlanStep[]; others: string[]; createDir: boolean } {
+  extras: readonly Extra[] = [],
+): { steps: PlanStep[]; others: string[]; createDir: boolean; copies: Extra[] } {
   const names = sourcePlugins(source);
   const createDir = !existsSync(target);
   const steps: PlanStep[] = [];
@@ -132,11 +154,23 @@ export function plan(
       steps.push({ name: n, action: 'relink', detail: `replace existing ${what} by a hard link to ${MAIN}` });
     }
   }
-  const ours = new Set([MAIN, ...names]);
+  const copies = sourceExtras(source, extras);
+  for (const c of copies) {
+    const st = createDir ? undefined : fileState(join(target, c.name));
+    if (!st) steps.push({ name: c.name, action: 'install', detail: `copy ${c.src}` });
+    else if (
+      st.isFile() &&
+      st.size === statSync(c.src).size &&
+      hashFile(join(target, c.name)) === hashFile(c.src)
+    )
+      steps.push({ name: c.name, action: 'unchanged', detail: 'same content' });
+    else steps.push({ name: c.name, action: 'replace', detail: `copy ${c.src} over the existing file` });
+  }
+  const ours = new Set([MAIN, ...names, ...copies.map((c) => c.name)]);
   const others = createDir
     ? []
     : readdirSync(target).filter((n) => !ours.has(n) && !n.startsWith('.cnikit-tmp-'));
-  return { steps, others, createDir };
+  return { steps, others, createDir, copies };
 }
 
 /** Copy src to dst atomically: O_EXCL temp file in dst's directory, write, fsync, rename. */
@@ -195,7 +229,7 @@ function mkdirParents(dir: string): void {
 export function install(opts: InstallOptions): PlanStep[] {
   const source = resolve(opts.source);
   const target = resolve(opts.target);
-  const p = plan(source, target, opts.backend);
+  const p = plan(source, target, opts.backend, opts.extras);
   const say = opts.out;
   const srcMain = sourceMain(source, opts.backend);
   say(`${opts.dryRun ? 'would install' : 'installing'} ${srcMain} into ${target}`);
@@ -207,7 +241,13 @@ export function install(opts: InstallOptions): PlanStep[] {
   if (p.createDir) mkdirParents(target);
   const main = join(target, MAIN);
   if (p.steps[0]?.action !== 'unchanged') copyAtomic(srcMain, main);
-  for (const s of p.steps.slice(1)) if (s.action !== 'unchanged') linkAtomic(main, join(target, s.name));
+  const copied = new Map(p.copies.map((c) => [c.name, c.src]));
+  for (const s of p.steps.slice(1)) {
+    if (s.action === 'unchanged') continue;
+    const src = copied.get(s.name);
+    if (src !== undefined) copyAtomic(src, join(target, s.name), statSync(src).mode & 0o777);
+    else linkAtomic(main, join(target, s.name));
+  }
   fsyncDir(target);
   say(`done: ${p.steps.filter((s) => s.action !== 'unchanged').length} change(s)`);
   return p.steps;
@@ -305,7 +345,24 @@ export function stageTarball(tarball: string, say: (line: string) => void): stri
   return dir;
 }
 
-export function cli(argv: string[]): number {
+/**
+ * The tarball's plain files that are neither cnikit, nor one of its links, nor the client (those three are laid out
+ * by stageTarball and installed as a build's are): LICENSE, README.md, and whatever a later release adds.
+ */
+export function tarballExtras(dir: string): Extra[] {
+  const links = new Set([MAIN, ...sourcePlugins(dir), CLIENT_FILE]);
+  return readdirSync(dir)
+    .filter((n) => !links.has(n) && TARBALL_ENTRY.test(n) && lstatSync(join(dir, n)).isFile())
+    .sort()
+    .map((n) => ({ name: n, src: join(dir, n) }));
+}
+
+/** A word of a printed command line, quoted for a POSIX shell when it needs to be. */
+export function shellWord(w: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`;
+}
+
+export function cli(argv: string[], staged?: { dir: string; given: readonly string[] }): number {
   const from = argv.findIndex((a) => a === '--from' || a.startsWith('--from='));
   if (from >= 0) {
     const arg = argv[from] as string;
@@ -327,22 +384,29 @@ export function cli(argv: string[]): number {
       return 1;
     }
     try {
-      return cli([...rest, '--source', dir]);
+      return cli([...rest, '--source', dir], { dir, given: argv });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  // --warm / --cold: warm mode on or off (packages/warm/src/install.ts)
-  if (argv.includes('--warm') || argv.includes('--cold')) {
-    return modeCli(argv, { source: join(ROOT, 'dist-bin'), out: printLine });
-  }
+  const given = staged?.given ?? argv;
   try {
+    const extras = staged ? tarballExtras(staged.dir) : [];
+    // --warm / --cold: warm mode on or off (packages/warm/src/install.ts)
+    if (argv.includes('--warm') || argv.includes('--cold')) {
+      return modeCli(argv, {
+        source: join(ROOT, 'dist-bin'),
+        out: printLine,
+        extras,
+        command: ['scripts/install', ...given].map(shellWord).join(' '),
+      });
+    }
     const opts = parseArgs(argv);
     if (opts === 'help') {
       process.stdout.write(USAGE);
       return 0;
     }
-    install(opts);
+    install({ ...opts, extras });
     return 0;
   } catch (err) {
     process.stderr.write(`install: ${(err as Error).message}\n`);

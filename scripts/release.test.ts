@@ -234,6 +234,19 @@ describe('scripts/install --from TARBALL', () => {
     return { tgz, out };
   };
 
+  /** Every entry of stage()'s tarball is in `target`; its files (not the links: their mode decides) as packed. */
+  const assertEveryFile = (target: string) => {
+    const s = stage();
+    for (const n of ['cnikit', 'cnikit-client', 'LICENSE', 'README.md'])
+      assert.equal(readFileSync(join(target, n), 'utf8'), readFileSync(join(s.dir, n), 'utf8'), n);
+    assert.deepEqual(
+      readdirSync(target)
+        .filter((f) => !f.startsWith('.'))
+        .sort(),
+      [...s.names].sort(),
+    );
+  };
+
   test('cold: cnikit and a hard link per plugin and cnitool, checked against SHA256SUMS', () => {
     const { tgz } = release();
     const target = join(fresh('t'), 'bin');
@@ -243,7 +256,11 @@ describe('scripts/install --from TARBALL', () => {
     assert.equal(readFileSync(join(target, 'cnikit'), 'utf8'), 'pretend executable\n');
     for (const n of ['bridge', 'loopback', 'cnitool'])
       assert.equal(statSync(join(target, n)).ino, statSync(join(target, 'cnikit')).ino, n);
-    assert.ok(!existsSync(join(target, 'cnikit-client')), 'the client only with --warm');
+    // every file of the tarball goes in, cold too: the installed `cnikit install-cni --warm` needs the client
+    assertEveryFile(target);
+    assert.equal(statSync(join(target, 'cnikit-client')).mode & 0o777, 0o755);
+    assert.equal(statSync(join(target, 'LICENSE')).mode & 0o777, 0o644);
+    assert.notEqual(statSync(join(target, 'cnikit-client')).ino, statSync(join(target, 'cnikit')).ino);
   });
 
   test('--warm: the plugin names link to the client, cnitool to cnikit; units only where asked', () => {
@@ -256,6 +273,37 @@ describe('scripts/install --from TARBALL', () => {
     for (const n of ['bridge', 'loopback']) assert.equal(statSync(join(target, n)).ino, client, n);
     assert.equal(statSync(join(target, 'cnitool')).ino, statSync(join(target, 'cnikit')).ino);
     assert.ok(readdirSync(units).length > 0, 'systemd units written');
+    assertEveryFile(target);
+  });
+
+  test('--warm without --systemd-dir: the hints name the tarball, the target and the socket given', () => {
+    const { tgz } = release();
+    const target = join(fresh('t'), 'bin');
+    const sock = join(fresh('run'), 'w.sock');
+    const r = install(['--from', tgz, '--warm', '--target', target, '--socket', sock]);
+    assert.equal(r.status, 0, r.stderr + r.stdout);
+    assert.ok(
+      r.stdout.includes(
+        `run again with --systemd-dir DIR to install them: scripts/install --from ${tgz} --warm --target ${target} --socket ${sock} --systemd-dir DIR`,
+      ),
+      r.stdout,
+    );
+    assert.ok(
+      r.stdout.includes(`check it with: ${join(target, 'cnikit')} serve --check --socket ${sock})`),
+      r.stdout,
+    );
+    assertEveryFile(target);
+  });
+
+  test('cold then --warm then --cold from the same tarball: the file set never shrinks', () => {
+    const { tgz } = release();
+    const target = join(fresh('t'), 'bin');
+    for (const mode of [[], ['--warm'], ['--cold']]) {
+      const r = install(['--from', tgz, ...mode, '--target', target]);
+      assert.equal(r.status, 0, r.stderr + r.stdout);
+      assertEveryFile(target);
+    }
+    assert.equal(statSync(join(target, 'bridge')).ino, statSync(join(target, 'cnikit')).ino, 'cold again');
   });
 
   test('a tarball that does not match SHA256SUMS is refused and nothing is installed', () => {
@@ -289,6 +337,8 @@ describe('scripts/install --from TARBALL', () => {
     const r = install(['--from', tgz, '--target', target, '--dry-run']);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /would install/);
+    for (const n of ['cnikit-client', 'LICENSE', 'README.md'])
+      assert.match(r.stdout, new RegExp(`install +${n}: copy `));
     assert.ok(!existsSync(target));
     assert.match(install(['--from', join(tmp, 'nope.tgz')]).stderr, /nope\.tgz not found/);
     assert.match(install(['--from']).stderr, /--from needs a tarball/);

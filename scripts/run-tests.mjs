@@ -8,10 +8,17 @@
 //                                         every other run leaves them out unless they are named)
 //   node scripts/run-tests.mjs --k8s      only the Kubernetes end-to-end tests (*.k8s.test.ts: `npm run test:k8s`, a
 //                                         private containerd; every other run leaves them out unless they are named)
+//
+// Tests must not change the machine: as root, every mode (--vm: the host side) records the network state of the
+// namespace this runner is in (scripts/host-state.mjs: links, addresses, routes, rules, iptables/nft, the net.*
+// sysctls) before the first file and after the last, and fails the run naming what changed. Only the top-level run
+// does this (its test processes get CNIKIT_TEST_RUN=1); CNIKIT_TEST_HOST_NETNS=PATH points it at another namespace
+// (scripts/run-tests.kernel.test.ts uses a private one).
 import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Writable } from 'node:stream';
+import { diffHostState, hostState } from './host-state.mjs';
 import { buildTsCache, tsxEntry } from './ts-cache.mjs';
 import { runInVm } from './vm.mjs';
 
@@ -32,6 +39,30 @@ function walk(dir, out) {
   return out;
 }
 
+// the machine's state before anything runs (see the top): only the top-level run, and only root can read all of it
+const hostNetns = process.env.CNIKIT_TEST_HOST_NETNS || undefined;
+const hostCheck =
+  process.getuid?.() === 0 && (hostNetns !== undefined || process.env.CNIKIT_TEST_RUN !== '1');
+const hostBefore = hostCheck ? hostState(hostNetns) : undefined;
+if (!hostCheck && process.env.CNIKIT_TEST_RUN !== '1')
+  console.log("ℹ host state: not checked (reading the machine's firewall and every sysctl needs root)");
+
+/** Exit with `status`, or 1 when the run changed the machine's network state (each change named). */
+function finish(status) {
+  if (hostBefore) {
+    const { problems, notes } = diffHostState(hostBefore, hostState(hostNetns));
+    const where = hostNetns ?? "this machine's network namespace";
+    for (const n of notes) console.log(`ℹ host state: ${n}`);
+    if (problems.length) {
+      console.log(`✖ the tests changed ${where} (tests must leave it as they found it):`);
+      for (const p of problems) console.log(`✖   ${p}`);
+      process.exit(1);
+    }
+    console.log(`ℹ host state: ${where} unchanged`);
+  }
+  process.exit(status);
+}
+
 let files = explicit.length
   ? explicit
   : ['packages', 'plugins', 'scripts', 'test-netns'].flatMap((d) => walk(join(root, d), [])).sort();
@@ -43,7 +74,7 @@ if (!explicit.length) {
 if (unitOnly) files = files.filter((f) => !f.endsWith('.kernel.test.ts') && !f.startsWith('test-netns/'));
 if (files.length === 0) {
   console.error('no test files found');
-  process.exit(1);
+  finish(1);
 }
 const concurrency = process.env.CNIKIT_TEST_CONCURRENCY ?? '4';
 // Workspace packages resolve to their TypeScript sources (the `cnikit-source` export condition, listed first in each
@@ -65,7 +96,8 @@ const nodeTestArgs = (list) => [
   '--test-reporter-destination=stderr',
   ...list,
 ];
-const testEnv = { ...process.env, NODE_OPTIONS: nodeOptions };
+// CNIKIT_TEST_RUN: a run-tests started by a test is not the top-level run (no host-state check of its own)
+const testEnv = { ...process.env, NODE_OPTIONS: nodeOptions, CNIKIT_TEST_RUN: '1' };
 const envFor = (list) => ({ ...testEnv, CNIKIT_TEST_FILES: String(list.length) });
 
 // Kernel lab (docs/kernel-lab.md): a file whose top comment says `// cnikit-kernel-features: a b` runs on this
@@ -121,7 +153,7 @@ if (vmAll) {
     );
     if (probe.status !== 0) {
       console.error(`kernel feature probe failed:\n${probe.stderr}`);
-      process.exit(1);
+      finish(1);
     }
     const missing = JSON.parse(probe.stdout);
     vmFiles = marked.filter((f) => missing[f].length > 0);
@@ -183,7 +215,7 @@ function noSkips(counts) {
 }
 
 const host = await runHere(files);
-if (vmFiles.length === 0) process.exit(host.status === 0 && noSkips(host.counts) ? 0 : 1);
+if (vmFiles.length === 0) finish(host.status === 0 && noSkips(host.counts) ? 0 : 1);
 console.log(`ℹ kernel lab: ${vmFiles.length} file(s) in the VM (npm run vm)`);
 const vmOut = tally(process.stdout);
 const vmStart = Date.now();
@@ -218,4 +250,4 @@ console.log(
 );
 for (const k of keys) console.log(`ℹ ${k} ${sum[k]}`);
 console.log(`${sum.pass} passed, ${sum.fail} failed`);
-process.exit(host.status === 0 && vmStatus === 0 && sum.fail === 0 && noSkips(sum) ? 0 : 1);
+finish(host.status === 0 && vmStatus === 0 && sum.fail === 0 && noSkips(sum) ? 0 : 1);

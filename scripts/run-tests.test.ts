@@ -51,3 +51,30 @@ test('each file is announced on stderr when it ends, in completion order, with i
   assert.match(r.stdout, /^ℹ fail 1$/m);
   assert.doesNotMatch(r.stdout, /▸ file/);
 });
+
+test('host state diff: a module default link or a new sysctl key is a note; a changed value or a new link is not', async () => {
+  const { diffHostState } = await import('./host-state.mjs');
+  const empty = { links: [], addresses: [], routes: [], rules: [], iptables: [], nftables: [] };
+  const before = { ...empty, links: ['lo kind=none UP'], sysctls: { 'net/ipv4/ip_forward': '0' } };
+  const after = {
+    ...empty,
+    links: ['lo kind=none UP', 'sit0 kind=sit', 'veth9 kind=veth'],
+    sysctls: {
+      'net/ipv4/ip_forward': '1',
+      'net/bridge/bridge-nf-call-iptables': '1',
+      'net/ipv4/conf/veth9/forwarding': '0',
+    },
+  };
+  const d = diffHostState(before, after);
+  assert.deepEqual(d.problems, ['links: added veth9 kind=veth', 'sysctls: net.ipv4.ip_forward: 0 -> 1']);
+  assert.deepEqual(d.notes, [
+    'links: sit0 kind=sit appeared (created by a kernel module a test loaded, in every namespace)',
+    'sysctls: net.bridge.bridge-nf-call-iptables = 1 appeared (a kernel module was loaded)',
+  ]);
+  // a module link that a test brought UP is a change
+  assert.deepEqual(
+    diffHostState(before, { ...after, links: [...before.links, 'sit0 kind=sit UP'], sysctls: before.sysctls })
+      .problems,
+    ['links: added sit0 kind=sit UP'],
+  );
+});

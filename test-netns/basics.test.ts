@@ -149,6 +149,17 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
     const tool = spawnSync(join(target, 'cnitool'), ['--help'], { encoding: 'utf8' });
     assert.equal(tool.status, 0, tool.stderr);
     assert.match(tool.stdout, /^usage: cnitool /);
+    // every file of the build is there: the installed executable can switch a bin directory to warm mode by itself
+    const warmDir = join(scratch, 'warm-bin');
+    const w = spawnSync(
+      join(target, 'cnikit'),
+      ['install-cni', '--warm', '--bin-dir', warmDir, '--no-conf'],
+      {
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(w.status, 0, w.stdout + w.stderr);
+    assert.equal(statSync(join(warmDir, 'bridge')).ino, statSync(join(warmDir, 'cnikit-client')).ino);
   });
 
   test('the embedded native addon is extracted to a private content-addressed file and loads', () => {

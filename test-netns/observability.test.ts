@@ -78,6 +78,13 @@ function rt(id: string, port: number, netns = env.sb.newContainer().path): Runti
 const byName = (spans: ReceivedSpan[], name: string, traceId: string) =>
   spans.filter((s) => s.traceId === traceId && s.name === name);
 
+/** Every plugin-call span of the trace (those with `cni.plugin`) says `mode`, and they are exactly `names`. */
+function assertModes(spans: ReceivedSpan[], traceId: string, mode: 'cold' | 'warm', names: string[]): void {
+  const calls = spans.filter((s) => s.traceId === traceId && s.attributes['cni.plugin'] !== undefined);
+  assert.deepEqual(calls.map((s) => s.name).sort(), [...names].sort());
+  for (const s of calls) assert.equal(s.attributes['cnikit.mode'], mode, `${s.name}: cnikit.mode`);
+}
+
 /** Checks the tree of one traced ADD of the chain; returns the libcni span. */
 function checkAddTree(spans: ReceivedSpan[], traceId: string, ctr: string, inProcess: boolean): ReceivedSpan {
   const [root] = byName(spans, 'libcni ADD obs', traceId);
@@ -108,6 +115,8 @@ function checkAddTree(spans: ReceivedSpan[], traceId: string, ctr: string, inPro
   assert.ok(hl, 'the in-process host-local span');
   assert.equal(hl.parentSpanId, del.spanId);
   assert.equal(hl.attributes['cnikit.in_process'], true);
+  // cold calls: every plugin span of the chain, the in-process delegate's too, says cold
+  assertModes(spans, traceId, 'cold', ['bridge ADD', 'host-local ADD', 'tuning ADD', 'portmap ADD']);
   const ns = spans.filter((s) => s.traceId === traceId && s.name === 'netns' && s.parentSpanId === br.spanId);
   assert.ok(ns.length > 0, 'bridge entered the container: netns spans');
   for (const s of ns) {
@@ -517,6 +526,38 @@ describe('warm mode: metrics and batched traces', () => {
     assert.equal(value(after, { plugin: 'bridge', command: 'ADD', result_code: '11' }), 1);
     assert.equal(value(family(m.body, 'cnikit_client_fallbacks_total'), { reason: 'unavailable' }), 2);
     env.sb.exec('ip', ['link', 'del', 'obsdl0']);
+  });
+
+  test('a traced warm bridge + host-local ADD: every span says warm, the in-process host-local one too', async () => {
+    const traceId = CALLER.replace(/^0a/, '3d');
+    const conf = {
+      cniVersion: '1.1.0',
+      name: 'obs-warm',
+      type: 'bridge',
+      bridge: 'obswarm0',
+      isGateway: true,
+      ipam: { type: 'host-local', subnet: '10.93.9.0/24', dataDir: join(env.dir, 'ipam-warm') },
+    };
+    const ctr = env.sb.newContainer();
+    const add = call('bridge', 'ADD', conf, {
+      TRACEPARENT: `00-${traceId}-${CALLER_SPAN}-01`,
+      CNI_NETNS: ctr.path,
+      CNI_CONTAINERID: 'ctr-warm-chain',
+    });
+    assert.equal(add.code, 0, add.stdout + add.stderr);
+    const spans = await rx.waitFor((s) => byName(s, 'host-local ADD', traceId).length === 1);
+    const [br] = byName(spans, 'bridge ADD', traceId);
+    assert.ok(br);
+    const [del] = byName(spans, 'delegate host-local ADD', traceId);
+    assert.equal(del?.attributes['cni.delegate.mode'], 'in-process');
+    assert.equal(byName(spans, 'host-local ADD', traceId)[0]?.attributes['cnikit.in_process'], true);
+    assertModes(spans, traceId, 'warm', ['bridge ADD', 'host-local ADD']);
+    // and every span of that call came in a warm export
+    for (const s of spans.filter((x) => x.traceId === traceId))
+      assert.equal(s.resource['cnikit.mode'], 'warm', `${s.name}: resource cnikit.mode`);
+    const rm = call('bridge', 'DEL', conf, { CNI_NETNS: ctr.path, CNI_CONTAINERID: 'ctr-warm-chain' });
+    assert.equal(rm.code, 0, rm.stdout + rm.stderr);
+    env.sb.exec('ip', ['link', 'del', 'obswarm0']);
   });
 
   test('--metrics: bad addresses are refused at start', () => {

@@ -1,7 +1,7 @@
 // The Go pkg/ip + pkg/ipam equivalents (configureIface, enableForward, createVethWithRandomPeer,
 // delLinkByNameAddr) against the real kernel, verified with `ip -json`.
 import assert from 'node:assert/strict';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { addAddr } from './addr.ts';
 import { configureIface, enableForward } from './ipam.ts';
@@ -98,9 +98,17 @@ describe('pkg/ip + pkg/ipam helpers (kernel)', () => {
       );
     }));
 
-  test('enableForward writes 1 in the namespace', () =>
+  test('enableForward writes 1 in the namespace, never in the root one', () => {
+    const rootForward = readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8');
+    const rootForward6 = readFileSync('/proc/sys/net/ipv6/conf/all/forwarding', 'utf8');
     withTestNs(1, (ns) => {
       withNetns(ns.path, () => {
+        // both sysctls exist in the root namespace too: write only when this thread really is in the test one
+        const here = statSync('/proc/thread-self/ns/net').ino;
+        if (here !== statSync(ns.path).ino)
+          throw new Error(
+            `withNetns did not enter ${ns.path} (thread netns inode ${here}): refusing to write`,
+          );
         assert.equal(sysctlGet('net/ipv4/ip_forward').trim(), '0');
         enableForward(4);
         enableForward(6);
@@ -108,5 +116,12 @@ describe('pkg/ip + pkg/ipam helpers (kernel)', () => {
         assert.equal(sysctlGet('net/ipv6/conf/all/forwarding').trim(), '1');
         enableForward(4); // already 1: no change
       });
-    }));
+    });
+    assert.equal(
+      readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8'),
+      rootForward,
+      'root ip_forward untouched',
+    );
+    assert.equal(readFileSync('/proc/sys/net/ipv6/conf/all/forwarding', 'utf8'), rootForward6);
+  });
 });

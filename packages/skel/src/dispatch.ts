@@ -19,6 +19,7 @@ import {
   parseTraceparent,
   type Span,
   SpanKind,
+  type SpanRecord,
   startRecording,
   startSpan,
   type TraceExporter,
@@ -308,6 +309,20 @@ interface CallTrace {
   root?: boolean;
 }
 
+/** The `cnikit.mode` of the nearest call span at or above `span` in its recording (the delegating plugin's). */
+function callerMode(span: Span): 'cold' | 'warm' | undefined {
+  const byId = new Map(span.recording.spans.map((r) => [r.spanId, r]));
+  for (
+    let r: SpanRecord | undefined = span.record;
+    r;
+    r = r.parentSpanId ? byId.get(r.parentSpanId) : undefined
+  ) {
+    const m = r.attributes['cnikit.mode'];
+    if (m === 'warm' || m === 'cold') return m;
+  }
+  return undefined;
+}
+
 /** Starts the call's span when the call is traced (see ./trace.ts); undefined otherwise. */
 function beginCallSpan(
   plugin: { name: string },
@@ -319,6 +334,7 @@ function beginCallSpan(
   cniVersion: string,
 ): Span | undefined {
   if (t.startNs === undefined) return undefined;
+  const parent = currentSpan();
   const attrs = {
     'cni.plugin': plugin.name,
     'cni.command': verb,
@@ -327,11 +343,12 @@ function beginCallSpan(
     'cni.ifname': env.CNI_IFNAME ?? '',
     'cni.netns': env.CNI_NETNS ?? '',
     'cni.version': cniVersion,
-    'cnikit.mode': io.mode ?? 'cold',
+    // an in-process delegate (IPAM in the same process) runs in its caller's mode: warm inside the warm service
+    'cnikit.mode': io.mode ?? (parent ? callerMode(parent) : undefined) ?? 'cold',
     'process.pid': process.pid,
   };
   const name = `${plugin.name} ${verb}`;
-  if (currentSpan()) {
+  if (parent) {
     const span = startSpan(name, { ...attrs, 'cnikit.in_process': true }, SpanKind.Server);
     if (span) span.record.startNs = t.startNs;
     t.root = false;

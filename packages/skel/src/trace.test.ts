@@ -5,11 +5,19 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { eventually, scaled } from '@cnikit/testing';
 import { decodeTraces, type OtlpReceiver, startBlackhole, startOtlpReceiver } from '@cnikit/testing/otlp';
-import { invokeInProcess } from './dispatch.ts';
+import { dispatch, invokeInProcess } from './dispatch.ts';
 import { CniError } from './errors.ts';
 import { delegateAdd, registerInProcess } from './invoke.ts';
 import { encodeSpans, postJson } from './otlp.ts';
-import { parseTraceparent, SpanKind, startRecording, traced, traceEndpoint, withSpan } from './trace.ts';
+import {
+  parseTraceparent,
+  type Recording,
+  SpanKind,
+  startRecording,
+  traced,
+  traceEndpoint,
+  withSpan,
+} from './trace.ts';
 import type { Plugin } from './types.ts';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -103,6 +111,7 @@ describe('tracing of plugin calls', () => {
     const sub = spans.find((s) => s.name === 'trace-child ADD')!;
     assert.equal(sub.parentSpanId, del.spanId);
     assert.equal(sub.attributes['cnikit.in_process'], true);
+    assert.equal(sub.attributes['cnikit.mode'], 'cold', 'a cold call: its in-process delegate says cold');
     assert.equal(sub.attributes['cni.network'], 'net1');
     const section = spans.find((s) => s.name === 'kernel work')!;
     assert.ok(section, JSON.stringify(spans.map((s) => s.name)));
@@ -114,6 +123,34 @@ describe('tracing of plugin calls', () => {
     }
     // one export for the whole call (the in-process delegate does not export on its own)
     assert.equal(rx.requests, 1);
+  });
+
+  test('a warm call (the dispatch of the warm service): every call span says warm, the in-process delegate too', async () => {
+    const recordings: Recording[] = [];
+    let stdout = '';
+    const code = await dispatch(parent, {
+      env: env({ TRACEPARENT }),
+      stdin: conf,
+      stdout: { write: (x: string) => (stdout += x) },
+      stderr: { write: () => true },
+      mode: 'warm',
+      traceEndpoint: 'http://127.0.0.1:9/v1/traces',
+      traceExporter: (r) => {
+        recordings.push(r);
+      },
+    });
+    assert.equal(code, 0, stdout);
+    assert.equal(recordings.length, 1, 'one recording for the call and its delegate');
+    const spans = recordings[0]!.spans;
+    const calls = spans.filter((x) => x.attributes['cni.plugin'] !== undefined);
+    assert.deepEqual(
+      calls.map((x) => [x.name, x.attributes['cnikit.mode']]),
+      [
+        ['trace-parent ADD', 'warm'],
+        ['trace-child ADD', 'warm'],
+      ],
+    );
+    assert.equal(calls[1]!.attributes['cnikit.in_process'], true);
   });
 
   test('a failing call: result code and error status', async () => {

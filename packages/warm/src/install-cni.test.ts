@@ -174,7 +174,7 @@ describe('installCni', () => {
     assert.throws(() => installCni(o2), /"plugins" must be a non-empty list/);
   });
 
-  test('upgrade: new content replaces the old atomically, links follow; cold mode removes our client', () => {
+  test('upgrade: new content replaces the old atomically, links follow; cold mode relinks and keeps the client', () => {
     const o = opts();
     installCni(o);
     const v2 = image('exe-v2', 'client-v2');
@@ -187,7 +187,22 @@ describe('installCni', () => {
     );
     installCni({ ...o, ...v2, mode: 'cold' });
     assert.equal(readFileSync(join(o.binDir, 'bridge'), 'utf8'), 'exe-v2');
-    assert.equal(existsSync(join(o.binDir, 'cnikit-client')), false);
+    // the installed cnikit can go warm again by itself: its client stays beside it, recorded as ours
+    assert.equal(readFileSync(join(o.binDir, 'cnikit-client'), 'utf8'), 'client-v2');
+    assert.equal(checkInstalled(o.binDir).ok, true, JSON.stringify(checkInstalled(o.binDir).problems));
+  });
+
+  test('cold on a fresh node installs the client too (not linked); without a client in the image, cold still works', () => {
+    const o = { ...opts(), mode: 'cold' as const };
+    installCni(o);
+    assert.equal(readFileSync(join(o.binDir, 'cnikit-client'), 'utf8'), 'client-v1');
+    for (const p of PLUGINS) assert.equal(ino(join(o.binDir, p)), ino(join(o.binDir, 'cnikit')), p);
+    uninstallCni({ binDir: o.binDir, dryRun: false, out: () => {} });
+    assert.equal(existsSync(join(o.binDir, 'cnikit-client')), false, 'uninstall removes it: ours');
+    const o2 = { ...opts(), mode: 'cold' as const, client: join(base, 'no-such-client') };
+    installCni(o2);
+    assert.equal(existsSync(join(o2.binDir, 'cnikit-client')), false);
+    assert.equal(readFileSync(join(o2.binDir, 'bridge'), 'utf8'), 'exe-v1');
   });
 
   test('a foreign file in the bin dir is left alone; one we replace is reported', () => {

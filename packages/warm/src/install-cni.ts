@@ -4,9 +4,10 @@
  * writes the network configuration from a template, then (optionally) keeps the configuration in step with the
  * template.
  *
- * - Binaries: `cnikit` (copied), in warm mode `cnikit-client` (copied); every plugin name is a hard link to the client
- *   (warm) or to `cnikit` (cold), `cnitool` always to `cnikit` — the layout of `scripts/install --warm|--cold` and of a
- *   release tarball install. Every file is placed atomically (temporary name in the directory, fsync, rename), so a
+ * - Binaries: `cnikit` and `cnikit-client` (copied; cold mode too, when the client is beside the executable, so the
+ *   installed `cnikit install-cni --warm` finds it); every plugin name is a hard link to the client (warm) or to
+ *   `cnikit` (cold), `cnitool` always to `cnikit` — the layout of `scripts/install --warm|--cold` and of a release
+ *   tarball install: the mode only decides what the plugin names link to. Every file is placed atomically (temporary name in the directory, fsync, rename), so a
  *   runtime executing the old file keeps running it (no "text file busy": the old inode is never opened for
  *   writing) and nobody ever sees a partial file.
  * - The conflist is rendered from the template (a ConfigMap file) with `${NAME}` / `${NAME:-default}` replaced by
@@ -262,7 +263,8 @@ export function installCni(o: InstallCniOptions): Change[] {
   const record = readRecord(binDir);
   const changes: Change[] = [];
   const copies: { name: string; src: string }[] = [{ name: COLD_FILE, src: o.exe }];
-  if (o.mode === 'warm') copies.push({ name: CLIENT_FILE, src: o.client });
+  // the client goes in whatever the mode (when the image has it): the mode only decides what the names link to
+  if (o.mode === 'warm' || existsSync(o.client)) copies.push({ name: CLIENT_FILE, src: o.client });
   const wrote = new Set<string>();
   for (const c of copies) {
     const dst = join(binDir, c.name);
@@ -306,15 +308,6 @@ export function installCni(o: InstallCniOptions): Change[] {
     }
     record.files[l.name] = record.files[l.to] as string;
     record.sizes = { ...record.sizes, [l.name]: record.sizes?.[l.to] as number };
-  }
-  // the other mode's client is ours to remove when we wrote it and it is unchanged
-  if (o.mode === 'cold' && record.files[CLIENT_FILE] !== undefined) {
-    const p = join(binDir, CLIENT_FILE);
-    const st = lstatOrUndefined(p);
-    if (st?.isFile() && sha256File(p) === record.files[CLIENT_FILE])
-      changes.push({ path: p, action: 'remove', detail: 'warm mode off' });
-    delete record.files[CLIENT_FILE];
-    delete record.sizes?.[CLIENT_FILE];
   }
   let runDirChange = false;
   if (o.runDir !== undefined) {

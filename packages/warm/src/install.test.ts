@@ -108,7 +108,7 @@ describe('install --warm / --cold', () => {
     );
   });
 
-  test('--warm twice changes nothing; --cold switches back and removes the client', () => {
+  test('--warm twice changes nothing; --cold switches back: the names link to cnikit, the client stays', () => {
     const src = fakeDist();
     const o = opts(src, 'warm');
     installMode(o);
@@ -123,10 +123,60 @@ describe('install --warm / --cold', () => {
     installMode({ ...o, mode: 'cold', out: (l) => lines.push(l) });
     for (const name of [...NAMES, 'cnitool'])
       assert.equal(ino(join(o.target, name)), ino(join(o.target, 'cnikit')), name);
-    assert.ok(!existsSync(join(o.target, 'cnikit-client')));
+    // every file of the build stays installed: the installed cnikit can switch to warm mode again by itself
+    assert.equal(readFileSync(join(o.target, 'cnikit-client'), 'utf8'), 'client-v1');
     assert.equal(readFileSync(join(o.target, 'bridge'), 'utf8'), 'cold-v1');
     assert.match(lines.join('\n'), /systemctl disable --now cnikit.socket/);
     assert.ok(existsSync(join(o.systemdDir, 'cnikit.service')), 'unit files stay for the operator');
+  });
+
+  test('--cold on a fresh target installs the client too; the plugin names link to cnikit', () => {
+    const o = opts(fakeDist('cold-v1', 'client-v1'), 'cold');
+    installMode(o);
+    assert.deepEqual(readdirSync(o.target).sort(), [...NAMES, 'cnikit', 'cnikit-client', 'cnitool'].sort());
+    assert.equal(readFileSync(join(o.target, 'cnikit-client'), 'utf8'), 'client-v1');
+    assert.equal(statSync(join(o.target, 'cnikit-client')).mode & 0o777, 0o755);
+    for (const name of [...NAMES, 'cnitool'])
+      assert.equal(ino(join(o.target, name)), ino(join(o.target, 'cnikit')), name);
+  });
+
+  test('the printed hints carry the options given: --socket in the check, the whole command to run again', () => {
+    const src = fakeDist();
+    const target = join(base, `hint-${n++}`);
+    const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+    const sock = join(base, 'run-x', 'warm.sock');
+    const r = spawnSync(
+      join(root, 'scripts', 'install'),
+      ['--warm', '--source', src, '--target', target, '--socket', sock],
+      { encoding: 'utf8' },
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(
+      r.stdout.includes(`check it with: ${join(target, 'cnikit')} serve --check --socket ${sock})`),
+      r.stdout,
+    );
+    assert.ok(
+      r.stdout.includes(
+        `run again with --systemd-dir DIR to install them: scripts/install --warm --source ${src} --target ${target} --socket ${sock} --systemd-dir DIR`,
+      ),
+      r.stdout,
+    );
+    // with the units written, the check hint still names the socket the units listen on
+    const units = join(base, `hint-units-${n++}`);
+    const lines: string[] = [];
+    installMode({
+      ...opts(src, 'warm'),
+      target,
+      systemdDir: units,
+      socket: '/run/x/y.sock',
+      out: (l) => lines.push(l),
+    });
+    assert.match(lines.join('\n'), /serve --check --socket \/run\/x\/y\.sock\)/);
+    assert.match(readFileSync(join(units, 'cnikit.socket'), 'utf8'), /ListenStream=\/run\/x\/y\.sock/);
+    // the default socket needs no option
+    const plain: string[] = [];
+    installMode({ ...opts(src, 'warm'), out: (l) => plain.push(l) });
+    assert.match(plain.join('\n'), /serve --check\)/);
   });
 
   test('an upgrade replaces both executables and relinks every name', () => {

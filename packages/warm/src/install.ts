@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
 import { CLIENT_FILE, COLD_FILE } from './build-client.ts';
@@ -23,6 +23,10 @@ export interface ModeInstallOptions {
   socket: string;
   dryRun: boolean;
   out: (line: string) => void;
+  /** Plain files copied as they are (mode kept) beside cnikit: a release tarball's LICENSE and README.md. */
+  extras?: readonly { name: string; src: string }[];
+  /** The command line as given (`scripts/install --warm …`), for the hints that tell to run it again. */
+  command?: string;
 }
 
 export class ModeInstallError extends Error {}
@@ -59,7 +63,7 @@ export function warmPlugins(source: string): string[] {
 export interface ModeStep {
   /** A file name in the target directory, or the absolute path of a unit. */
   name: string;
-  action: 'write' | 'unchanged' | 'link' | 'remove' | 'unit' | 'skip';
+  action: 'write' | 'unchanged' | 'link' | 'unit' | 'skip';
   detail: string;
 }
 
@@ -72,17 +76,22 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
   const names = warmPlugins(source);
   const steps: ModeStep[] = [];
   const dstCold = join(target, COLD_FILE);
-  const dstClient = join(target, CLIENT_FILE);
-  steps.push(
-    sameContent(cold, dstCold)
-      ? { name: COLD_FILE, action: 'unchanged', detail: 'same content' }
-      : { name: COLD_FILE, action: 'write', detail: `copy ${cold}` },
-  );
-  if (o.mode === 'warm') {
+  // every file goes in, cold or warm (the client too: the installed `cnikit install-cni --warm` and a later
+  // `--warm` find it beside cnikit); the mode only decides what the plugin names link to
+  const copies = new Map<string, string>([
+    [COLD_FILE, cold],
+    [CLIENT_FILE, client],
+  ]);
+  for (const e of o.extras ?? []) {
+    if (copies.has(e.name) || names.includes(e.name) || e.name === TOOL_FILE)
+      throw new ModeInstallError(`${e.src}: ${e.name} is a name the install itself writes`);
+    copies.set(e.name, e.src);
+  }
+  for (const [name, src] of copies) {
     steps.push(
-      sameContent(client, dstClient)
-        ? { name: CLIENT_FILE, action: 'unchanged', detail: 'same content' }
-        : { name: CLIENT_FILE, action: 'write', detail: `copy ${client}` },
+      sameContent(src, join(target, name))
+        ? { name, action: 'unchanged', detail: 'same content' }
+        : { name, action: 'write', detail: `copy ${src}` },
     );
   }
   const linkTo = o.mode === 'warm' ? CLIENT_FILE : COLD_FILE;
@@ -101,8 +110,6 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
         : { name: n, action: 'link', detail: `hard link to ${to}` },
     );
   }
-  if (o.mode === 'cold' && existsSync(dstClient))
-    steps.push({ name: CLIENT_FILE, action: 'remove', detail: 'warm mode off' });
   const units = systemdUnits({ exe: dstCold, socket: o.socket });
   const systemdDir = o.systemdDir;
   if (o.mode === 'warm' && systemdDir === undefined) {
@@ -141,14 +148,14 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
   }
   try {
     for (const s of steps) {
-      if (s.action === 'write')
-        writeFileAtomic(join(target, s.name), readFileSync(s.name === COLD_FILE ? cold : client), 0o755);
+      if (s.action !== 'write') continue;
+      const src = copies.get(s.name) as string;
+      writeFileAtomic(join(target, s.name), readFileSync(src), statSync(src).mode & 0o777);
     }
     for (const s of steps) {
       if (s.action !== 'link') continue;
       linkAtomic(join(target, s.name === TOOL_FILE ? COLD_FILE : linkTo), join(target, s.name));
     }
-    for (const s of steps) if (s.action === 'remove') unlinkSync(join(target, s.name));
     fsyncDir(target);
     for (const s of steps) {
       if (s.action !== 'unit') continue;
@@ -160,14 +167,17 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
     if (e instanceof ModeInstallError) throw e;
     throw new ModeInstallError(`cannot install into ${target}: ${(e as Error).message}`);
   }
+  // the hints carry the options given: the socket the units listen on, the command line to run again
+  const check = `${dstCold} serve --check${o.socket === DEFAULT_SOCKET ? '' : ` --socket ${o.socket}`}`;
   if (o.mode === 'warm' && systemdDir === undefined) {
-    o.out(`done. The service units were not written: run again with --systemd-dir DIR to install them`);
     o.out(
-      `(until the service runs, every plugin call execs ${dstCold}; check it with: ${dstCold} serve --check)`,
+      `done. The service units were not written: run again with --systemd-dir DIR to install them` +
+        (o.command ? `: ${o.command} --systemd-dir DIR` : ''),
     );
+    o.out(`(until the service runs, every plugin call execs ${dstCold}; check it with: ${check})`);
   } else if (o.mode === 'warm') {
     o.out(`done. Enable the service: systemctl daemon-reload && systemctl enable --now ${SOCKET_UNIT}`);
-    o.out(`(until it runs, every plugin call execs ${dstCold}; check it with: ${dstCold} serve --check)`);
+    o.out(`(until it runs, every plugin call execs ${dstCold}; check it with: ${check})`);
   } else {
     o.out(`done. If the service was enabled: systemctl disable --now ${SOCKET_UNIT} ${SERVICE_UNIT}`);
   }
@@ -177,10 +187,14 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
 export const MODE_USAGE =
   'usage: scripts/install --warm|--cold [--target DIR] [--source DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]\n';
 
-export function parseModeArgs(
-  argv: readonly string[],
-  defaults: { source: string; out: (l: string) => void },
-): ModeInstallOptions {
+export interface ModeDefaults {
+  source: string;
+  out: (l: string) => void;
+  extras?: ModeInstallOptions['extras'];
+  command?: string;
+}
+
+export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): ModeInstallOptions {
   const o: ModeInstallOptions = {
     mode: 'warm',
     source: defaults.source,
@@ -189,6 +203,8 @@ export function parseModeArgs(
     socket: DEFAULT_SOCKET,
     dryRun: false,
     out: defaults.out,
+    ...(defaults.extras ? { extras: defaults.extras } : {}),
+    ...(defaults.command ? { command: defaults.command } : {}),
   };
   let modes = 0;
   for (let i = 0; i < argv.length; i++) {
@@ -219,10 +235,7 @@ export function parseModeArgs(
 }
 
 /** CLI entry used by scripts/install.ts for --warm/--cold. Returns the exit code. */
-export function modeCli(
-  argv: readonly string[],
-  defaults: { source: string; out: (l: string) => void },
-): number {
+export function modeCli(argv: readonly string[], defaults: ModeDefaults): number {
   try {
     installMode(parseModeArgs(argv, defaults));
     return 0;
