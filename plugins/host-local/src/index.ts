@@ -244,6 +244,7 @@ function status(req: Request<IPAMConfig>): void {
 
 export const plugin: Plugin<IPAMConfig> = {
   name: 'host-local',
+  ipam: true,
   about: `CNI host-local plugin cnikit ${VERSION}`,
   conf: parseConf,
   add,
