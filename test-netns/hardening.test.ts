@@ -120,6 +120,39 @@ describe('configuration errors of the IPAM section are raised before any change 
   }
 });
 
+describe('which plugins may be named as IPAM (Plugin.ipam of every plugin in the executable)', () => {
+  test('every main and chained plugin is refused as ipam.type before any change; host-local, static, dhcp are not', async () => {
+    await withSandbox(
+      async (sb) => {
+        const cni = cniRunner(
+          { binary: join(DIST, 'ptp') },
+          { netns: sb.container.path, path: DIST, containerId: 'which-ipam' },
+        );
+        const hostBefore = sb.snapshot('host').links;
+        const ipams = ['host-local', 'static', 'dhcp'];
+        for (const type of info.plugins) {
+          const r = await cni.add({ cniVersion: '1.0.0', name: 'wi', type: 'ptp', ipam: { type } });
+          if (ipams.includes(type)) {
+            // accepted as IPAM: whatever it answers then, it is not the refusal
+            assert.doesNotMatch(r.stdout, /is not an IPAM plugin|delegation cycle/, `${type}: ${r.stdout}`);
+            continue;
+          }
+          expectCniError(
+            r,
+            7,
+            type === 'ptp'
+              ? /delegation cycle: plugin "ptp" is reached again/
+              : `"ipam": {"type": ${JSON.stringify(type)}}: plugin ${JSON.stringify(type)} is not an IPAM plugin`,
+          );
+        }
+        assert.deepEqual(sb.snapshot('host').links, hostBefore, 'no host link created');
+        assert.doesNotMatch(sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout, /eth0/);
+      },
+      { enterHost: true },
+    );
+  });
+});
+
 describe('a failed bridge + host-local ADD changes nothing', () => {
   test('requested address outside the range: no veth, no reservation, last_reserved_ip not advanced', async () => {
     await withSandbox(
