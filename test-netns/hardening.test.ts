@@ -4,6 +4,8 @@
  *   config) recursed in-process until memory ran out; it must end at once with a configuration error and leave no
  *   interface behind;
  * - a failed bridge + host-local ADD must change nothing, last_reserved_ip included;
+ * - every plugin with an IPAM section raises the IPAM's configuration errors (and a main plugin named as IPAM)
+ *   before its first change, and its DEL of a container never added creates no IPAM state;
  * - container IDs: ADD refuses more than 128 bytes (every plugin), and 128 bytes work end to end;
  * - an ADD whose result cannot be written (stdout closed, or a pipe without reader) fails and is rolled back.
  */
@@ -41,10 +43,110 @@ describe('delegation cycles through the compiled executable', () => {
           /delegation cycle: plugin "bridge" is reached again through its own delegation \(bridge → bridge\)/,
         );
         assert.ok(Date.now() - t0 < scaled(10_000), `answered in ${Date.now() - t0} ms`);
-        const links = sb.snapshot('host').links.filter((l) => !l.includes('cnicyc0'));
-        assert.deepEqual(links, before, 'no host veth left');
+        // the cycle is found before the first change: not even the bridge is created
+        assert.deepEqual(sb.snapshot('host').links, before, 'no bridge, no host veth left');
         const ctr = sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout;
         assert.doesNotMatch(ctr, /eth0/, 'no container interface left');
+      },
+      { enterHost: true },
+    );
+  });
+});
+
+/** Every plugin with an IPAM section, with the least configuration that reaches its IPAM. */
+const IPAM_USERS: Array<{ type: string; conf: Record<string, unknown>; wraps?: boolean }> = [
+  { type: 'bridge', conf: { bridge: 'cnirb0', isGateway: true } },
+  { type: 'ptp', conf: {} },
+  { type: 'macvlan', conf: { master: 'rbmaster0' } },
+  { type: 'ipvlan', conf: { master: 'rbmaster0' } },
+  // vlan words a delegate's error like the reference: code 999, "failed to execute IPAM delegate: …"
+  { type: 'vlan', conf: { master: 'rbmaster0', vlanId: 7 }, wraps: true },
+  { type: 'host-device', conf: { device: 'rbdev0' } },
+  { type: 'dummy', conf: {} },
+  { type: 'tap', conf: {} },
+];
+
+describe('configuration errors of the IPAM section are raised before any change (every plugin with IPAM)', () => {
+  for (const { type, conf, wraps } of IPAM_USERS) {
+    test(`${type}: bad host-local config, a main plugin named as IPAM, DEL of a never-added container: nothing created`, async () => {
+      await withSandbox(
+        async (sb) => {
+          using data = tempDir('bb-ipam-first');
+          // host-device's device: the rollback of the old code moved it into the container and deleted it there
+          sb.exec('ip', ['link', 'add', 'rbdev0', 'type', 'veth', 'peer', 'name', 'rbdev1'], { ns: 'host' });
+          const hostBefore = sb.snapshot('host').links;
+          const ctrBefore = sb.snapshot('container').links;
+          const unchanged = (what: string) => {
+            assert.deepEqual(sb.snapshot('host').links, hostBefore, `${what}: host links unchanged`);
+            assert.deepEqual(sb.snapshot('container').links, ctrBefore, `${what}: container links unchanged`);
+            assert.deepEqual(readdirSync(data.path), [], `${what}: no IPAM state created`);
+          };
+          const cni = cniRunner(
+            { binary: join(DIST, type) },
+            { netns: sb.container.path, path: DIST, containerId: `rb-${type}` },
+          );
+          const net = (ipam: object) => ({ cniVersion: '1.0.0', name: 'rbnet', type, ...conf, ipam });
+          const dataDir = join(data.path, type);
+          const prefix = wraps ? 'failed to execute IPAM delegate: ' : '';
+
+          const bad = await cni.add(net({ type: 'host-local', subnet: 1, dataDir }));
+          expectCniError(bad, wraps ? 999 : 7, `${prefix}ipam.subnet: expected string, got number 1`);
+          assert.doesNotMatch(bad.stderr, /rollback/, `${type}: nothing to roll back`);
+          unchanged(`${type} with ipam.subnet 1`);
+
+          const main = await cni.add(net({ type: 'bridge' }));
+          expectCniError(
+            main,
+            wraps ? 999 : 7,
+            type === 'bridge'
+              ? /delegation cycle: plugin "bridge" is reached again through its own delegation \(bridge → bridge\)/
+              : wraps
+                ? /^failed to execute IPAM delegate: "ipam": \{"type": "bridge"\}: plugin "bridge" is not an IPAM plugin/
+                : '"ipam": {"type": "bridge"}: plugin "bridge" is not an IPAM plugin',
+          );
+          assert.doesNotMatch(main.stderr, /rollback/, `${type}: nothing to roll back`);
+          unchanged(`${type} with "ipam": {"type": "bridge"}`);
+
+          // DEL releases, it never creates: a container that was never added leaves no dataDir, no lock file
+          const del = await cni.del(
+            net({ type: 'host-local', ranges: [[{ subnet: '10.83.0.0/24' }]], dataDir }),
+          );
+          expectOk(del, `${type} DEL of a never-added container`);
+          unchanged(`${type} DEL of a never-added container`);
+        },
+        { enterHost: true },
+      );
+    });
+  }
+});
+
+describe('which plugins may be named as IPAM (Plugin.ipam of every plugin in the executable)', () => {
+  test('every main and chained plugin is refused as ipam.type before any change; host-local, static, dhcp are not', async () => {
+    await withSandbox(
+      async (sb) => {
+        const cni = cniRunner(
+          { binary: join(DIST, 'ptp') },
+          { netns: sb.container.path, path: DIST, containerId: 'which-ipam' },
+        );
+        const hostBefore = sb.snapshot('host').links;
+        const ipams = ['host-local', 'static', 'dhcp'];
+        for (const type of info.plugins) {
+          const r = await cni.add({ cniVersion: '1.0.0', name: 'wi', type: 'ptp', ipam: { type } });
+          if (ipams.includes(type)) {
+            // accepted as IPAM: whatever it answers then, it is not the refusal
+            assert.doesNotMatch(r.stdout, /is not an IPAM plugin|delegation cycle/, `${type}: ${r.stdout}`);
+            continue;
+          }
+          expectCniError(
+            r,
+            7,
+            type === 'ptp'
+              ? /delegation cycle: plugin "ptp" is reached again/
+              : `"ipam": {"type": ${JSON.stringify(type)}}: plugin ${JSON.stringify(type)} is not an IPAM plugin`,
+          );
+        }
+        assert.deepEqual(sb.snapshot('host').links, hostBefore, 'no host link created');
+        assert.doesNotMatch(sb.exec('ip', ['-o', 'link', 'show'], { ns: 'container' }).stdout, /eth0/);
       },
       { enterHost: true },
     );

@@ -493,6 +493,8 @@ async function handle<C>(
   }
   if (guard) checkNetns(base.netns);
   const req = decodeRequest(plugin, base);
+  // a validation run (`validateInProcess`) stops here: everything the call would reject up to its handler was checked
+  if (validating.has(io)) return;
 
   if (verb === 'ADD') {
     const result = await (handler as NonNullable<Plugin<C>['add']>)(req);
@@ -541,8 +543,12 @@ async function handle<C>(
  */
 export async function dispatch<C>(plugin: Plugin<C>, io: PluginIO): Promise<number> {
   const supported = plugin.versions ?? ALL_VERSIONS;
-  // a call is traced only with a trace context (TRACEPARENT, or a traced call of this process delegating to it)
-  const t: CallTrace = parseTraceparent(io.env.TRACEPARENT) || currentSpan() ? { startNs: nowNs() } : {};
+  // a call is traced only with a trace context (TRACEPARENT, or a traced call of this process delegating to it);
+  // a validation run is not a call of its own and has no span
+  const t: CallTrace =
+    !validating.has(io) && (parseTraceparent(io.env.TRACEPARENT) || currentSpan())
+      ? { startNs: nowNs() }
+      : {};
   try {
     await run(plugin, io, supported, t);
     await endCallSpan(t, io, 0, undefined);
@@ -581,6 +587,35 @@ export async function dispatch<C>(plugin: Plugin<C>, io: PluginIO): Promise<numb
     await endCallSpan(t, io, err.code, err);
     return 1;
   }
+}
+
+/** The `PluginIO`s of validation runs: dispatched up to the handler, which is not called. */
+const validating = new WeakSet<PluginIO>();
+
+/**
+ * Everything a dispatch of `plugin` with this env and stdin checks before its handler — environment, config, version
+ * gates, prevResult, the namespace guard and the plugin's config decoder (`conf`) — without running the handler:
+ * exit code 0 when the call would reach it, else 1 with the same error object on stdout as the call would print.
+ * A delegating plugin runs it on an in-process delegate before its first change (`Invoker.validateDelegate`).
+ */
+export async function validateInProcess<C>(
+  plugin: Plugin<C>,
+  env: Record<string, string | undefined>,
+  stdin: Uint8Array | string = '',
+  opts: { invoker?: Invoker } = {},
+): Promise<InProcessResult> {
+  let stdout = '';
+  let stderr = '';
+  const io: PluginIO = {
+    env,
+    stdin,
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+    ...(opts.invoker ? { invoker: opts.invoker } : {}),
+  };
+  validating.add(io);
+  const code = await dispatch(plugin, io);
+  return { code, stdout, stderr };
 }
 
 export interface InProcessResult {

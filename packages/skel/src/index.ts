@@ -25,6 +25,7 @@ export {
   invokeInProcess,
   type PluginIO,
   parsePrevResult,
+  validateInProcess,
   type Writable,
 } from './dispatch.ts';
 export {
@@ -59,7 +60,10 @@ export {
   parseDelegateResult,
   registerInProcess,
   splitPathList,
+  undoDelegateAdd,
+  type ValidateDelegateOptions,
   type VersionInfo,
+  validateDelegate,
   withDelegateCleanup,
 } from './invoke.ts';
 export {

@@ -30,6 +30,8 @@ import {
   MAX_DELEGATION_DEPTH,
   onDelegateRollback,
   registerInProcess,
+  undoDelegateAdd,
+  validateDelegate,
   withDelegateCleanup,
 } from './invoke.ts';
 import { createLogger } from './log.ts';
@@ -655,6 +657,110 @@ test('a delegation cycle or a too deep delegation is a code-7 error, not an endl
     invokeHooks.isSelf = savedIsSelf;
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+describe('validateDelegate and undoDelegateAdd: a delegating ADD refused before its first change', () => {
+  test('an in-process delegate: its config decoder runs, its handler does not; an ipam:false plugin is refused', async () => {
+    const selfPath = join(bin, 'strict-ipam');
+    writeFileSync(selfPath, 'not an executable', { mode: 0o644 });
+    writeFileSync(join(bin, 'main-only'), 'not an executable', { mode: 0o644 });
+    const log: string[] = [];
+    const ipam: Plugin<{ subnet: string }> = {
+      name: 'strict-ipam',
+      ipam: true,
+      conf(raw) {
+        log.push('conf');
+        const subnet = (raw.ipam as { subnet?: unknown }).subnet;
+        if (typeof subnet !== 'string')
+          throw new CniError(7, `ipam.subnet: expected string, got ${typeof subnet}`);
+        return { subnet };
+      },
+      add() {
+        log.push('ADD');
+        return { cniVersion: '1.1.0', ips: [{ address: '192.0.2.9/24' }] };
+      },
+      del() {
+        log.push('DEL');
+      },
+    };
+    const main: Plugin = { name: 'main-only', ipam: false, add: () => ({ cniVersion: '1.1.0' }) };
+    registerInProcess(ipam as unknown as Plugin);
+    registerInProcess(main);
+    const saved = invokeHooks.isSelf;
+    invokeHooks.isSelf = (x) => x === selfPath || x === join(bin, 'main-only');
+    try {
+      const conf = (sub: unknown) => ({
+        cniVersion: '1.0.0',
+        name: 'n',
+        type: 'upper',
+        ipam: { type: 'strict-ipam', subnet: sub },
+      });
+      const bad = request({ conf: conf(1) });
+      await assert.rejects(validateDelegate('strict-ipam', bad, { ipam: true }), {
+        code: 7,
+        msg: 'ipam.subnet: expected string, got number',
+      });
+      assert.deepEqual(log, ['conf'], 'decoded, never ADDed');
+      // the rollback of an ADD that never started asks for no DEL
+      await undoDelegateAdd('strict-ipam', bad);
+      assert.deepEqual(log, ['conf']);
+      log.length = 0;
+      await validateDelegate('strict-ipam', request({ conf: conf('192.0.2.0/24') }), { ipam: true });
+      assert.deepEqual(log, ['conf']);
+      // a main plugin named as IPAM: refused without running anything of it
+      await assert.rejects(validateDelegate('main-only', request(), { ipam: true }), {
+        code: 7,
+        msg: '"ipam": {"type": "main-only"}: plugin "main-only" is not an IPAM plugin',
+      });
+      // a delegate that is not there is reported before any change too
+      await assert.rejects(
+        validateDelegate('absent', request(), { ipam: true }),
+        /failed to find plugin "absent"/,
+      );
+      // a delegate ADD that ran (and failed after allocating) is DELed by its rollback
+      log.length = 0;
+      const started = request({ conf: conf('192.0.2.0/24') });
+      await delegateAdd('strict-ipam', started);
+      await undoDelegateAdd('strict-ipam', started);
+      assert.deepEqual(log, ['conf', 'ADD', 'conf', 'DEL']);
+    } finally {
+      invokeHooks.isSelf = saved;
+    }
+  });
+
+  test('a delegation cycle is refused by validateDelegate; the refused ADD is never followed by a DEL', async () => {
+    const dir2 = mkdtempSync(join(tmpdir(), 'cnikit-validate-'));
+    writeFileSync(join(dir2, 'upper'), '', { mode: 0o755 });
+    const saved = invokeHooks.isSelf;
+    invokeHooks.isSelf = () => true;
+    const log: string[] = [];
+    registerInProcess({
+      name: 'upper',
+      add: () => {
+        log.push('ADD');
+        return { cniVersion: '1.1.0' };
+      },
+      del: () => {
+        log.push('DEL');
+      },
+    });
+    try {
+      const req = request({
+        conf: { cniVersion: '1.0.0', name: 'n', type: 'upper', ipam: { type: 'upper' } },
+        extraEnv: { CNI_PATH: dir2 },
+      });
+      await assert.rejects(validateDelegate('upper', req, { ipam: true }), {
+        code: 7,
+        msg: /delegation cycle: plugin "upper" is reached again through its own delegation \(upper → upper\)/,
+      });
+      await assert.rejects(delegateAdd('upper', req), { code: 7 });
+      await undoDelegateAdd('upper', req);
+      assert.deepEqual(log, [], 'neither ADD nor DEL of the delegate ran');
+    } finally {
+      invokeHooks.isSelf = saved;
+      rmSync(dir2, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('execPlugin options (libcni)', () => {

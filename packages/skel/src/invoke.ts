@@ -87,6 +87,13 @@ type Stderr = { write(s: string): unknown };
 const rollbackSteps = new AsyncLocalStorage<Array<() => unknown>>();
 /** Steps of successful in-process delegate ADDs, by request and delegate type, until that delegate's DEL. */
 const pendingRollback = new WeakMap<RequestBase, Map<string, Array<() => unknown>>>();
+/** The delegate types whose ADD was started (exec'd or dispatched in-process) on behalf of a request. */
+const startedAdds = new WeakMap<RequestBase, Set<string>>();
+
+export interface ValidateDelegateOptions extends DelegateOptions {
+  /** The delegate is named as IPAM (`ipam.type`): an in-process plugin declaring `ipam: false` is refused. */
+  ipam?: boolean;
+}
 
 /** Runs plugins for a caller: CNI_PATH lookup, exec or in-process, delegation on behalf of a request. */
 export class Invoker {
@@ -224,6 +231,11 @@ export class Invoker {
     const path = findInPath(type, splitPathList(baseEnv.CNI_PATH));
     const stdin = opts.stdin ?? req.stdin;
     const env = { ...baseEnv, CNI_COMMAND: verb, [DELEGATION_ENV]: chain };
+    if (verb === 'ADD') {
+      const started = startedAdds.get(req) ?? new Set<string>();
+      startedAdds.set(req, started);
+      started.add(type);
+    }
     const span = startSpan(
       `delegate ${type} ${verb}`,
       {
@@ -248,6 +260,52 @@ export class Invoker {
       span.end(e);
       throw e;
     }
+  }
+
+  /**
+   * Check, before the delegating plugin's first change, what `delegateAdd(type, req, opts)` would be refused for:
+   * the delegation chain (a cycle such as `"ipam": {"type": "bridge"}` in a bridge config, or too deep: code 7), the
+   * lookup in CNI_PATH, and — when the delegate runs in-process — with `ipam`, that it is not a plugin declaring
+   * `ipam: false` (code 7), then everything its dispatch checks before its handler (its config decoder included:
+   * host-local's range sets, static's addresses), with the same error object the ADD would answer. Nothing runs and
+   * nothing changes. A delegate that is another executable cannot be checked before it runs: its errors come from
+   * the ADD itself.
+   */
+  async validateDelegate(type: string, req: RequestBase, opts: ValidateDelegateOptions = {}): Promise<void> {
+    const baseEnv = opts.env ?? req.env;
+    const chain = delegationChain(baseEnv, typeof req.config?.type === 'string' ? req.config.type : '', type);
+    const path = findInPath(type, splitPathList(baseEnv.CNI_PATH));
+    const plugin = this.inProcessPlugin(path);
+    if (!plugin) return;
+    if (opts.ipam && plugin.ipam === false) {
+      throw new CniError(
+        ErrorCode.InvalidNetworkConfig,
+        `"ipam": {"type": ${JSON.stringify(type)}}: plugin ${JSON.stringify(type)} is not an IPAM plugin`,
+        'name an IPAM plugin (host-local, static, dhcp, …) in "ipam.type"',
+      );
+    }
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries({ ...baseEnv, CNI_COMMAND: 'ADD', [DELEGATION_ENV]: chain })) {
+      if (v !== undefined) env[k] = v;
+    }
+    const { validateInProcess } = await import('./dispatch.ts');
+    const stdin = stdinBytes(opts.stdin ?? req.stdin);
+    const { code, stdout, stderr } = await validateInProcess(plugin, env, stdin, { invoker: this });
+    if (code !== 0) {
+      const enc = new TextEncoder();
+      throw pluginErr(`exit status ${code}`, enc.encode(stdout), enc.encode(stderr));
+    }
+  }
+
+  /**
+   * The rollback of `delegateAdd(type, req, opts)`: its DEL (see `delegateDel`) when that ADD was started — the
+   * delegate ran, whatever its outcome: it may have allocated before failing — and nothing when it never ran (the
+   * delegation was refused before: a cycle, a plugin not found), so a plugin that was never asked to ADD is never
+   * asked to DEL either.
+   */
+  async undoDelegateAdd(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+    if (!startedAdds.get(req)?.has(type)) return;
+    await this.delegateDel(type, req, opts);
   }
 
   /** Delegate ADD; resolves to the delegate's result in the current (1.1.0) shape. */
@@ -492,6 +550,20 @@ export function delegateVersion(
   opts: DelegateOptions = {},
 ): Promise<VersionInfo> {
   return invokerOf(req).delegateVersion(type, req, opts);
+}
+
+/** `Invoker.validateDelegate` with the request's Invoker: before the first change of an ADD that delegates. */
+export function validateDelegate(
+  type: string,
+  req: RequestBase,
+  opts: ValidateDelegateOptions = {},
+): Promise<void> {
+  return invokerOf(req).validateDelegate(type, req, opts);
+}
+
+/** `Invoker.undoDelegateAdd` with the request's Invoker: the rollback step of a `delegateAdd`. */
+export function undoDelegateAdd(type: string, req: RequestBase, opts: DelegateOptions = {}): Promise<void> {
+  return invokerOf(req).undoDelegateAdd(type, req, opts);
 }
 
 /** `Invoker.withDelegateCleanup` with the request's Invoker. */

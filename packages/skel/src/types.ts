@@ -247,6 +247,12 @@ export interface Plugin<C = NetConf> {
    * the handler as `req.conf`.
    */
   conf?: ConfDecoder<C>;
+  /**
+   * What a main plugin may name in its `ipam.type`: true for an IPAM plugin (host-local, static, dhcp), false for a
+   * plugin that never is one (a main or chained plugin). A delegating plugin's `validateDelegate(type, req, { ipam:
+   * true })` refuses an in-process delegate declaring false with code 7, before any change; unset is not checked.
+   */
+  ipam?: boolean;
   add?(req: Request<C>): MaybePromise<Result>;
   del?(req: Request<C>): MaybePromise<void>;
   check?(req: Request<C>): MaybePromise<void>;

@@ -169,6 +169,7 @@ function gc(req: Request<BandwidthConf>): void {
 
 export const plugin: Plugin<BandwidthConf> = {
   name: 'bandwidth',
+  ipam: false,
   about: `CNI bandwidth plugin cnikit ${VERSION}`,
   versions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'],
   prevResultErrorPrefix: 'could not parse prevResult: ',

@@ -6,32 +6,42 @@ import { type CIDR, formatCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
 import {
   delegateAdd,
-  delegateDel,
   errorReason,
   internalError,
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
+  validateDelegate,
 } from '@cnikit/skel';
 import { type BridgeConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
 import { calcGateways, type GatewayInfo, planAddr } from './gateways.ts';
 import * as k from './kernel.ts';
 import { chooseDns, interfaceSkeleton, mergeIpamResult } from './result.ts';
 
-/** Step 3: create or reuse the bridge; EEXIST from concurrent creators is fine (re-read and verify). */
-export function ensureBridge(conf: BridgeConf): k.LinkInfo {
+/**
+ * Step 3: create or reuse the bridge; EEXIST from concurrent creators is fine (re-read and verify). A bridge this
+ * call created gets a step on `undo` that removes it again (see `removeCreatedBridge`); one it found is never removed.
+ */
+export function ensureBridge(conf: BridgeConf, undo?: Rollback): k.LinkInfo {
   try {
     // Fast path: an existing bridge is used as it is (the reference never changes it either).
     let br = k.linkByName(conf.bridge);
     if (!br) {
+      let created = true;
       try {
         k.createBridge(conf.bridge, conf.mtu, wantsVlanFiltering(conf));
       } catch (err) {
         // EEXIST: a concurrent ADD created it first — re-read and verify below.
         if (!nl.hasErrno(err, 'EEXIST'))
           throw internalError(`could not add ${JSON.stringify(conf.bridge)}: ${errorReason(err)}`, err);
+        created = false;
       }
       br = bridgeByName(conf.bridge);
+      if (created && undo) {
+        const index = br.index;
+        undo.push(`delete bridge ${conf.bridge}`, () => removeCreatedBridge(conf.bridge, index));
+      }
     } else if (br.kind !== 'bridge') {
       throw internalError(`${JSON.stringify(conf.bridge)} already exists but is not a bridge`);
     }
@@ -51,6 +61,18 @@ export function ensureBridge(conf: BridgeConf): k.LinkInfo {
   } catch (err) {
     throw internalError(`failed to create bridge ${JSON.stringify(conf.bridge)}: ${errorReason(err)}`, err);
   }
+}
+
+/**
+ * The rollback of a bridge this ADD created (it runs after this call's own port is gone): removed when it is still
+ * that link (same ifindex) and no port is attached — a concurrent ADD that found it and attached its container
+ * keeps it. Its addresses (a gateway this ADD set) go with it.
+ */
+export function removeCreatedBridge(name: string, index: number): void {
+  const link = nl.getLink(name);
+  if (!link || link.index !== index) return;
+  if (nl.listLinks().some((l) => l.masterIndex === index)) return;
+  k.deleteLinkQuiet(name);
 }
 
 export function bridgeByName(name: string): k.LinkInfo {
@@ -192,8 +214,16 @@ export function isUsableMac(mac: string): boolean {
   return (Number.parseInt(m[1]!, 16) & 1) === 0 && !/^(00:){5}00$/.test(mac);
 }
 
-/** The `<bridge>.<vlan>` gateway interface (a host-side veth pair, one end an access port). */
-export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortOps = k): k.LinkInfo {
+/**
+ * The `<bridge>.<vlan>` gateway interface (a host-side veth pair, one end an access port). One this call created
+ * gets a step on `undo` that removes it again (while it is still that link); one it found is never removed.
+ */
+export function ensureVlanInterface(
+  conf: BridgeConf,
+  br: k.LinkInfo,
+  ops: PortOps = k,
+  undo?: Rollback,
+): k.LinkInfo {
   const name = `${conf.bridge}.${conf.vlan}`;
   const existing = k.linkByName(name);
   if (existing) return existing;
@@ -226,6 +256,9 @@ export function ensureVlanInterface(conf: BridgeConf, br: k.LinkInfo, ops: PortO
   }
   const link = k.linkByName(name);
   if (!link) throw internalError(`failed to lookup ${JSON.stringify(name)}: Link not found`);
+  undo?.push(`delete vlan gateway ${name}`, () => {
+    if (k.linkByName(name)?.index === link.index) k.deleteLinkQuiet(name);
+  });
   return link;
 }
 
@@ -247,19 +280,21 @@ export async function cmdAdd(req: Request<BridgeConf>): Promise<Result> {
   const conf = req.conf;
   const { mac, backend } = validateForAdd(conf);
   const l3 = conf.ipamType !== '';
+  // configuration errors, the IPAM's included, are raised before the first change
+  if (l3) await validateDelegate(conf.ipamType, req, { ipam: true });
 
-  const br = ensureBridge(conf);
-
-  let netnsFd: number;
-  try {
-    netnsFd = nl.openNetnsFd(req.netns);
-  } catch (err) {
-    throw internalError(`failed to open netns ${JSON.stringify(req.netns)}: ${errorReason(err)}`, err);
-  }
-
+  // everything this call creates, the bridge included, is undone when a later step fails
   const undo = new Rollback();
+  let netnsFd = -1;
   let hostName = '';
   try {
+    const br = ensureBridge(conf, undo);
+    try {
+      netnsFd = nl.openNetnsFd(req.netns);
+    } catch (err) {
+      throw internalError(`failed to open netns ${JSON.stringify(req.netns)}: ${errorReason(err)}`, err);
+    }
+
     // 5. veth pair, created inside the container namespace with the peer placed in ours.
     const veth = nl.withNetnsFd(netnsFd, (hostNs) => {
       const { peer, link } = nl.createVethWithRandomPeer(req.ifName, conf.mtu, mac, hostNs.fd);
@@ -307,7 +342,7 @@ export async function cmdAdd(req: Request<BridgeConf>): Promise<Result> {
     if (l3) {
       // Registered before the call: an IPAM that allocated and then failed to answer (killed, garbage
       // output) is released too; DEL of an allocation that never happened is a no-op for an IPAM.
-      undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+      undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
       const ipamResult = await delegateAdd(conf.ipamType, req);
       mergeIpamResult(result, ipamResult);
       if (!result.ips || result.ips.length === 0)
@@ -325,7 +360,7 @@ export async function cmdAdd(req: Request<BridgeConf>): Promise<Result> {
         nl.configureIface(req.ifName, result);
       });
 
-      if (conf.isGateway) setupGateways(conf, br, gws, result);
+      if (conf.isGateway) setupGateways(conf, br, gws, result, undo);
 
       if (conf.ipMasq) {
         const ips = (result.ips ?? []).map((ip) => ip.address);
@@ -364,7 +399,7 @@ export async function cmdAdd(req: Request<BridgeConf>): Promise<Result> {
     await undo.undoAll(req.log);
     throw err;
   } finally {
-    closeSync(netnsFd);
+    if (netnsFd >= 0) closeSync(netnsFd);
   }
 }
 
@@ -373,6 +408,7 @@ function setupGateways(
   br: k.LinkInfo,
   gws: { v4: GatewayInfo; v6: GatewayInfo },
   result: Result,
+  undo: Rollback,
 ): void {
   let vlanIfaceAdded = false;
   for (const info of [gws.v4, gws.v6]) {
@@ -380,7 +416,7 @@ function setupGateways(
       if (conf.vlan !== 0) {
         let vif: k.LinkInfo;
         try {
-          vif = ensureVlanInterface(conf, br);
+          vif = ensureVlanInterface(conf, br, k, undo);
         } catch (err) {
           throw internalError(`failed to create vlan interface: ${errorReason(err)}`, err);
         }

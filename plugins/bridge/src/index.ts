@@ -125,6 +125,7 @@ async function status(req: Request<BridgeConf>): Promise<void> {
 
 export const plugin: Plugin<BridgeConf> = {
   name: 'bridge',
+  ipam: false,
   about: `CNI bridge plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,

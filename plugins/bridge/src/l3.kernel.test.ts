@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import { parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
 import { type CniCallOptions, type CniCommand, cniCall, sandboxForFile, sleep } from '@cnikit/testing';
-import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps } from './add.ts';
+import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps, removeCreatedBridge } from './add.ts';
 import { loadNetConf } from './config.ts';
 import { plugin } from './index.ts';
 import * as kernel from './kernel.ts';
@@ -305,6 +305,47 @@ describe('bridge L3 with host-local', () => {
     assert.ok(
       !nl.listLinks().some((l) => l.kind === 'veth' && l.masterIndex === nl.getLink(cf.bridge)?.index),
     );
+  });
+
+  test('a bridge this ADD created is removed by its rollback; a bridge it found stays', async () => {
+    const cn = env.sb.newContainer();
+    const cf = conf('1.0.0', '10.31.0.0/24', { isGateway: true });
+    // a real failure after IPAM and after the gateway address went on the bridge: an off-link route gateway
+    cf.ipam = { ...cf.ipam, routes: [{ dst: '10.99.0.0/16', gw: '192.0.2.1' }] } as typeof cf.ipam;
+    const r = await cniCall(plugin, 'ADD', cf, { netns: cn.path });
+    assert.notEqual(r.code, 0, r.stdout);
+    assert.equal(nl.getLink(cf.bridge), undefined, 'the bridge this ADD created is gone with its rollback');
+    assert.doesNotMatch(r.stderr, /rollback: .* failed/);
+    assert.deepEqual(reservations(cf.name), []);
+    // the same failure on a bridge that was there before: kept as it was
+    run('ip', ['link', 'add', cf.bridge, 'type', 'bridge']);
+    const index = nl.getLink(cf.bridge)!.index;
+    try {
+      const again = await cniCall(plugin, 'ADD', cf, { netns: cn.path });
+      assert.notEqual(again.code, 0, again.stdout);
+      assert.equal(nl.getLink(cf.bridge)?.index, index, 'a bridge the ADD found is never removed');
+    } finally {
+      nl.deleteLink(cf.bridge);
+    }
+  });
+
+  test('removeCreatedBridge: only the same link, and only without ports (a concurrent ADD keeps it)', () => {
+    run('ip', ['link', 'add', 'brrm0', 'type', 'bridge']);
+    run('ip', ['link', 'add', 'brrmp0', 'type', 'veth', 'peer', 'name', 'brrmp1']);
+    try {
+      const index = nl.getLink('brrm0')!.index;
+      removeCreatedBridge('brrm0', index + 1000);
+      assert.equal(nl.getLink('brrm0')?.index, index, 'another link of that name is kept');
+      run('ip', ['link', 'set', 'brrmp0', 'master', 'brrm0']);
+      removeCreatedBridge('brrm0', index);
+      assert.equal(nl.getLink('brrm0')?.index, index, 'a bridge with a port is kept');
+      run('ip', ['link', 'set', 'brrmp0', 'nomaster']);
+      removeCreatedBridge('brrm0', index);
+      assert.equal(nl.getLink('brrm0'), undefined, 'the port-less bridge is removed');
+      removeCreatedBridge('brrm0', index); // already gone: nothing to do
+    } finally {
+      for (const l of ['brrm0', 'brrmp0']) if (nl.getLink(l)) nl.deleteLink(l);
+    }
   });
 
   for (const backend of ['iptables', 'nftables']) {

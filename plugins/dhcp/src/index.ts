@@ -105,6 +105,7 @@ export async function statusMain(args: readonly string[]): Promise<number> {
 
 export const plugin: Plugin<Conf> = {
   name: 'dhcp',
+  ipam: true,
   about: `CNI dhcp plugin cnikit ${VERSION}`,
   conf: parseConf,
   add,

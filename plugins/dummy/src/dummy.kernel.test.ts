@@ -141,6 +141,17 @@ describe('dummy on a kernel with the dummy link type (kernel lab)', () => {
       999,
       /^failed to open netns "\/run\/netns\/none"/,
     );
+    // a configuration error of an exec'd host-local (not validated before the link is made: this test process is
+    // not the multicall executable): the dummy is rolled back, and neither the rollback's IPAM DEL nor a DEL of a
+    // container never added creates host-local's store
+    const fresh = join(env.dir, 'ipam-fresh');
+    expectCniError(
+      await call('ADD', conf({ ...hostLocal(), dataDir: fresh, subnet: 1 })),
+      7,
+      'ipam.subnet: expected string, got number 1',
+    );
+    assert.equal((await call('DEL', conf({ ...hostLocal(), dataDir: fresh }))).code, 0);
+    assert.equal(existsSync(fresh), false, 'no dataDir created by the rollback or the DEL');
     assert.deepEqual(containerState(), before);
     env.sb.exec('ip', ['link', 'add', 'eth0', 'type', 'bridge'], { ns: 'container' });
     expectCniError(await call('ADD', conf(hostLocal())), 999, /^failed to create dummy: /);

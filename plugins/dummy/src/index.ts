@@ -5,6 +5,7 @@ import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus } from './verbs.ts';
 
 export const plugin: Plugin<DummyConf> = {
   name: 'dummy',
+  ipam: false,
   about: `CNI dummy plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,

@@ -18,6 +18,8 @@ import {
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
+  validateDelegate,
 } from '@cnikit/skel';
 import { type DummyConf, IPAM_REQUIRED } from './config.ts';
 
@@ -28,6 +30,8 @@ function requireIpam(conf: DummyConf): void {
 export async function cmdAdd(req: Request<DummyConf>): Promise<Result> {
   const conf = req.conf;
   requireIpam(conf);
+  // configuration errors, the IPAM's included, are raised before the first change
+  await validateDelegate(conf.ipamType, req, { ipam: true });
   const fd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
@@ -39,7 +43,7 @@ export async function cmdAdd(req: Request<DummyConf>): Promise<Result> {
       }
     });
     undo.push('delete dummy', () => nl.withNetnsFd(fd, () => nl.deleteLinkIfExists(req.ifName)));
-    undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+    undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
     const ipam = await delegateAdd(conf.ipamType, req);
     if (!ipam.ips || ipam.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
     const result: Result = {

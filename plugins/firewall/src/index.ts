@@ -351,6 +351,7 @@ async function statusWith(req: Request<FirewallConf>, bus: Bus): Promise<void> {
 
 export const plugin: Plugin<FirewallConf> = {
   name: 'firewall',
+  ipam: false,
   about: `CNI firewall plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS.slice(ALL_VERSIONS.indexOf('0.4.0')),
   prevResultErrorPrefix: 'could not parse prevResult: ',

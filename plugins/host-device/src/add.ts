@@ -8,12 +8,13 @@ import { closeSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
 import {
   delegateAdd,
-  delegateDel,
   errorReason,
   internalError,
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
+  validateDelegate,
 } from '@cnikit/skel';
 import type { HostDeviceConf } from './config.ts';
 import { moveLinkIn, moveLinkOut } from './move.ts';
@@ -29,6 +30,8 @@ export function resolveSelection(conf: HostDeviceConf) {
 
 export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
   const conf = resolveSelection(req.conf);
+  // configuration errors, the IPAM's included, are raised before the first change
+  if (conf.ipamType !== '') await validateDelegate(conf.ipamType, req, { ipam: true });
   const fd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   const state = stateName(req.containerId, req.ifName);
@@ -66,7 +69,7 @@ export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
     }
     if (conf.ipamType === '') return result;
 
-    undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+    undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
     const ipam = await delegateAdd(conf.ipamType, req);
     if (!ipam.ips || ipam.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
     const out: Result = {

@@ -11,6 +11,7 @@ import { cmdGc, cmdStatus } from './gcstatus.ts';
 
 export const plugin: Plugin<HostDeviceConf> = {
   name: 'host-device',
+  ipam: false,
   about: `CNI host-device plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,

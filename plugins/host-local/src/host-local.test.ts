@@ -170,6 +170,23 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
     assert.equal(r.code, 0, r.stdout);
   });
 
+  test('DEL and CHECK never create state: no dataDir, no network directory, no lock file', async () => {
+    using tmp = tempDir();
+    const dataDir = join(tmp.path, 'fresh');
+    const conf = net(dataDir, { subnet: '10.1.2.0/24' });
+    assert.equal((await hl.call('DEL', conf, { containerId: 'never-added' })).code, 0);
+    assert.equal((await hl.call('CHECK', conf)).code, 1);
+    assert.equal(existsSync(dataDir), false, 'DEL/CHECK created the dataDir');
+    mkdirSync(dataDir);
+    assert.equal((await hl.call('DEL', conf, { containerId: 'never-added' })).code, 0);
+    assert.equal((await hl.call('CHECK', conf)).code, 1);
+    assert.equal(existsSync(join(dataDir, 'mynet')), false, 'DEL/CHECK created the network directory');
+    // with a store in place, DEL still releases
+    assert.equal((await hl.call('ADD', conf)).code, 0);
+    assert.equal((await hl.call('DEL', conf)).code, 0);
+    assert.deepEqual(reservations(join(dataDir, 'mynet')), {});
+  });
+
   test('whitespace in the container ID is trimmed in the file (in-process; skel rejects it on the wire)', async () => {
     using tmp = tempDir();
     const conf = net(tmp.path, { subnet: '10.1.2.0/24' });

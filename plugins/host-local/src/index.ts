@@ -138,9 +138,11 @@ function releaseAll(
   }
 }
 
+/** DEL releases, it never creates: no store directory (nothing was ever reserved there) is success. */
 function del(req: Request<IPAMConfig>): void {
   const conf = req.conf;
-  const store = Store.open(conf.dataDir, conf.name);
+  const store = Store.openExisting(conf.dataDir, conf.name);
+  if (!store) return;
   const errors = new ErrorList();
   try {
     store.withLock(() =>
@@ -155,17 +157,20 @@ function del(req: Request<IPAMConfig>): void {
 
 function check(req: Request<IPAMConfig>): void {
   const conf = req.conf;
-  const store = Store.open(conf.dataDir, conf.name);
-  let found: boolean;
-  try {
-    found = store.withLock(() => {
-      const { entries } = store.scan();
-      const key = reservationKey(req.containerId, req.ifName);
-      const legacy = req.containerId.trim();
-      return entries.some((e) => e.key === key) || entries.some((e) => e.key === legacy);
-    });
-  } finally {
-    store.close();
+  // CHECK only reads: a missing store directory is a missing reservation, and is not created
+  const store = Store.openExisting(conf.dataDir, conf.name);
+  let found = false;
+  if (store) {
+    try {
+      found = store.withLock(() => {
+        const { entries } = store.scan();
+        const key = reservationKey(req.containerId, req.ifName);
+        const legacy = req.containerId.trim();
+        return entries.some((e) => e.key === key) || entries.some((e) => e.key === legacy);
+      });
+    } finally {
+      store.close();
+    }
   }
   if (!found) throw internalError(`host-local: Failed to find address added by container ${req.containerId}`);
 }
@@ -239,6 +244,7 @@ function status(req: Request<IPAMConfig>): void {
 
 export const plugin: Plugin<IPAMConfig> = {
   name: 'host-local',
+  ipam: true,
   about: `CNI host-local plugin cnikit ${VERSION}`,
   conf: parseConf,
   add,

@@ -19,13 +19,19 @@ import {
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
   CNIKIT_VERSION as VERSION,
+  validateDelegate,
 } from '@cnikit/skel';
 import { validateIpvlanInterface } from './check-logic.ts';
 import { chainedMaster, type IpvlanConf, modeFromString, parseConf } from './config.ts';
 
 async function add(req: Request<IpvlanConf>): Promise<Result> {
   const conf = req.conf;
+  // chained after a plugin that already chose the addresses, no IPAM runs
+  const chained = conf.ipamType === '' && (req.prevResult?.ips?.length ?? 0) > 0;
+  // configuration errors, the IPAM's included, are raised before the first change
+  if (!chained) await validateDelegate(conf.ipamType, req, { ipam: true });
   const master =
     conf.master ||
     chainedMaster(req.prevResult) ||
@@ -47,11 +53,10 @@ async function add(req: Request<IpvlanConf>): Promise<Result> {
 
     let result: Result;
     const prev = req.prevResult;
-    if (conf.ipamType === '' && prev && (prev.ips?.length ?? 0) > 0) {
-      // chained after a plugin that already chose the addresses
+    if (chained && prev) {
       result = structuredClone(prev);
     } else {
-      undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+      undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
       result = await delegateAdd(conf.ipamType, req);
       if (!result.ips || result.ips.length === 0)
         throw internalError('IPAM plugin returned missing IP config');
@@ -126,6 +131,7 @@ async function status(req: Request<IpvlanConf>): Promise<void> {
 
 export const plugin: Plugin<IpvlanConf> = {
   name: 'ipvlan',
+  ipam: false,
   about: `CNI ipvlan plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   prevResultErrorPrefix: 'could not parse prevResult: ',

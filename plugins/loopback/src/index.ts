@@ -89,6 +89,7 @@ function check(req: Request): void {
 
 export const plugin: Plugin = {
   name: 'loopback',
+  ipam: false,
   about: `CNI loopback plugin cnikit ${CNIKIT_VERSION}`,
   add,
   del,

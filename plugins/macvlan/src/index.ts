@@ -20,7 +20,9 @@ import {
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
   CNIKIT_VERSION as VERSION,
+  validateDelegate,
 } from '@cnikit/skel';
 import { findContainerInterface, validateMacvlanInterface } from './check-logic.ts';
 import { type MacvlanConf, parseConf } from './config.ts';
@@ -28,6 +30,8 @@ import { createContainerMacvlan, resolveMaster } from './link.ts';
 
 async function add(req: Request<MacvlanConf>): Promise<Result> {
   const conf = req.conf;
+  // configuration errors, the IPAM's included, are raised before the first change
+  if (conf.ipamType !== '') await validateDelegate(conf.ipamType, req, { ipam: true });
   const master = resolveMaster(conf, req.netns);
   const netnsFd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
@@ -40,7 +44,7 @@ async function add(req: Request<MacvlanConf>): Promise<Result> {
     };
     if (conf.ipamType !== '') {
       // registered before the call: an IPAM that allocated and then failed to answer is released too
-      undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+      undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
       const ipam = await delegateAdd(conf.ipamType, req);
       if (!ipam.ips || ipam.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
       result.ips = ipam.ips.map((ip) => ({ ...ip, interface: 0 }));
@@ -123,6 +127,7 @@ async function status(req: Request<MacvlanConf>): Promise<void> {
 
 export const plugin: Plugin<MacvlanConf> = {
   name: 'macvlan',
+  ipam: false,
   about: `CNI macvlan plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,

@@ -334,6 +334,15 @@ describe('macvlan bad input and rollback: nothing left behind', () => {
       /failed to find plugin "nope"/,
     );
     clean();
+    // a configuration error of an exec'd host-local (this test process is not the multicall executable, so the
+    // IPAM is not validated before the link is made): the link is rolled back, and the rollback's IPAM DEL creates
+    // no store — neither does a DEL of a container never added
+    const fresh = join(env.dir, 'ipam-fresh');
+    const badConf = conf(hostLocal({ dataDir: fresh, subnet: 1 }));
+    expectCniError(await cniCall(plugin, 'ADD', badConf, o), 7, 'ipam.subnet: expected string, got number 1');
+    clean();
+    expectOk(await cniCall(plugin, 'DEL', conf(hostLocal({ dataDir: fresh })), o));
+    assert.equal(existsSync(fresh), false, 'no dataDir created by the rollback or the DEL');
     // host-local allocates, then the route cannot be added (unreachable gateway): ADD fails after allocation
     const bad = conf(hostLocal({ routes: [{ dst: '10.98.0.0/16', gw: '192.0.2.1' }] }));
     const r = await cniCall(plugin, 'ADD', bad, o);

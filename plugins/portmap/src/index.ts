@@ -167,6 +167,7 @@ function status(): void {
 
 export const plugin: Plugin<PortMapConf> = {
   name: 'portmap',
+  ipam: false,
   about: `CNI portmap plugin cnikit ${VERSION}`,
   prevResultErrorPrefix: 'could not parse prevResult: ',
   conf: parseConf,

@@ -9,12 +9,13 @@ import * as nl from '@cnikit/netlink';
 import {
   type DNS,
   delegateAdd,
-  delegateDel,
   errorReason,
   internalError,
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
+  validateDelegate,
 } from '@cnikit/skel';
 import { masqBackend, type PtpConf } from './config.ts';
 import { configureContainer, createPair, deleteContainerVeth, setupHost } from './kernel.ts';
@@ -31,10 +32,12 @@ export function dnsConfSet(dns: DNS | undefined): boolean {
 export async function cmdAdd(req: Request<PtpConf>): Promise<Result> {
   const conf = req.conf;
   const backend = masqBackend(conf);
+  // configuration errors, the IPAM's included, are raised before the first change
+  await validateDelegate(conf.ipamType, req, { ipam: true });
   const undo = new Rollback();
   try {
     // registered before the call: an IPAM that allocated and then failed to answer is released too
-    undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+    undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
     const ipam = await delegateAdd(conf.ipamType, req);
     const result: Result = {
       cniVersion: '1.1.0',

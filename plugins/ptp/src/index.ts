@@ -12,6 +12,7 @@ import { cmdGc, cmdStatus } from './gcstatus.ts';
 
 export const plugin: Plugin<PtpConf> = {
   name: 'ptp',
+  ipam: false,
   about: `CNI ptp plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,

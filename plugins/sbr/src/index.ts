@@ -88,6 +88,7 @@ function check(req: Request<SbrConf>): void {
 
 export const plugin: Plugin<SbrConf> = {
   name: 'sbr',
+  ipam: false,
   about: `CNI sbr plugin cnikit ${CNIKIT_VERSION}`,
   conf: parseConf,
   add,

@@ -59,6 +59,7 @@ function check(req: Request<StaticConfig>): void {
 
 export const plugin: Plugin<StaticConfig> = {
   name: 'static',
+  ipam: true,
   about: `CNI static plugin cnikit ${VERSION}`,
   conf: parseConf,
   add,

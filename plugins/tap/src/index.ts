@@ -8,6 +8,7 @@ import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus } from './verbs.ts';
 
 export const plugin: Plugin<TapConf> = {
   name: 'tap',
+  ipam: false,
   about: `CNI tap plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,

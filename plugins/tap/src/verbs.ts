@@ -15,12 +15,16 @@ import {
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
+  validateDelegate,
 } from '@cnikit/skel';
 import type { TapConf } from './config.ts';
 import { createTap, deleteTempTap } from './kernel.ts';
 
 export async function cmdAdd(req: Request<TapConf>): Promise<Result> {
   const conf = req.conf;
+  // configuration errors, the IPAM's included, are raised before the first change
+  if (conf.ipamType !== '') await validateDelegate(conf.ipamType, req, { ipam: true });
   const fd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
@@ -28,7 +32,7 @@ export async function cmdAdd(req: Request<TapConf>): Promise<Result> {
     undo.push('delete tap', () => nl.withNetnsFd(fd, () => nl.deleteLinkIfExists(req.ifName)));
     const result: Result = { cniVersion: '1.1.0', interfaces: [tap] };
     if (conf.ipamType !== '') {
-      undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+      undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
       const ipam = await delegateAdd(conf.ipamType, req);
       if (!ipam.ips || ipam.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
       result.ips = ipam.ips.map((ip) => ({ ...ip, interface: 0 }));

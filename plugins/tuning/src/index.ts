@@ -368,6 +368,7 @@ function status(req: Request<TuningConf>): void {
 
 export const plugin: Plugin<TuningConf> = {
   name: 'tuning',
+  ipam: false,
   about: `CNI tuning plugin cnikit ${VERSION}`,
   conf: parseConf,
   add,

@@ -19,13 +19,27 @@ import {
   type Request,
   type Result,
   Rollback,
+  undoDelegateAdd,
   CNIKIT_VERSION as VERSION,
+  validateDelegate,
 } from '@cnikit/skel';
 import { validateVlanInterface } from './check-logic.ts';
 import { checkMtu, parseConf, type VlanConf } from './config.ts';
 
+/** Go wraps the delegate's error with fmt.Errorf: code 999, its text (msg; details). */
+function ipamDelegateError(err: unknown): CniError {
+  const e = CniError.from(err);
+  return internalError(`failed to execute IPAM delegate: ${e.msg}${e.details ? `; ${e.details}` : ''}`, err);
+}
+
 async function add(req: Request<VlanConf>): Promise<Result> {
   const conf = req.conf;
+  // configuration errors, the IPAM's included, are raised before the first change (worded like the ADD's)
+  try {
+    await validateDelegate(conf.ipamType, req, { ipam: true });
+  } catch (err) {
+    throw ipamDelegateError(err);
+  }
   const masterLink = nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
   // clearer than the reference's bare "Link not found": which link (the words of its createVlan lookup)
   if (!masterLink)
@@ -51,17 +65,12 @@ async function add(req: Request<VlanConf>): Promise<Result> {
     });
     undo.push('delete vlan', () => nl.withNetnsFd(netnsFd, () => nl.deleteLinkIfExists(req.ifName)));
 
-    undo.push('IPAM DEL', () => delegateDel(conf.ipamType, req));
+    undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
     let result: Result;
     try {
       result = await delegateAdd(conf.ipamType, req);
     } catch (err) {
-      // Go wraps the delegate's error with fmt.Errorf: code 999, its text (msg; details)
-      const e = CniError.from(err);
-      throw internalError(
-        `failed to execute IPAM delegate: ${e.msg}${e.details ? `; ${e.details}` : ''}`,
-        err,
-      );
+      throw ipamDelegateError(err);
     }
     if (!result.ips || result.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
     result.cniVersion = '1.1.0';
@@ -129,6 +138,7 @@ async function status(req: Request<VlanConf>): Promise<void> {
 
 export const plugin: Plugin<VlanConf> = {
   name: 'vlan',
+  ipam: false,
   about: `CNI vlan plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,

@@ -69,6 +69,7 @@ function check(req: Request<VrfConf>): void {
 
 export const plugin: Plugin<VrfConf> = {
   name: 'vrf',
+  ipam: false,
   about: `CNI vrf plugin cnikit ${CNIKIT_VERSION}`,
   versions: ALL_VERSIONS.slice(ALL_VERSIONS.indexOf('0.3.1')),
   conf: parseConf,

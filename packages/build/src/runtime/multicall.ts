@@ -207,6 +207,7 @@ const PLUGIN_KEYS = Object.keys({
   parsePrevResult: 0,
   prevResultErrorPrefix: 0,
   conf: 0,
+  ipam: 0,
   add: 0,
   del: 0,
   check: 0,
