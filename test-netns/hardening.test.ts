@@ -107,6 +107,12 @@ describe('configuration errors of the IPAM section are raised before any change 
           assert.doesNotMatch(main.stderr, /rollback/, `${type}: nothing to roll back`);
           unchanged(`${type} with "ipam": {"type": "bridge"}`);
 
+          // the options dhcp's client owns are refused by dhcp's ADD decoder, so before the delegating plugin's change
+          const owned = await cni.add(net({ type: 'dhcp', provide: [{ option: '53', value: '1' }] }));
+          expectCniError(owned, wraps ? 999 : 7, /ipam\.provide\[0\]: option "53" cannot be provided/);
+          assert.doesNotMatch(owned.stderr, /rollback/, `${type}: nothing to roll back`);
+          unchanged(`${type} with dhcp providing option 53`);
+
           // DEL releases, it never creates: a container that was never added leaves no dataDir, no lock file
           const del = await cni.del(
             net({ type: 'host-local', ranges: [[{ subnet: '10.83.0.0/24' }]], dataDir }),

@@ -14,11 +14,18 @@ import {
   ErrorCode,
   type Plugin,
   type Request,
+  type RequestBase,
   type Result,
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import type { CallArgs } from './daemon.ts';
-import { DEFAULT_SOCKET_PATH, type DhcpIpamConfig, prepareOptions, readIpamConfig } from './options.ts';
+import {
+  DEFAULT_SOCKET_PATH,
+  type DhcpIpamConfig,
+  prepareOptions,
+  providedCodes,
+  readIpamConfig,
+} from './options.ts';
 import { callDaemon, DaemonUnreachable } from './protocol.ts';
 
 interface Conf {
@@ -26,8 +33,11 @@ interface Conf {
   ipam: DhcpIpamConfig;
 }
 
-function parseConf(raw: Record<string, unknown>): Conf {
-  return { raw, ipam: readIpamConfig(raw) };
+function parseConf(raw: Record<string, unknown>, req: RequestBase): Conf {
+  const ipam = readIpamConfig(raw);
+  // options the client owns are refused on ADD (DEL, CHECK and GC of such a config still release what they can)
+  if (req.command === 'ADD') providedCodes(ipam);
+  return { raw, ipam };
 }
 
 function callArgs(req: Request<Conf>): CallArgs {

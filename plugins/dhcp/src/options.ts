@@ -143,17 +143,29 @@ export interface PreparedOptions {
   request: number[];
 }
 
-/** The reference's prepareOptions: provided values (from config or CNI_ARGS) and the parameter request list. */
-export function prepareOptions(conf: DhcpIpamConfig, cniArgs: string): PreparedOptions {
-  const args = parseCniArgs(cniArgs);
-  const provide: Array<[number, string]> = [];
-  for (const [n, p] of conf.provide.entries()) {
+/**
+ * The option code of each `provide` entry; a name that does not parse, or an option the client owns, is a
+ * configuration error (the dhcp plugin's ADD decoder runs it, so a delegating plugin sees it before its first change).
+ */
+export function providedCodes(conf: DhcpIpamConfig): number[] {
+  return conf.provide.map((p, n) => {
     const code = parseOptionName(p.option);
     const owned = CLIENT_OWNED_OPTIONS[code];
     if (owned !== undefined)
       throw configError(
         `ipam.provide[${n}]: option ${JSON.stringify(p.option)} cannot be provided: option ${code} is the DHCP client's own (${owned})`,
       );
+    return code;
+  });
+}
+
+/** The reference's prepareOptions: provided values (from config or CNI_ARGS) and the parameter request list. */
+export function prepareOptions(conf: DhcpIpamConfig, cniArgs: string): PreparedOptions {
+  const args = parseCniArgs(cniArgs);
+  const provide: Array<[number, string]> = [];
+  const codes = providedCodes(conf);
+  for (const [n, p] of conf.provide.entries()) {
+    const code = codes[n]!;
     if (p.value) {
       if (Buffer.byteLength(p.value) > 255)
         throw configError(
