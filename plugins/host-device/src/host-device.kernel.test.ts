@@ -424,6 +424,122 @@ describe('host-device on the real kernel (in-process)', () => {
     host(['link', 'del', 'net1']);
   });
 
+  test('DEL restores the MAC, MTU, alias and up state the container changed', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:20');
+    host(['link', 'set', 'hd0', 'alias', 'uplink', 'mtu', '1400']);
+    const c = conf({ device: 'hd0' });
+    assert.equal((await call('ADD', c)).code, 0);
+    assert.equal(link(0, 'net1').ifalias, 'hd0');
+    const ns = { ns: env.sb.containers[0]! };
+    env.sb.exec('ip', ['link', 'set', 'net1', 'down'], ns);
+    env.sb.exec('ip', ['link', 'set', 'net1', 'address', '0a:72:00:00:00:99', 'mtu', '1280'], ns);
+    assert.equal((await call('DEL', c)).code, 0);
+    const l = link('host', 'hd0');
+    assert.ok(l, 'back under its name');
+    assert.equal(l.address, '0a:72:00:00:00:20');
+    assert.equal(l.mtu, 1400);
+    assert.equal(l.ifalias, 'uplink', 'its own alias again');
+    assert.ok(l.flags.includes('UP'));
+    assert.deepEqual(addrs(l).sort(), ['192.168.90.7/24', 'fd90::7/64']);
+  });
+
+  test('the namespace died without DEL after the container changed MTU and up state: DEL or GC restores it', async () => {
+    for (const verb of ['DEL', 'GC'] as const) {
+      const mac = '0a:72:00:00:00:21';
+      makeDevice('hd0', mac);
+      const cn = env.sb.newContainer();
+      const c = conf({ device: 'hd0', cniVersion: '1.1.0' });
+      assert.equal((await call('ADD', c, { netns: cn.path, containerId: 'died' })).code, 0);
+      assert.deepEqual(states(), ['died-net1']);
+      env.sb.exec('ip', ['link', 'set', 'net1', 'down', 'mtu', '1280'], { ns: cn });
+      // what the kernel does to a physical device when its namespace dies: back to the host under the
+      // container-side name, down, alias kept (a veth would be destroyed; its peer keeps this one alive here)
+      env.sb.exec('ip', ['link', 'set', 'net1', 'netns', env.sb.host.name], { ns: cn });
+      deleteNamedNetns(cn);
+      assert.equal(link('host', 'net1').mtu, 1280);
+      const r =
+        verb === 'DEL'
+          ? await call('DEL', c, { netns: cn.path, containerId: 'died' })
+          : await cniCall(plugin, 'GC', { ...c, 'cni.dev/valid-attachments': [] }, { path: DIST });
+      assert.equal(r.code, 0, `${verb}: ${r.stdout}`);
+      assertBack('hd0', mac);
+      assert.equal(link('host', 'hd0').mtu, 1500, `${verb} restores the MTU`);
+      assert.equal(link('host', 'net1'), undefined, `${verb}: renamed back`);
+      assert.deepEqual(states(), [], `${verb} drops the state`);
+      host(['link', 'del', 'hd0']);
+    }
+  });
+
+  describe('SIGKILL at any point of ADD or DEL never loses the device', () => {
+    const killable = { source: join(import.meta.dirname, 'kill-at-step.ts') };
+    /** After a kill: DEL brings it back, a fresh ADD and DEL work, nothing is left over. */
+    const recovers = async (c: J, mac: string, what: string) => {
+      const d = await call('DEL', c);
+      assert.equal(d.code, 0, `${what}: DEL ${d.stdout}`);
+      assertBack('hd0', mac);
+      assert.deepEqual(states(), [], `${what}: no state left`);
+      const r = await call('ADD', c);
+      assert.equal(r.code, 0, `${what}: fresh ADD ${r.stdout}`);
+      assert.equal(link(0, 'net1').ifalias, 'hd0');
+      assert.equal((await call('DEL', c)).code, 0);
+      assertBack('hd0', mac);
+    };
+
+    for (const step of ['alias set', 'moved in', 'up'])
+      test(`ADD killed right after "${step}"`, async () => {
+        const mac = '0a:72:00:00:00:30';
+        makeDevice('hd0', mac);
+        const c = conf({ device: 'hd0' });
+        const k = await cniCall(killable, 'ADD', c, {
+          netns: env.sb.containers[0]!.path,
+          ifName: 'net1',
+          containerId: 'hd1',
+          env: { CNIKIT_TEST_KILL_AT: step },
+        });
+        assert.equal(k.signal, 'SIGKILL', `killed at ${step}: ${k.stdout}${k.stderr}`);
+        assert.ok(link('host', 'hd0') ?? link(0, 'net1'), 'the device is in the host or the container');
+        await recovers(c, mac, step);
+      });
+
+    test('DEL killed right after "moved out"', async () => {
+      const mac = '0a:72:00:00:00:31';
+      makeDevice('hd0', mac);
+      const c = conf({ device: 'hd0' });
+      assert.equal((await call('ADD', c)).code, 0);
+      const k = await cniCall(killable, 'DEL', c, {
+        netns: env.sb.containers[0]!.path,
+        ifName: 'net1',
+        containerId: 'hd1',
+        env: { CNIKIT_TEST_KILL_AT: 'moved out' },
+      });
+      assert.equal(k.signal, 'SIGKILL', k.stdout + k.stderr);
+      await recovers(c, mac, 'moved out');
+    });
+
+    test('the compiled plugin SIGKILLed at 20 spread-out delays during ADD', async (t) => {
+      const mac = '0a:72:00:00:00:32';
+      makeDevice('hd0', mac);
+      const c = conf({ device: 'hd0' });
+      const bin = { binary: join(DIST, 'host-device') };
+      const o = { netns: env.sb.containers[0]!.path, ifName: 'net1', containerId: 'hd1', path: DIST };
+      const t0 = performance.now();
+      assert.equal((await cniCall(bin, 'ADD', c, o)).code, 0);
+      const span = Math.max(40, performance.now() - t0);
+      assert.equal((await cniCall(bin, 'DEL', c, o)).code, 0);
+      assertBack('hd0', mac);
+      let killed = 0;
+      for (let i = 0; i < 20; i++) {
+        const delay = (i / 19) * span * 1.6;
+        const k = await cniCall(bin, 'ADD', c, { ...o, timeoutMs: delay });
+        if (k.signal === 'SIGKILL') killed++;
+        else assert.equal(k.code, 0, k.stdout);
+        await recovers(c, mac, `kill at ${delay.toFixed(0)} ms`);
+      }
+      t.diagnostic(`one ADD took ${span.toFixed(0)} ms; ${killed} of 20 ADDs were killed`);
+      assert.ok(killed >= 8, `only ${killed} of 20 ADDs were killed`);
+    });
+  });
+
   describe('interoperability with the Go reference host-device', () => {
     assert.ok(existsSync(GO), 'Go reference plugins not installed in /usr/lib/cni');
     const goCall = (cmd: 'ADD' | 'DEL' | 'CHECK', c: object) =>
