@@ -90,7 +90,9 @@ function assertBack(name: string, mac: string): void {
 
 describe('host-device on the real kernel (in-process)', () => {
   beforeEach(() => {
-    for (const n of ['hd0', 'hd1']) env.sb.exec('ip', ['link', 'del', n], { check: false });
+    // a failed test may leave a device under its container-side name (net1, dev7) or only its peer
+    for (const n of ['hd0', 'hd1', 'net1', 'dev7', 'hd0p', 'hd1p'])
+      env.sb.exec('ip', ['link', 'del', n], { check: false });
     for (const c of env.sb.containers)
       env.sb.exec('ip', ['-n', c.name, 'link', 'del', 'net1'], { check: false });
   });
@@ -522,14 +524,19 @@ describe('host-device on the real kernel (in-process)', () => {
       const c = conf({ device: 'hd0' });
       const bin = { binary: join(DIST, 'host-device') };
       const o = { netns: env.sb.containers[0]!.path, ifName: 'net1', containerId: 'hd1', path: DIST };
-      const t0 = performance.now();
-      assert.equal((await cniCall(bin, 'ADD', c, o)).code, 0);
-      const span = Math.max(40, performance.now() - t0);
-      assert.equal((await cniCall(bin, 'DEL', c, o)).code, 0);
-      assertBack('hd0', mac);
+      // calibrate: the fastest of 3 ADDs (the first one after a build is slower: cold page cache)
+      let span = Infinity;
+      for (let i = 0; i < 3; i++) {
+        const t0 = performance.now();
+        assert.equal((await cniCall(bin, 'ADD', c, o)).code, 0);
+        span = Math.min(span, performance.now() - t0);
+        assert.equal((await cniCall(bin, 'DEL', c, o)).code, 0);
+        assertBack('hd0', mac);
+      }
+      span = Math.max(20, span);
       let killed = 0;
       for (let i = 0; i < 20; i++) {
-        const delay = (i / 19) * span * 1.6;
+        const delay = (i / 19) * span * 1.3;
         const k = await cniCall(bin, 'ADD', c, { ...o, timeoutMs: delay });
         if (k.signal === 'SIGKILL') killed++;
         else assert.equal(k.code, 0, k.stdout);
