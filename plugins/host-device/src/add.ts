@@ -1,7 +1,7 @@
 /**
  * ADD in the reference's order: find the host device, move it into the container (renamed, original name in the
- * alias), then the IPAM and its addresses/routes. cnikit also saves the device's addresses and up state for DEL,
- * and undoes everything when a later step fails (the reference releases only the IPAM allocation and leaves the
+ * alias), then the IPAM and its addresses/routes. cnikit also records the device before the move (state.ts: what
+ * DEL restores and what finds it again), and undoes everything when a later step fails (the reference releases only the IPAM allocation and leaves the
  * device in the container).
  */
 import { closeSync } from 'node:fs';

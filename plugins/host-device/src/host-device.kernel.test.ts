@@ -1,5 +1,13 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
@@ -286,6 +294,45 @@ describe('host-device on the real kernel (in-process)', () => {
       roundTrip(conf({ runtimeConfig: { deviceID: '0000:03:00.0' } })));
     test('runtimeConfig.deviceID: an auxiliary device', () =>
       roundTrip(conf({ runtimeConfig: { deviceID: 'mlx5_core.sf.2' } })));
+
+    test('a returned device is found by its parent PCI device whatever the container did to its MAC and alias', async () => {
+      const mac = '0a:72:00:00:00:0c';
+      makeDevice('hd0', mac);
+      const dev = join(root, 'devices', 'pci0000:00', '0000:03:00.0');
+      mkdirSync(join(root, 'bus', 'pci'), { recursive: true });
+      if (!existsSync(join(dev, 'subsystem'))) symlinkSync(join(root, 'bus', 'pci'), join(dev, 'subsystem'));
+      /** sysfs's class/net entry of a host link (the kernel's: ifindex, address, device → its PCI function). */
+      const classNet = (name: string) => {
+        const l = link('host', name);
+        const d = join(root, 'class', 'net', name);
+        mkdirSync(d, { recursive: true });
+        writeFileSync(join(d, 'ifindex'), `${l.ifindex}\n`);
+        writeFileSync(join(d, 'address'), `${l.address}\n`);
+        if (!existsSync(join(d, 'device'))) symlinkSync(dev, join(d, 'device'));
+      };
+      classNet('hd0');
+      const cn = env.sb.newContainer();
+      const c = conf({ device: 'hd0' });
+      sysfs.root = root;
+      try {
+        assert.equal((await call('ADD', c, { netns: cn.path, containerId: 'died' })).code, 0);
+        const saved = JSON.parse(readFileSync(join(env.dir, 'state', 'hdnet', 'died-net1'), 'utf8'));
+        assert.deepEqual([saved.parentBus, saved.parentDev, saved.mac], ['pci', '0000:03:00.0', mac]);
+        const ns = { ns: cn };
+        env.sb.exec('ip', ['link', 'set', 'net1', 'down'], ns);
+        env.sb.exec('ip', ['link', 'set', 'net1', 'address', '0a:72:00:00:00:99', 'alias', 'workload'], ns);
+        env.sb.exec('ip', ['link', 'set', 'net1', 'netns', env.sb.host.name], ns);
+        deleteNamedNetns(cn);
+        classNet('net1');
+        const d = await call('DEL', c, { netns: cn.path, containerId: 'died' });
+        assert.equal(d.code, 0, d.stdout);
+        assertBack('hd0', mac);
+        assert.equal(link('host', 'net1'), undefined, 'renamed back');
+        assert.deepEqual(states(), []);
+      } finally {
+        sysfs.root = '/sys';
+      }
+    });
 
     test('DPDK (vfio-pci): nothing is moved, IPAM still runs, DEL releases', async () => {
       sysfs.root = root;

@@ -13,6 +13,7 @@
 import * as nl from '@cnikit/netlink';
 import { errorReason, internalError } from '@cnikit/skel';
 import type { SavedDevice } from './state.ts';
+import { parentFromSysfs } from './sysfs.ts';
 
 const q = JSON.stringify;
 
@@ -144,7 +145,11 @@ export function findReturned(links: readonly nl.Link[], saved: SavedDevice): nl.
  * Synchronous, in the host.
  */
 export function reclaimReturned(saved: SavedDevice): boolean {
-  const l = findReturned(nl.listLinks(), saved);
+  // kernels < 5.16 give no parent device by netlink: sysfs then, when the record has one to compare
+  const links = nl
+    .listLinks()
+    .map((x) => (saved.parentDev && x.parentDev === undefined ? { ...x, ...parentFromSysfs(x) } : x));
+  const l = findReturned(links, saved);
   if (!l) return false;
   if (l.name !== saved.device) {
     if (nl.getLink(saved.device)) return false;

@@ -8,6 +8,7 @@
  */
 import * as nl from '@cnikit/netlink';
 import { StateDir } from '@cnikit/sys';
+import { parentFromSysfs } from './sysfs.ts';
 
 export interface SavedAddr {
   cidr: string;
@@ -52,9 +53,10 @@ export function captureDevice(name: string): SavedDevice {
   const saved: SavedDevice = { device: l.name, mac: l.mac, up: l.up, addrs, mtu: l.mtu };
   if (l.alias) saved.alias = l.alias;
   if (l.permMac) saved.permMac = l.permMac;
-  if (l.parentDev) {
-    saved.parentDev = l.parentDev;
-    saved.parentBus = l.parentBus ?? '';
+  const parent = l.parentDev !== undefined ? l : parentFromSysfs(l);
+  if (parent.parentDev) {
+    saved.parentDev = parent.parentDev;
+    saved.parentBus = parent.parentBus ?? '';
   }
   return saved;
 }
