@@ -54,6 +54,8 @@ export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
       try {
         cont = moveLinkIn(hostName, fd, req.ifName);
       } catch (err) {
+        // a move undone after the kernel took the device across drops its addresses: put them back
+        restoreDevice(saved);
         throw internalError(`failed to move link ${errorReason(err)}`, err);
       }
       undo.push('move the device back', () => {

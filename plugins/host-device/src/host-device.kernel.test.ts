@@ -519,6 +519,41 @@ describe('host-device on the real kernel (in-process)', () => {
     }
   });
 
+  test('a name taken on the other side: ADD and DEL fail and leave the device where it was, as it was', async () => {
+    const mac = '0a:72:00:00:00:22';
+    makeDevice('hd0', mac);
+    const ns = { ns: env.sb.containers[0]! };
+    // the kernel moves first and renames after: the device was in the container under its host name for a moment
+    // (the messages are the reference's)
+    env.sb.exec('ip', ['link', 'add', 'net1', 'type', 'veth', 'peer', 'name', 'net1p'], ns);
+    const before = stableHost();
+    const c = conf({ device: 'hd0' });
+    expectCniError(
+      await call('ADD', c),
+      999,
+      'failed to move link failed to move "net1" (host: "hd0") to container NS: file exists',
+    );
+    assert.equal(link(0, 'hd0'), undefined, 'not left in the container under its host name');
+    env.sb.exec('ip', ['link', 'del', 'net1'], ns);
+    assertBack('hd0', mac);
+    assert.equal(formatDiff(diffSnapshots(before, stableHost())), '');
+    assert.deepEqual(states(), []);
+
+    assert.equal((await call('ADD', c)).code, 0);
+    host(['link', 'add', 'hd0', 'type', 'veth', 'peer', 'name', 'hd0x']);
+    expectCniError(await call('DEL', c), 999, 'failed to move "hd0" to hostNS: file exists');
+    const l = link(0, 'net1');
+    assert.ok(l, 'still in the container');
+    assert.equal(l.ifalias, 'hd0');
+    assert.ok(l.flags.includes('UP'), 'up again');
+    assert.equal(link('host', 'net1'), undefined);
+    assert.deepEqual(states(), ['hd1-net1'], 'the state stays for the retry');
+    host(['link', 'del', 'hd0']);
+    assert.equal((await call('DEL', c)).code, 0);
+    assertBack('hd0', mac);
+    assert.deepEqual(states(), []);
+  });
+
   describe('SIGKILL at any point of ADD or DEL never loses the device', () => {
     const killable = { source: join(import.meta.dirname, 'kill-at-step.ts') };
     /** After a kill: DEL brings it back, a fresh ADD and DEL work, nothing is left over. */

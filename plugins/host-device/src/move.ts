@@ -55,7 +55,7 @@ export function moveLinkIn(hostName: string, containerFd: number, ifName: string
       if (half?.alias === hostName) quiet(() => nl.moveToNetns(half.index, hostNs.fd, { name: hostName }));
       undoHost();
       throw internalError(
-        `failed to move ${q(hostName)} to container NS as ${q(ifName)}: ${errorReason(err)}`,
+        `failed to move ${q(ifName)} (host: ${q(hostName)}) to container NS: ${errorReason(err)}`,
         err,
       );
     }
@@ -98,10 +98,7 @@ export function moveLinkOut(containerFd: number, ifName: string): string | undef
         if (half?.alias === original) quiet(() => nl.moveToNetns(half.index, containerFd, { name: ifName }));
       });
       if (c.up) quiet(() => nl.setLinkUp(ifName));
-      throw internalError(
-        `failed to move ${q(ifName)} to hostNS as ${q(original)}: ${errorReason(err)}`,
-        err,
-      );
+      throw internalError(`failed to move ${q(original)} to hostNS: ${errorReason(err)}`, err);
     }
     hooks.step('moved out');
     nl.withNetnsFd(hostNs.fd, () => {
