@@ -523,9 +523,10 @@ describe('host-device on the real kernel (in-process)', () => {
     const mac = '0a:72:00:00:00:22';
     makeDevice('hd0', mac);
     const ns = { ns: env.sb.containers[0]! };
-    // the kernel moves first and renames after: the device was in the container under its host name for a moment
-    // (the messages are the reference's)
+    // refused before the move (the kernel would move first and fail the rename after, and the device could come
+    // back under a new ifindex); the messages are the reference's
     env.sb.exec('ip', ['link', 'add', 'net1', 'type', 'veth', 'peer', 'name', 'net1p'], ns);
+    const index = link('host', 'hd0').ifindex;
     const before = stableHost();
     const c = conf({ device: 'hd0' });
     expectCniError(
@@ -536,6 +537,7 @@ describe('host-device on the real kernel (in-process)', () => {
     assert.equal(link(0, 'hd0'), undefined, 'not left in the container under its host name');
     env.sb.exec('ip', ['link', 'del', 'net1'], ns);
     assertBack('hd0', mac);
+    assert.equal(link('host', 'hd0').ifindex, index, 'never moved: same ifindex');
     assert.equal(formatDiff(diffSnapshots(before, stableHost())), '');
     assert.deepEqual(states(), []);
 

@@ -41,6 +41,10 @@ export function moveLinkIn(hostName: string, containerFd: number, ifName: string
         quiet(() => nl.setAlias(hostName, host.alias ?? ''));
         if (wasUp) quiet(() => nl.setLinkUp(hostName));
       });
+    // a taken name is refused before anything changes: the kernel would move the device first (the container's own
+    // link may hold its ifindex: it would come back under a new one) and fail the rename after
+    if (nl.getLink(ifName))
+      throw internalError(`failed to move ${q(ifName)} (host: ${q(hostName)}) to container NS: file exists`);
     try {
       inHost(() => nl.setAlias(host.index, hostName));
     } catch (err) {
@@ -50,7 +54,7 @@ export function moveLinkIn(hostName: string, containerFd: number, ifName: string
     try {
       inHost(() => nl.moveToNetns(host.index, containerFd, { name: ifName }));
     } catch (err) {
-      // the kernel moves first and renames after: a taken `ifName` leaves it here under its host name
+      // `ifName` taken since the check: the kernel moved it here under its host name before the rename failed
       const half = nl.getLink(hostName);
       if (half?.alias === hostName) quiet(() => nl.moveToNetns(half.index, hostNs.fd, { name: hostName }));
       undoHost();
@@ -89,10 +93,12 @@ export function moveLinkOut(containerFd: number, ifName: string): string | undef
     if (!c) return undefined;
     if (!c.alias) throw internalError(`failed to find original ifname for ${q(ifName)} (alias is not set)`);
     const original = c.alias;
+    if (nl.withNetnsFd(hostNs.fd, () => nl.getLink(original) !== undefined))
+      throw internalError(`failed to move ${q(original)} to hostNS: file exists`);
     try {
       nl.moveToNetns(c.index, hostNs.fd, { name: original });
     } catch (err) {
-      // moved, but `original` is taken in the host: back into the container as it was
+      // `original` taken since the check: moved, then the rename failed; back into the container as it was
       nl.withNetnsFd(hostNs.fd, () => {
         const half = nl.getLink(ifName);
         if (half?.alias === original) quiet(() => nl.moveToNetns(half.index, containerFd, { name: ifName }));
