@@ -396,6 +396,19 @@ describe('decoders', () => {
       unicastFlood: false,
     });
   });
+  test('link message decodes the permanent address and the parent device (physical NICs)', () => {
+    const b = new NlBuilder(RTM_NEWLINK, 0).ifinfo(0, 4).attrStr(3, 'enp3s0');
+    b.attr(1, Buffer.from('0a580a010203', 'hex')).attr(54, Buffer.from('00155d0a0b0c', 'hex'));
+    b.attrStr(56, '0000:03:00.0').attrStr(57, 'pci');
+    const l = decodeLink(parseMessages(b.finish(1))[0]!);
+    assert.equal(l.permMac, '00:15:5d:0a:0b:0c');
+    assert.equal(l.parentDev, '0000:03:00.0');
+    assert.equal(l.parentBus, 'pci');
+    const v = decodeLink(
+      parseMessages(new NlBuilder(RTM_NEWLINK, 0).ifinfo(0, 5).attrStr(3, 'v').finish(1))[0]!,
+    );
+    assert.deepEqual([v.permMac, v.parentDev, v.parentBus], ['', undefined, undefined]);
+  });
   test('veth whose peer has the same ifindex (kernel omits IFLA_LINK) reports peerIndex = own index', () => {
     const b = new NlBuilder(RTM_NEWLINK, 0)
       .ifinfo(0, 2)

@@ -129,6 +129,11 @@ export interface Link {
   /** ARPHRD_* (1 = ether, 772 = loopback). */
   hwType: number;
   alias: string | undefined;
+  /** IFLA_PERM_ADDRESS: the hardware's burnt-in MAC (physical devices; '' or undefined when the kernel has none). */
+  permMac?: string;
+  /** IFLA_PARENT_DEV_BUS_NAME / IFLA_PARENT_DEV_NAME: the bus device behind the link ('pci', '0000:03:00.0'). */
+  parentBus?: string;
+  parentDev?: string;
   /** Bridges only: IFLA_BR_VLAN_FILTERING. */
   vlanFiltering: boolean | undefined;
   /** Bridge ports only: flags from IFLA_INFO_SLAVE_DATA. */
@@ -173,6 +178,11 @@ function bool(v: number | undefined): boolean {
   return v !== undefined && v !== 0;
 }
 
+/** IFLA_PERM_ADDRESS (kernel ≥ 5.5), IFLA_PARENT_DEV_NAME / _BUS_NAME (kernel ≥ 5.16). */
+const IFLA_PERM_ADDRESS = 54;
+const IFLA_PARENT_DEV_NAME = 56;
+const IFLA_PARENT_DEV_BUS_NAME = 57;
+
 /** Decodes one RTM_NEWLINK message (AF_UNSPEC) into a Link. */
 export function decodeLink(m: NlMessage): Link {
   const p = m.payload;
@@ -205,6 +215,7 @@ export function decodeLink(m: NlMessage): Link {
   const master = attrU32(a, IFLA_MASTER);
   const mac = a.get(IFLA_ADDRESS);
   const brd = a.get(IFLA_BROADCAST);
+  const perm = a.get(IFLA_PERM_ADDRESS);
   return {
     index,
     name: attrStr(a, IFLA_IFNAME) ?? '',
@@ -229,6 +240,9 @@ export function decodeLink(m: NlMessage): Link {
     allmulti: (flags & IFF_ALLMULTI) !== 0,
     hwType,
     alias: attrStr(a, IFLA_IFALIAS),
+    permMac: perm ? formatMac(perm) : '',
+    parentBus: attrStr(a, IFLA_PARENT_DEV_BUS_NAME),
+    parentDev: attrStr(a, IFLA_PARENT_DEV_NAME),
     vlanFiltering,
     bridgePort,
   };
@@ -557,9 +571,19 @@ export function renameLink(ref: LinkRef, newName: string): void {
   }, op);
 }
 
-/** Moves a link into the namespace open on `ns` (an fd, e.g. NetNS.fd) or at `ns` (a path, checked to be a netns). */
-export function moveToNetns(ref: LinkRef, ns: number | string | { readonly fd: number }): void {
-  const op = `failed to move ${describeLink(ref)} to namespace ${typeof ns === 'object' ? `fd ${ns.fd}` : ns}`;
+/**
+ * Moves a link into the namespace open on `ns` (an fd, e.g. NetNS.fd) or at `ns` (a path, checked to be a netns).
+ * With `name`, the same request renames it there: one kernel operation, so no moment exists where the link is in
+ * the target under its old name (when that name is taken there, the kernel moves it under `name` directly; when
+ * `name` is taken there, the move happens and the rename fails with EEXIST: the caller checks where it is).
+ */
+export function moveToNetns(
+  ref: LinkRef,
+  ns: number | string | { readonly fd: number },
+  opts: { name?: string } = {},
+): void {
+  const op = `failed to move ${describeLink(ref)} to namespace ${typeof ns === 'object' ? `fd ${ns.fd}` : ns}${opts.name ? ` as ${opts.name}` : ''}`;
+  if (opts.name !== undefined) checkName(opts.name, op);
   let fd: number;
   let opened = false;
   if (typeof ns === 'string') {
@@ -567,7 +591,10 @@ export function moveToNetns(ref: LinkRef, ns: number | string | { readonly fd: n
     opened = true;
   } else fd = typeof ns === 'number' ? ns : ns.fd;
   try {
-    rtRequest(linkChange(ref).attrU32(IFLA_NET_NS_FD, fd), op);
+    // a rename cannot go with a lookup by name (both are IFLA_IFNAME): by index then
+    const b = linkChange(opts.name !== undefined ? linkIndex(ref) : ref).attrU32(IFLA_NET_NS_FD, fd);
+    if (opts.name !== undefined) b.attrStr(IFLA_IFNAME, opts.name);
+    rtRequest(b, op);
   } finally {
     if (opened) closeSync(fd);
   }

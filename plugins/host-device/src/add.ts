@@ -1,7 +1,7 @@
 /**
  * ADD in the reference's order: find the host device, move it into the container (renamed, original name in the
- * alias), then the IPAM and its addresses/routes. cnikit also saves the device's addresses and up state for DEL,
- * and undoes everything when a later step fails (the reference releases only the IPAM allocation and leaves the
+ * alias), then the IPAM and its addresses/routes. cnikit also records the device before the move (state.ts: what
+ * DEL restores and what finds it again), and undoes everything when a later step fails (the reference releases only the IPAM allocation and leaves the
  * device in the container).
  */
 import { closeSync } from 'node:fs';
@@ -57,6 +57,8 @@ export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
       try {
         cont = moveLinkIn(hostName, fd, req.ifName);
       } catch (err) {
+        // a move undone after the kernel took the device across drops its addresses: put them back
+        restoreDevice(saved);
         throw internalError(`failed to move link ${errorReason(err)}`, err);
       }
       undo.push('move the device back', () => {

@@ -1,8 +1,10 @@
 /**
  * DEL: IPAM DEL, then the device back to the host under its original name, with the addresses and up state it had
- * before ADD. Idempotent: a missing namespace or a device no longer in the container is not an error (the reference
- * fails in both cases); a device the kernel returned to the host when the namespace died (container-side name,
- * alias kept) is found by its saved MAC and alias, renamed back and restored. Keeps going after a failure and reports every failure at the end.
+ * before ADD (and its MAC, MTU and alias, which the container may have changed). Idempotent: a missing namespace or
+ * a device no longer in the container is not an error (the reference fails in both cases); a device the kernel
+ * returned to the host when the namespace died (container-side name or dev%d) is found by the hardware identifiers
+ * ADD saved (permanent MAC, parent bus device) or its MAC and alias, renamed back and restored. Keeps going after a
+ * failure and reports every failure at the end; the state file stays while the device could not be restored.
  */
 import { closeSync } from 'node:fs';
 import * as nl from '@cnikit/netlink';
@@ -20,9 +22,14 @@ export async function cmdDel(req: Request<HostDeviceConf>): Promise<void> {
   /** Not in the container (any more): the kernel may have returned it to the host when the namespace died. */
   const reclaim = () => {
     const saved = readState(conf.dataDir, conf.name, state);
-    if (!saved || !reclaimReturned(saved)) return;
-    const errs = restoreDevice(saved);
-    if (errs.length) throw new Error(errs.join('; '));
+    try {
+      if (!saved || !reclaimReturned(saved)) return;
+      const errs = restoreDevice(saved);
+      if (errs.length) throw new Error(errs.join('; '));
+    } catch (err) {
+      done = false;
+      throw err;
+    }
   };
   if (req.netns !== '') {
     errors.run('', () => {

@@ -1,5 +1,13 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
@@ -90,7 +98,9 @@ function assertBack(name: string, mac: string): void {
 
 describe('host-device on the real kernel (in-process)', () => {
   beforeEach(() => {
-    for (const n of ['hd0', 'hd1']) env.sb.exec('ip', ['link', 'del', n], { check: false });
+    // a failed test may leave a device under its container-side name (net1, dev7) or only its peer
+    for (const n of ['hd0', 'hd1', 'net1', 'dev7', 'hd0p', 'hd1p'])
+      env.sb.exec('ip', ['link', 'del', n], { check: false });
     for (const c of env.sb.containers)
       env.sb.exec('ip', ['-n', c.name, 'link', 'del', 'net1'], { check: false });
   });
@@ -285,6 +295,45 @@ describe('host-device on the real kernel (in-process)', () => {
     test('runtimeConfig.deviceID: an auxiliary device', () =>
       roundTrip(conf({ runtimeConfig: { deviceID: 'mlx5_core.sf.2' } })));
 
+    test('a returned device is found by its parent PCI device whatever the container did to its MAC and alias', async () => {
+      const mac = '0a:72:00:00:00:0c';
+      makeDevice('hd0', mac);
+      const dev = join(root, 'devices', 'pci0000:00', '0000:03:00.0');
+      mkdirSync(join(root, 'bus', 'pci'), { recursive: true });
+      if (!existsSync(join(dev, 'subsystem'))) symlinkSync(join(root, 'bus', 'pci'), join(dev, 'subsystem'));
+      /** sysfs's class/net entry of a host link (the kernel's: ifindex, address, device → its PCI function). */
+      const classNet = (name: string) => {
+        const l = link('host', name);
+        const d = join(root, 'class', 'net', name);
+        mkdirSync(d, { recursive: true });
+        writeFileSync(join(d, 'ifindex'), `${l.ifindex}\n`);
+        writeFileSync(join(d, 'address'), `${l.address}\n`);
+        if (!existsSync(join(d, 'device'))) symlinkSync(dev, join(d, 'device'));
+      };
+      classNet('hd0');
+      const cn = env.sb.newContainer();
+      const c = conf({ device: 'hd0' });
+      sysfs.root = root;
+      try {
+        assert.equal((await call('ADD', c, { netns: cn.path, containerId: 'died' })).code, 0);
+        const saved = JSON.parse(readFileSync(join(env.dir, 'state', 'hdnet', 'died-net1'), 'utf8'));
+        assert.deepEqual([saved.parentBus, saved.parentDev, saved.mac], ['pci', '0000:03:00.0', mac]);
+        const ns = { ns: cn };
+        env.sb.exec('ip', ['link', 'set', 'net1', 'down'], ns);
+        env.sb.exec('ip', ['link', 'set', 'net1', 'address', '0a:72:00:00:00:99', 'alias', 'workload'], ns);
+        env.sb.exec('ip', ['link', 'set', 'net1', 'netns', env.sb.host.name], ns);
+        deleteNamedNetns(cn);
+        classNet('net1');
+        const d = await call('DEL', c, { netns: cn.path, containerId: 'died' });
+        assert.equal(d.code, 0, d.stdout);
+        assertBack('hd0', mac);
+        assert.equal(link('host', 'net1'), undefined, 'renamed back');
+        assert.deepEqual(states(), []);
+      } finally {
+        sysfs.root = '/sys';
+      }
+    });
+
     test('DPDK (vfio-pci): nothing is moved, IPAM still runs, DEL releases', async () => {
       sysfs.root = root;
       try {
@@ -422,6 +471,164 @@ describe('host-device on the real kernel (in-process)', () => {
     assert.equal((await call('DEL', c, { netns: cn.path, containerId: 'died' })).code, 0);
     assert.ok(link('host', 'net1'), 'a link without the alias keeps its name');
     host(['link', 'del', 'net1']);
+  });
+
+  test('DEL restores the MAC, MTU, alias and up state the container changed', async () => {
+    makeDevice('hd0', '0a:72:00:00:00:20');
+    host(['link', 'set', 'hd0', 'alias', 'uplink', 'mtu', '1400']);
+    const c = conf({ device: 'hd0' });
+    assert.equal((await call('ADD', c)).code, 0);
+    assert.equal(link(0, 'net1').ifalias, 'hd0');
+    const ns = { ns: env.sb.containers[0]! };
+    env.sb.exec('ip', ['link', 'set', 'net1', 'down'], ns);
+    env.sb.exec('ip', ['link', 'set', 'net1', 'address', '0a:72:00:00:00:99', 'mtu', '1280'], ns);
+    assert.equal((await call('DEL', c)).code, 0);
+    const l = link('host', 'hd0');
+    assert.ok(l, 'back under its name');
+    assert.equal(l.address, '0a:72:00:00:00:20');
+    assert.equal(l.mtu, 1400);
+    assert.equal(l.ifalias, 'uplink', 'its own alias again');
+    assert.ok(l.flags.includes('UP'));
+    assert.deepEqual(addrs(l).sort(), ['192.168.90.7/24', 'fd90::7/64']);
+  });
+
+  test('the namespace died without DEL after the container changed MTU and up state: DEL or GC restores it', async () => {
+    for (const verb of ['DEL', 'GC'] as const) {
+      const mac = '0a:72:00:00:00:21';
+      makeDevice('hd0', mac);
+      const cn = env.sb.newContainer();
+      const c = conf({ device: 'hd0', cniVersion: '1.1.0' });
+      assert.equal((await call('ADD', c, { netns: cn.path, containerId: 'died' })).code, 0);
+      assert.deepEqual(states(), ['died-net1']);
+      env.sb.exec('ip', ['link', 'set', 'net1', 'down', 'mtu', '1280'], { ns: cn });
+      // what the kernel does to a physical device when its namespace dies: back to the host under the
+      // container-side name, down, alias kept (a veth would be destroyed; its peer keeps this one alive here)
+      env.sb.exec('ip', ['link', 'set', 'net1', 'netns', env.sb.host.name], { ns: cn });
+      deleteNamedNetns(cn);
+      assert.equal(link('host', 'net1').mtu, 1280);
+      const r =
+        verb === 'DEL'
+          ? await call('DEL', c, { netns: cn.path, containerId: 'died' })
+          : await cniCall(plugin, 'GC', { ...c, 'cni.dev/valid-attachments': [] }, { path: DIST });
+      assert.equal(r.code, 0, `${verb}: ${r.stdout}`);
+      assertBack('hd0', mac);
+      assert.equal(link('host', 'hd0').mtu, 1500, `${verb} restores the MTU`);
+      assert.equal(link('host', 'net1'), undefined, `${verb}: renamed back`);
+      assert.deepEqual(states(), [], `${verb} drops the state`);
+      host(['link', 'del', 'hd0']);
+    }
+  });
+
+  test('a name taken on the other side: ADD and DEL fail and leave the device where it was, as it was', async () => {
+    const mac = '0a:72:00:00:00:22';
+    makeDevice('hd0', mac);
+    const ns = { ns: env.sb.containers[0]! };
+    // refused before the move (the kernel would move first and fail the rename after, and the device could come
+    // back under a new ifindex); the messages are the reference's
+    env.sb.exec('ip', ['link', 'add', 'net1', 'type', 'veth', 'peer', 'name', 'net1p'], ns);
+    const index = link('host', 'hd0').ifindex;
+    const before = stableHost();
+    const c = conf({ device: 'hd0' });
+    expectCniError(
+      await call('ADD', c),
+      999,
+      'failed to move link failed to move "net1" (host: "hd0") to container NS: file exists',
+    );
+    assert.equal(link(0, 'hd0'), undefined, 'not left in the container under its host name');
+    env.sb.exec('ip', ['link', 'del', 'net1'], ns);
+    assertBack('hd0', mac);
+    assert.equal(link('host', 'hd0').ifindex, index, 'never moved: same ifindex');
+    assert.equal(formatDiff(diffSnapshots(before, stableHost())), '');
+    assert.deepEqual(states(), []);
+
+    assert.equal((await call('ADD', c)).code, 0);
+    host(['link', 'add', 'hd0', 'type', 'veth', 'peer', 'name', 'hd0x']);
+    expectCniError(await call('DEL', c), 999, 'failed to move "hd0" to hostNS: file exists');
+    const l = link(0, 'net1');
+    assert.ok(l, 'still in the container');
+    assert.equal(l.ifalias, 'hd0');
+    assert.ok(l.flags.includes('UP'), 'up again');
+    assert.equal(link('host', 'net1'), undefined);
+    assert.deepEqual(states(), ['hd1-net1'], 'the state stays for the retry');
+    host(['link', 'del', 'hd0']);
+    assert.equal((await call('DEL', c)).code, 0);
+    assertBack('hd0', mac);
+    assert.deepEqual(states(), []);
+  });
+
+  describe('SIGKILL at any point of ADD or DEL never loses the device', () => {
+    const killable = { source: join(import.meta.dirname, 'kill-at-step.ts') };
+    /** After a kill: DEL brings it back, a fresh ADD and DEL work, nothing is left over. */
+    const recovers = async (c: J, mac: string, what: string) => {
+      const d = await call('DEL', c);
+      assert.equal(d.code, 0, `${what}: DEL ${d.stdout}`);
+      assertBack('hd0', mac);
+      assert.deepEqual(states(), [], `${what}: no state left`);
+      const r = await call('ADD', c);
+      assert.equal(r.code, 0, `${what}: fresh ADD ${r.stdout}`);
+      assert.equal(link(0, 'net1').ifalias, 'hd0');
+      assert.equal((await call('DEL', c)).code, 0);
+      assertBack('hd0', mac);
+    };
+
+    for (const step of ['alias set', 'moved in', 'up'])
+      test(`ADD killed right after "${step}"`, async () => {
+        const mac = '0a:72:00:00:00:30';
+        makeDevice('hd0', mac);
+        const c = conf({ device: 'hd0' });
+        const k = await cniCall(killable, 'ADD', c, {
+          netns: env.sb.containers[0]!.path,
+          ifName: 'net1',
+          containerId: 'hd1',
+          env: { CNIKIT_TEST_KILL_AT: step },
+        });
+        assert.equal(k.signal, 'SIGKILL', `killed at ${step}: ${k.stdout}${k.stderr}`);
+        assert.ok(link('host', 'hd0') ?? link(0, 'net1'), 'the device is in the host or the container');
+        await recovers(c, mac, step);
+      });
+
+    test('DEL killed right after "moved out"', async () => {
+      const mac = '0a:72:00:00:00:31';
+      makeDevice('hd0', mac);
+      const c = conf({ device: 'hd0' });
+      assert.equal((await call('ADD', c)).code, 0);
+      const k = await cniCall(killable, 'DEL', c, {
+        netns: env.sb.containers[0]!.path,
+        ifName: 'net1',
+        containerId: 'hd1',
+        env: { CNIKIT_TEST_KILL_AT: 'moved out' },
+      });
+      assert.equal(k.signal, 'SIGKILL', k.stdout + k.stderr);
+      await recovers(c, mac, 'moved out');
+    });
+
+    test('the compiled plugin SIGKILLed at 20 spread-out delays during ADD', async (t) => {
+      const mac = '0a:72:00:00:00:32';
+      makeDevice('hd0', mac);
+      const c = conf({ device: 'hd0' });
+      const bin = { binary: join(DIST, 'host-device') };
+      const o = { netns: env.sb.containers[0]!.path, ifName: 'net1', containerId: 'hd1', path: DIST };
+      // calibrate: the fastest of 3 ADDs (the first one after a build is slower: cold page cache)
+      let span = Infinity;
+      for (let i = 0; i < 3; i++) {
+        const t0 = performance.now();
+        assert.equal((await cniCall(bin, 'ADD', c, o)).code, 0);
+        span = Math.min(span, performance.now() - t0);
+        assert.equal((await cniCall(bin, 'DEL', c, o)).code, 0);
+        assertBack('hd0', mac);
+      }
+      span = Math.max(20, span);
+      let killed = 0;
+      for (let i = 0; i < 20; i++) {
+        const delay = (i / 19) * span * 1.3;
+        const k = await cniCall(bin, 'ADD', c, { ...o, timeoutMs: delay });
+        if (k.signal === 'SIGKILL') killed++;
+        else assert.equal(k.code, 0, k.stdout);
+        await recovers(c, mac, `kill at ${delay.toFixed(0)} ms`);
+      }
+      t.diagnostic(`one ADD took ${span.toFixed(0)} ms; ${killed} of 20 ADDs were killed`);
+      assert.ok(killed >= 8, `only ${killed} of 20 ADDs were killed`);
+    });
   });
 
   describe('interoperability with the Go reference host-device', () => {

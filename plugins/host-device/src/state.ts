@@ -1,11 +1,14 @@
 /**
- * What moving a device into a namespace loses (its addresses, its up state), kept from ADD to DEL in a small JSON
+ * What moving a device into a namespace loses (its addresses, its up state), what the container may change (MAC,
+ * MTU, alias) and what identifies the hardware when the kernel hands it back after its namespace died without DEL
+ * (permanent MAC, parent bus device), kept from ADD to DEL in a small JSON
  * file per attachment: `<dataDir>/<network>/<containerID>-<ifName>`, written atomically in a symlink-proof
  * directory (StateDir). The reference keeps only the original name (in the alias) and leaves the device down
  * without addresses after DEL.
  */
 import * as nl from '@cnikit/netlink';
 import { StateDir } from '@cnikit/sys';
+import { parentFromSysfs } from './sysfs.ts';
 
 export interface SavedAddr {
   cidr: string;
@@ -18,9 +21,19 @@ export interface SavedAddr {
 export interface SavedDevice {
   /** The host name of the device (also in its alias while it is in the container). */
   device: string;
+  /** The MAC at ADD (restored by DEL: a container may change it). */
   mac: string;
   up: boolean;
   addrs: SavedAddr[];
+  /** The MTU at ADD (0 or missing in older files: not restored). */
+  mtu?: number;
+  /** The alias the device had before ADD replaced it with its name ('' or missing: none). */
+  alias?: string;
+  /** IFLA_PERM_ADDRESS: the burnt-in MAC ('' for virtual devices). */
+  permMac?: string;
+  /** The device behind the link: bus ('pci', 'auxiliary') and address ('0000:03:00.0'); missing for virtual ones. */
+  parentBus?: string;
+  parentDev?: string;
 }
 
 export const stateName = (containerID: string, ifName: string) => `${containerID}-${ifName}`;
@@ -37,12 +50,41 @@ export function captureDevice(name: string): SavedDevice {
       if (a.label && a.label !== l.name) s.label = a.label;
       return s;
     });
-  return { device: l.name, mac: l.mac, up: l.up, addrs };
+  const saved: SavedDevice = { device: l.name, mac: l.mac, up: l.up, addrs, mtu: l.mtu };
+  if (l.alias) saved.alias = l.alias;
+  if (l.permMac) saved.permMac = l.permMac;
+  const parent = l.parentDev !== undefined ? l : parentFromSysfs(l);
+  if (parent.parentDev) {
+    saved.parentDev = parent.parentDev;
+    saved.parentBus = parent.parentBus ?? '';
+  }
+  return saved;
 }
 
-/** Puts the saved addresses back and brings the link up when it was. Returns the failures (keeps going). */
+/**
+ * Puts the saved MAC, MTU, alias and addresses back and brings the link up when it was (MAC and MTU first: some
+ * drivers change them only while the link is down, as it is after a move). Returns the failures (keeps going).
+ */
 export function restoreDevice(saved: SavedDevice): string[] {
   const errors: string[] = [];
+  const dev = JSON.stringify(saved.device);
+  let now: nl.Link;
+  try {
+    now = nl.getLinkOrThrow(saved.device);
+  } catch (err) {
+    return [`failed to find ${dev} to restore it: ${(err as Error).message}`];
+  }
+  const step = (what: string, fn: () => void) => {
+    try {
+      fn();
+    } catch (err) {
+      errors.push(`failed to restore ${what} of ${dev}: ${(err as Error).message}`);
+    }
+  };
+  if (saved.mac && now.mac.toLowerCase() !== saved.mac.toLowerCase())
+    step(`MAC ${saved.mac}`, () => nl.setMac(now.index, saved.mac));
+  if (saved.mtu && now.mtu !== saved.mtu) step(`MTU ${saved.mtu}`, () => nl.setMtu(now.index, saved.mtu!));
+  if (saved.alias) step('alias', () => nl.setAlias(now.index, saved.alias!));
   for (const a of saved.addrs) {
     try {
       nl.addAddr(saved.device, a.cidr, {
@@ -93,15 +135,18 @@ export function readState(dataDir: string, network: string, name: string): Saved
   const dir = netDir(dataDir, network, false);
   if (!dir) return undefined;
   try {
-    const data = dir.read(name);
-    if (!data) return undefined;
-    try {
-      return JSON.parse(data.toString('utf8')) as SavedDevice;
-    } catch {
-      return undefined;
-    }
+    return parseSaved(dir.read(name));
   } finally {
     dir.close();
+  }
+}
+
+function parseSaved(data: Buffer | undefined | null): SavedDevice | undefined {
+  if (!data) return undefined;
+  try {
+    return JSON.parse(data.toString('utf8')) as SavedDevice;
+  } catch {
+    return undefined;
   }
 }
 
@@ -117,15 +162,38 @@ export function removeState(dataDir: string, network: string, name: string): voi
   }
 }
 
-/** GC: every state file of the network whose attachment is not in `valid` (names as `stateName`). */
-export function gcStates(dataDir: string, network: string, valid: ReadonlySet<string>): string[] {
+/**
+ * GC: every state file of the network whose attachment is not in `valid` (names as `stateName`). `before` runs
+ * first with each stale file's contents; when it throws, the file stays (a later GC or DEL retries) and the error
+ * is collected in `errors`.
+ */
+export function gcStates(
+  dataDir: string,
+  network: string,
+  valid: ReadonlySet<string>,
+  before?: (saved: SavedDevice) => void,
+  errors: string[] = [],
+): string[] {
   const dir = netDir(dataDir, network, false);
   if (!dir) return [];
   try {
     const stale = dir.list().filter((n) => !n.startsWith('.') && !valid.has(n));
-    for (const n of stale) dir.remove(n);
+    const removed: string[] = [];
+    for (const n of stale) {
+      if (before) {
+        const saved = parseSaved(dir.read(n));
+        try {
+          if (saved) before(saved);
+        } catch (err) {
+          errors.push(`${n}: ${(err as Error).message}`);
+          continue;
+        }
+      }
+      dir.remove(n);
+      removed.push(n);
+    }
     dir.removeStaleTemps();
-    return stale;
+    return removed;
   } finally {
     dir.close();
   }

@@ -4,7 +4,7 @@
  * and the link list. The sysfs root is a field of `sysfs` so that tests can point it at a fake tree (PCI and
  * auxiliary devices cannot be created in a test namespace); the link list is a parameter.
  */
-import { lstatSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, normalize } from 'node:path';
 import { formatMac, invalidMacMessage, parseMac } from '@cnikit/netlink';
 import { CniError, ErrorCode } from '@cnikit/skel';
@@ -155,4 +155,31 @@ export function findHostLink(
     return byName(nameFromNetDir(join(auxDevices(), sel.auxDevice, 'net')));
   }
   throw new Error('failed to find physical interface');
+}
+
+/**
+ * The bus device behind a link from sysfs (`class/net/<name>/device` and its `subsystem`): for kernels without
+ * IFLA_PARENT_DEV_NAME (< 5.16). Only when that entry's `ifindex` and `address` are the link's: a sysfs mounted for
+ * another network namespace shows other links under the same names. Empty for virtual devices.
+ */
+export function parentFromSysfs(l: { name: string; index: number; mac: string }): {
+  parentBus?: string;
+  parentDev?: string;
+} {
+  const dir = join(sysfs.root, 'class', 'net', l.name);
+  try {
+    const attr = (f: string) => readFileSync(join(dir, f), 'utf8').trim();
+    if (Number(attr('ifindex')) !== l.index || attr('address').toLowerCase() !== l.mac.toLowerCase())
+      return {};
+    const dev = realpathSync(join(dir, 'device'));
+    let bus = '';
+    try {
+      bus = basename(realpathSync(join(dev, 'subsystem')));
+    } catch {
+      bus = '';
+    }
+    return { parentBus: bus, parentDev: basename(dev) };
+  } catch {
+    return {};
+  }
 }
