@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -240,6 +241,7 @@ test('vendor/modules.txt: packages under wildcard lines move under their module,
 });
 
 test('vendor/modules.txt: Go 1.19 refuses the wildcard layout with -mod=vendor and builds the fixed one', () => {
+  assert.ok(existsSync(GO), `${GO} is missing: apt-get install golang-1.19-go`);
   const dir = scratch();
   put(
     dir,
