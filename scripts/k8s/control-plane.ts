@@ -1,0 +1,268 @@
+/**
+ * The lab cluster's control plane, first part (docs/k8s-build.md): Debian's etcd-server and the kube-apiserver built
+ * by scripts/k8s-build.mjs, both in a private network namespace (`ip netns add`) where they listen on its loopback
+ * only, with a PKI made at start under the scratch directory (openssl: a CA, the apiserver's serving certificate,
+ * its kubelet-client certificate, the service-account key pair and an admin client certificate in system:masters).
+ * The apiserver runs with the Node and RBAC authorizers, NodeRestriction and no insecure port. Nothing is written
+ * in the machine's root network namespace or outside the scratch directory; stop() ends the two processes this
+ * module started (by pid), removes the namespace and the directory.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const APISERVER_PORT = 6443;
+export const SERVICE_CIDR = '10.96.0.0/16';
+/** The first address of the service range: the `kubernetes` Service, so it is in the serving certificate. */
+export const SERVICE_IP = '10.96.0.1';
+
+export interface ControlPlane {
+  /** The network namespace (ip netns) everything listens in. */
+  netns: string;
+  dir: string;
+  /** An admin kubeconfig (system:masters) for https://127.0.0.1:6443 inside netns. */
+  kubeconfig: string;
+  pki: string;
+  /** kubectl in the namespace with the admin kubeconfig. */
+  kubectl(args: string[], input?: string): { status: number | null; stdout: string; stderr: string };
+  stop(): Promise<void>;
+}
+
+function must(cmd: string, args: string[], opts: { input?: string; timeout?: number } = {}): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: opts.timeout ?? 60_000, input: opts.input });
+  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** A CA and the certificates the control plane needs, made with openssl (P-256 keys, valid for 2 days). */
+export function makePki(pki: string): void {
+  mkdirSync(pki, { recursive: true, mode: 0o700 });
+  const p = (n: string) => join(pki, n);
+  const days = '2';
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  must('openssl', [
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    p('ca.key'),
+    '-out',
+    p('ca.crt'),
+    '-days',
+    days,
+    '-subj',
+    '/CN=cnikit-lab-ca',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+  ]);
+  const leaf = (name: string, subj: string, ext: string[]) => {
+    must('openssl', [
+      'req',
+      '-new',
+      ...ec,
+      '-keyout',
+      p(`${name}.key`),
+      '-out',
+      p(`${name}.csr`),
+      '-subj',
+      subj,
+    ]);
+    writeFileSync(p(`${name}.ext`), `${ext.join('\n')}\n`);
+    must('openssl', [
+      'x509',
+      '-req',
+      '-in',
+      p(`${name}.csr`),
+      '-CA',
+      p('ca.crt'),
+      '-CAkey',
+      p('ca.key'),
+      '-CAcreateserial',
+      '-days',
+      days,
+      '-out',
+      p(`${name}.crt`),
+      '-extfile',
+      p(`${name}.ext`),
+    ]);
+    rmSync(p(`${name}.csr`));
+    rmSync(p(`${name}.ext`));
+  };
+  const client = ['keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=clientAuth'];
+  leaf('apiserver', '/CN=kube-apiserver', [
+    'keyUsage=critical,digitalSignature,keyEncipherment',
+    'extendedKeyUsage=serverAuth',
+    `subjectAltName=IP:127.0.0.1,IP:${SERVICE_IP},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,` +
+      'DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local',
+  ]);
+  leaf('apiserver-kubelet-client', '/O=system:masters/CN=kube-apiserver-kubelet-client', client);
+  leaf('admin', '/O=system:masters/CN=cnikit-lab-admin', client);
+  must('openssl', [
+    'genpkey',
+    '-algorithm',
+    'EC',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-out',
+    p('sa.key'),
+  ]);
+  must('openssl', ['pkey', '-in', p('sa.key'), '-pubout', '-out', p('sa.pub')]);
+}
+
+/** A kubeconfig with the client certificate and the CA embedded, for server. */
+export function kubeconfigFor(pki: string, server: string, user: string, cert: string, key: string): string {
+  const b64 = (f: string) => readFileSync(join(pki, f)).toString('base64');
+  return JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'lab', cluster: { server, 'certificate-authority-data': b64('ca.crt') } }],
+      users: [{ name: user, user: { 'client-certificate-data': b64(cert), 'client-key-data': b64(key) } }],
+      contexts: [{ name: 'lab', context: { cluster: 'lab', user } }],
+      'current-context': 'lab',
+    },
+    null,
+    2,
+  );
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function exited(p: ChildProcess): Promise<void> {
+  return p.exitCode !== null || p.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((r) => p.once('exit', () => r()));
+}
+
+async function terminate(p: ChildProcess | undefined, ms = 15_000): Promise<void> {
+  if (!p || p.exitCode !== null || p.signalCode !== null) return;
+  p.kill('SIGTERM');
+  const timer = setTimeout(() => p.kill('SIGKILL'), ms);
+  await exited(p);
+  clearTimeout(timer);
+}
+
+/**
+ * Starts etcd and kube-apiserver in a fresh namespace `netns` with state under dir (created; removed by stop()).
+ * binDir holds kube-apiserver and kubectl (scripts/k8s-build.mjs). Resolves when /readyz answers ok.
+ */
+export async function startControlPlane(opts: {
+  binDir: string;
+  dir: string;
+  netns: string;
+  etcd?: string;
+  readyTimeoutMs?: number;
+}): Promise<ControlPlane> {
+  const { binDir, dir, netns } = opts;
+  const etcdBin = opts.etcd ?? '/usr/bin/etcd';
+  const procs: ChildProcess[] = [];
+  let nsMade = false;
+  const stop = async () => {
+    for (const p of procs.reverse()) await terminate(p);
+    if (nsMade) spawnSync('ip', ['netns', 'del', netns]);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    must('ip', ['netns', 'add', netns]);
+    nsMade = true;
+    must('ip', ['-n', netns, 'link', 'set', 'lo', 'up']);
+    const pki = join(dir, 'pki');
+    makePki(pki);
+    const kubeconfig = join(dir, 'admin.kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      kubeconfigFor(pki, `https://127.0.0.1:${APISERVER_PORT}`, 'admin', 'admin.crt', 'admin.key'),
+      { mode: 0o600 },
+    );
+    const logs = join(dir, 'logs');
+    mkdirSync(logs);
+    const start = (name: string, cmd: string, args: string[]) => {
+      const out = openSync(join(logs, `${name}.log`), 'a');
+      const p = spawn('ip', ['netns', 'exec', netns, cmd, ...args], { stdio: ['ignore', out, out] });
+      closeSync(out);
+      procs.push(p);
+      return p;
+    };
+    const etcd = start('etcd', etcdBin, [
+      '--name',
+      'lab',
+      '--data-dir',
+      join(dir, 'etcd'),
+      '--listen-client-urls',
+      'http://127.0.0.1:2379',
+      '--advertise-client-urls',
+      'http://127.0.0.1:2379',
+      '--listen-peer-urls',
+      'http://127.0.0.1:2380',
+      '--initial-advertise-peer-urls',
+      'http://127.0.0.1:2380',
+      '--initial-cluster',
+      'lab=http://127.0.0.1:2380',
+    ]);
+    const pk = (n: string) => join(pki, n);
+    const apiserver = start('kube-apiserver', join(binDir, 'kube-apiserver'), [
+      '--etcd-servers=http://127.0.0.1:2379',
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${APISERVER_PORT}`,
+      '--insecure-port=0',
+      `--cert-dir=${pki}`,
+      `--tls-cert-file=${pk('apiserver.crt')}`,
+      `--tls-private-key-file=${pk('apiserver.key')}`,
+      `--client-ca-file=${pk('ca.crt')}`,
+      `--kubelet-certificate-authority=${pk('ca.crt')}`,
+      `--kubelet-client-certificate=${pk('apiserver-kubelet-client.crt')}`,
+      `--kubelet-client-key=${pk('apiserver-kubelet-client.key')}`,
+      `--service-account-key-file=${pk('sa.pub')}`,
+      `--service-account-signing-key-file=${pk('sa.key')}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction',
+      '--allow-privileged=true',
+      '--profiling=false',
+    ]);
+    const kubectl = (args: string[], input?: string) => {
+      const r = spawnSync(
+        'ip',
+        ['netns', 'exec', netns, join(binDir, 'kubectl'), '--kubeconfig', kubeconfig, ...args],
+        {
+          encoding: 'utf8',
+          input,
+          timeout: 60_000,
+        },
+      );
+      if (r.error) throw r.error;
+      return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    };
+    const deadline = Date.now() + (opts.readyTimeoutMs ?? 180_000);
+    for (;;) {
+      for (const [name, p] of [
+        ['etcd', etcd],
+        ['kube-apiserver', apiserver],
+      ] as const) {
+        if (p.exitCode !== null || p.signalCode !== null) {
+          const log = readFileSync(join(logs, `${name}.log`), 'utf8')
+            .split('\n')
+            .slice(-15)
+            .join('\n');
+          throw new Error(
+            `${name} exited (${p.exitCode ?? p.signalCode}) before the apiserver was ready:\n${log}`,
+          );
+        }
+      }
+      const r = kubectl(['get', '--raw', '/readyz', '--request-timeout=5s']);
+      if (r.status === 0 && r.stdout.trim() === 'ok') break;
+      if (Date.now() > deadline) throw new Error(`kube-apiserver not ready: ${r.stdout}${r.stderr}`);
+      await sleep(500);
+    }
+    return { netns, dir, kubeconfig, pki, kubectl, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
