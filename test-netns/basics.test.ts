@@ -80,6 +80,14 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
       assert.equal(v.cniVersion, '1.1.0');
       assert.ok(v.supportedVersions.length > 0);
       for (const s of v.supportedVersions) assert.ok(ALL.includes(s), s);
+      // the requested version is echoed (SPEC.md §5 VERSION Success; the Go plugins print their own), with the
+      // same supportedVersions (what libcni reads; skel's dispatch.test decodes both forms with libcni's decoder)
+      const asked = run(join(DIST, name), cniEnv('VERSION'), '{"cniVersion":"0.2.0"}');
+      assert.equal(asked.status, 0, asked.stderr);
+      assert.deepEqual(JSON.parse(asked.stdout), {
+        cniVersion: '0.2.0',
+        supportedVersions: v.supportedVersions,
+      });
     });
 
     test(`${name}: VERSION and about text equal the plugin module's (build-time metadata fast path)`, async () => {

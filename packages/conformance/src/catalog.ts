@@ -48,6 +48,18 @@ export const CHECKS: readonly CheckInfo[] = [
       'a non-empty list of version strings.',
   },
   {
+    id: 'version.config',
+    title: "the plugin supports the configuration's cniVersion",
+    spec: '§2 VERSION; §1 Version considerations',
+    anchor: '#version-probe-plugin-version-support',
+    explain:
+      "The configuration list's cniVersion must be one of the versions the plugin's VERSION lists; the plugins " +
+      'before it (through libcni) must list it too. When it is not, this one check fails and every check that runs ' +
+      'the plugin in that version (add.prevresult, add.ifname-exists, add.failure-clean, check.*, del.*, ' +
+      'concurrency, determinism) is skipped naming this check, instead of failing each with "expected ADD to ' +
+      'succeed". The add.<version>, GC and STATUS checks pick their own versions and still run.',
+  },
+  {
     id: 'version.unsupported',
     title: 'a configuration in an unsupported version fails with code 1',
     spec: '§5 Error (code 1)',

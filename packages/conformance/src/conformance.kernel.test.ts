@@ -12,7 +12,13 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { scaled } from '@cnikit/testing';
-import { CHECKS, type ConformanceOptions, type Report, runConformance as runKit } from './index.ts';
+import {
+  CHECKS,
+  type ConformanceOptions,
+  type Report,
+  runConformance as runKit,
+  SAMPLE_CAPABILITY_ARGS,
+} from './index.ts';
 
 const TESTDATA = fileURLToPath(new URL('./testdata/', import.meta.url));
 const TOY = join(TESTDATA, 'toy');
@@ -145,6 +151,60 @@ describe('the kit against plugins written for the tests', () => {
     );
     assert.match(byId(r, 'add.prevresult').detail, /address 10\.123\.0\.\d+\/24/);
     assert.equal(byId(r, 'add.ifname-exists').status, 'skip');
+  });
+});
+
+describe('configurations the kit must not pass unexercised', () => {
+  test('a declared capability without runtimeConfig: the kit supplies a sample, says so, and the plugin is exercised', async () => {
+    const r = await runConformance({
+      plugin: TOY_CHAIN,
+      config: toyList({}, { capabilities: { portMappings: true } }),
+      only: ['version.config', 'check.tampered', 'del.cleanup'],
+    });
+    assert.deepEqual(failed(r), [], JSON.stringify(r.results, null, 2));
+    const tampered = byId(r, 'check.tampered');
+    assert.equal(tampered.status, 'pass', tampered.detail);
+    assert.match(tampered.detail, /toy-chain.*CHECK failed with code 100/s);
+    assert.deepEqual(r.suppliedRuntimeConfig, [
+      { type: 'toy-chain', capability: 'portMappings', value: SAMPLE_CAPABILITY_ARGS.portMappings },
+    ]);
+    assert.match(
+      byId(r, 'version.config').detail,
+      /runtimeConfig supplied by the kit for declared capabilities the list gives none for: toy-chain portMappings=\[\{"hostPort":18080/,
+    );
+  });
+
+  test('a configuration in a version the plugin does not support: one failure up front, the checks that need it skipped', async () => {
+    const r = await runConformance({
+      plugin: TOY,
+      config: { ...toyList(), cniVersion: '9.9.9' },
+      concurrency: 2,
+    });
+    assert.deepEqual(failed(r), ['version.config'], JSON.stringify(r.results, null, 2));
+    assert.match(
+      byId(r, 'version.config').detail,
+      /cniVersion 9\.9\.9 is not one the plugin supports \(VERSION lists 0\.1\.0, .*, 1\.1\.0\)/,
+    );
+    const dependents = [
+      'add.ifname-exists',
+      'add.failure-clean',
+      'check.after-add',
+      'check.tampered',
+      'del.twice',
+      'del.without-add',
+      'del.netns-gone',
+      'del.cleanup',
+      'concurrency',
+      'determinism',
+    ];
+    for (const id of dependents) {
+      const x = byId(r, id);
+      assert.equal(x.status, 'skip', `${id}: ${x.detail}`);
+      assert.match(x.detail, /^version\.config failed: the configuration's cniVersion 9\.9\.9 /, id);
+    }
+    // the checks that pick their own version, and the dispatcher's, still run
+    for (const id of ['add.1.1.0', 'add.0.4.0', 'env.containerid', 'stdin.malformed', 'gc.valid-attachments'])
+      assert.equal(byId(r, id).status, 'pass', `${id}: ${byId(r, id).detail}`);
   });
 });
 

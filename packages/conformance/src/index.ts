@@ -21,7 +21,8 @@ export {
   parseFixtures,
 } from './fixtures.ts';
 export type { CallRecord, CheckResult, Report, Status } from './kit.ts';
-export { formatJson, formatJunit, formatTable, reproLine } from './report.ts';
+export { capabilitySamples, SAMPLE_CAPABILITY_ARGS } from './kit.ts';
+export { formatJson, formatJunit, formatTable, reproLine, suppliedText } from './report.ts';
 
 export interface ConformanceOptions {
   /** The plugin executable under test. */

@@ -27,6 +27,7 @@ import {
 } from '@cnikit/testing';
 import { type CheckInfo, KIT_VERSIONS, selectChecks } from './catalog.ts';
 import { Daemon, expand, FixtureError, type Fixtures, vethPeer } from './fixtures.ts';
+import { suppliedText } from './report.ts';
 import {
   captureWorld,
   diffWorld,
@@ -96,9 +97,52 @@ export interface Report {
   cniVersion: string;
   /** VERSION's supportedVersions of the plugin under test. */
   supportedVersions: string[];
+  /**
+   * The runtimeConfig the kit supplied for capabilities the list declares without a runtimeConfig for them (the
+   * kit's samples, as a runtime passes capability arguments): one entry per plugin type and capability.
+   */
+  suppliedRuntimeConfig: Array<{ type: string; capability: string; value: unknown }>;
   results: CheckResult[];
   counts: Record<Status, number>;
   durationMs: number;
+}
+
+/**
+ * Sample capability arguments (CONVENTIONS.md "Well-known capabilities"): what the kit passes as runtimeConfig, as a
+ * runtime passes its capability arguments, when a plugin entry declares the capability (`capabilities: {X: true}`)
+ * and gives no `runtimeConfig.X` of its own. Without them a declared capability is never exercised (portmap with no
+ * mapping changes nothing).
+ */
+export const SAMPLE_CAPABILITY_ARGS: Readonly<Record<string, unknown>> = {
+  portMappings: [{ hostPort: 18080, containerPort: 80, protocol: 'tcp' }],
+  bandwidth: { ingressRate: 8_000_000, ingressBurst: 160_000, egressRate: 8_000_000, egressBurst: 160_000 },
+  ipRanges: [[{ subnet: '10.98.0.0/24' }]],
+  ips: ['10.98.1.42/24'],
+  mac: '0a:58:0a:62:01:2a',
+  dns: { nameservers: ['10.98.0.53'], search: ['conformance.test'], options: ['ndots:2'] },
+};
+
+/**
+ * The capability arguments the kit supplies for `entry` (the declared capabilities its runtimeConfig lacks); throws
+ * for a declared capability the kit has no sample of, so a run never passes without exercising it.
+ */
+export function capabilitySamples(entry: Record<string, unknown>): Record<string, unknown> {
+  const caps = entry.capabilities;
+  if (!caps || typeof caps !== 'object' || Array.isArray(caps)) return {};
+  const rc = entry.runtimeConfig;
+  const given = rc && typeof rc === 'object' && !Array.isArray(rc) ? (rc as Record<string, unknown>) : {};
+  const out: Record<string, unknown> = {};
+  for (const [cap, on] of Object.entries(caps as Record<string, unknown>)) {
+    if (on !== true || given[cap] !== undefined) continue;
+    if (!Object.hasOwn(SAMPLE_CAPABILITY_ARGS, cap))
+      throw new Error(
+        `the plugin "${String(entry.type)}" declares the capability "${cap}" and the list gives no runtimeConfig for ` +
+          `it; the kit has samples only for ${Object.keys(SAMPLE_CAPABILITY_ARGS).join(', ')}: add ` +
+          `"runtimeConfig": {"${cap}": …} to the entry, as a runtime would pass it`,
+      );
+    out[cap] = SAMPLE_CAPABILITY_ARGS[cap];
+  }
+  return out;
 }
 
 class Fail extends Error {
@@ -192,6 +236,12 @@ export class Kit {
   private readonly cacheDir: string;
   private readonly runtime: CniConfig;
   supported: string[] = [];
+  /** Why the configuration's cniVersion cannot be used (set by the version check), undefined when it can. */
+  configVersionProblem: string | undefined;
+  /** Capability arguments the kit supplies: for the plugin under test, and for the plugins before it (libcni). */
+  readonly putCapabilityArgs: Record<string, unknown>;
+  readonly prefixCapabilityArgs: Record<string, unknown>;
+  readonly suppliedRuntimeConfig: Report['suppliedRuntimeConfig'] = [];
   private prefixSupported: string[][] = [];
   private calls: CallRecord[] = [];
   private sb: Sandbox | undefined;
@@ -215,6 +265,13 @@ export class Kit {
     this.put = plugins[at] as Record<string, unknown>;
     this.prefix = plugins.slice(0, at) as Record<string, unknown>[];
     this.type = String(this.put.type ?? self);
+    this.putCapabilityArgs = capabilitySamples(this.put);
+    this.prefixCapabilityArgs = {};
+    for (const p of this.prefix) Object.assign(this.prefixCapabilityArgs, capabilitySamples(p));
+    for (const p of [...this.prefix, this.put]) {
+      for (const [capability, value] of Object.entries(capabilitySamples(p)))
+        this.suppliedRuntimeConfig.push({ type: String(p.type), capability, value });
+    }
     this.cniPath = [...(opts.cniPath ?? [dirname(opts.plugin)])];
     this.stateDir = opts.stateDir ?? '/var/lib/cni';
     this.timeoutMs = opts.timeoutMs ?? 30_000;
@@ -363,8 +420,17 @@ export class Kit {
   /** The plugin configuration the runtime hands the plugin under test. */
   conf(version: string, prev?: Json, extra: Record<string, unknown> = {}): Record<string, unknown> {
     const { prevResult: _drop, ...rest } = this.put;
+    const caps = Object.keys(this.putCapabilityArgs).length
+      ? {
+          runtimeConfig: {
+            ...((rest.runtimeConfig as Record<string, unknown> | undefined) ?? {}),
+            ...this.putCapabilityArgs,
+          },
+        }
+      : {};
     return {
       ...rest,
+      ...caps,
       name: this.network,
       cniVersion: version,
       ...(prev !== undefined ? { prevResult: prev } : {}),
@@ -381,6 +447,15 @@ export class Kit {
   get ipamDirect(): boolean {
     const ipam = this.put.ipam as { type?: unknown } | undefined;
     return !this.prefix.length && ipam?.type === this.type;
+  }
+
+  /**
+   * The version the dispatcher checks (env.*, stdin.*) use: the configuration's, or — when the plugin does not support
+   * it (version.config fails) — the highest it lists, so they test what they name and not the version again.
+   */
+  get workingVersion(): string {
+    if (this.supported.includes(this.baseVersion) || !this.supported.length) return this.baseVersion;
+    return this.supported[this.supported.length - 1] as string;
   }
 
   lastCall(): CallRecord | undefined {
@@ -430,7 +505,14 @@ export class Kit {
     return {
       ns,
       version,
-      rt: { containerId: `cfm-${randomBytes(4).toString('hex')}`, netns: ns.path, ifName },
+      rt: {
+        containerId: `cfm-${randomBytes(4).toString('hex')}`,
+        netns: ns.path,
+        ifName,
+        ...(Object.keys(this.prefixCapabilityArgs).length
+          ? { capabilityArgs: { ...this.prefixCapabilityArgs } }
+          : {}),
+      },
     };
   }
 
@@ -512,6 +594,8 @@ export class Kit {
       return 'STATUS needs 1.1.0, which the plugin does not support';
     const declared = this.fixtures.skip?.[id];
     if (declared) return `declared by the fixtures: ${declared}`;
+    if (this.configVersionProblem && CONFIG_VERSION_DEPENDENTS.some((d) => id === d || id.startsWith(d)))
+      return `version.config failed: ${this.configVersionProblem}; this check runs the plugin in that version`;
     return undefined;
   }
 
@@ -543,6 +627,14 @@ export class Kit {
       } catch {
         this.prefixSupported.push([]);
       }
+    }
+    if (!versionProblem) {
+      const v = this.baseVersion;
+      const before = this.prefix.filter((_p, i) => !(this.prefixSupported[i] ?? []).includes(v));
+      if (!this.supported.includes(v))
+        this.configVersionProblem = `the configuration's cniVersion ${v} is not one the plugin supports (VERSION lists ${this.supported.join(', ') || 'none'})`;
+      else if (before.length)
+        this.configVersionProblem = `the configuration's cniVersion ${v} is not supported by ${before.map((p) => String(p.type)).join(', ')} before ${this.type}`;
     }
     for (const c of checks) {
       const t = performance.now();
@@ -598,6 +690,7 @@ export class Kit {
       network: this.network,
       cniVersion: this.baseVersion,
       supportedVersions: this.supported,
+      suppliedRuntimeConfig: this.suppliedRuntimeConfig,
       results,
       counts,
       durationMs: Math.round(performance.now() - t0),
@@ -662,9 +755,20 @@ function quiet(_sb: Sandbox, ns: NamedNetns): void {
 
 const ENV_VARS = ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME'] as const;
 
+/** The checks that run the plugin in the configuration's cniVersion (skipped when version.config fails). */
+const CONFIG_VERSION_DEPENDENTS = [
+  'add.prevresult',
+  'add.ifname-exists',
+  'add.failure-clean',
+  'check.',
+  'del.',
+  'concurrency',
+  'determinism',
+];
+
 async function expectEnvError(k: Kit, variable: string, env: Record<string, string | undefined>) {
   const ns = k.container();
-  const r = await k.call('ADD', k.conf(k.baseVersion), {
+  const r = await k.call('ADD', k.conf(k.workingVersion), {
     containerId: 'conformance',
     netns: ns.path,
     ifName: k.ifName,
@@ -719,6 +823,12 @@ const CHECK_FNS = {
     return `echoes ${seen.join(', ')}; supports ${k.supported.join(', ')}`;
   },
 
+  async 'version.config'(k: Kit): Promise<string> {
+    if (k.configVersionProblem) throw new Fail('a cniVersion the chain supports', k.configVersionProblem);
+    const supplied = suppliedText(k.suppliedRuntimeConfig);
+    return `cniVersion ${k.baseVersion} is supported (${k.supported.join(', ')})${supplied ? `; ${supplied}` : ''}`;
+  },
+
   async 'version.unsupported'(k: Kit): Promise<string> {
     const ns = k.container();
     const r = await k.call('ADD', k.conf('99.0.0'), {
@@ -740,7 +850,7 @@ const CHECK_FNS = {
   async 'env.command'(k: Kit): Promise<string> {
     const bogus = await expectEnvError(k, 'CNI_COMMAND', { CNI_COMMAND: 'BOGUS' });
     const ns = k.container();
-    const r = await k.call('ADD', k.conf(k.baseVersion), {
+    const r = await k.call('ADD', k.conf(k.workingVersion), {
       containerId: 'conformance',
       netns: ns.path,
       path: k.cniPath.join(':'),
@@ -769,7 +879,7 @@ const CHECK_FNS = {
 
   async 'stdin.malformed'(k: Kit): Promise<string> {
     const ns = k.container();
-    const full = JSON.stringify(k.conf(k.baseVersion));
+    const full = JSON.stringify(k.conf(k.workingVersion));
     const cases: Array<[string, string]> = [
       ['truncated JSON', full.slice(0, Math.max(1, Math.floor(full.length / 2)))],
       ['random bytes', Buffer.from(randomBytes(48)).toString('latin1')],

@@ -7,7 +7,14 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { CHECKS, selectChecks } from './catalog.ts';
 import { usage } from './cli.ts';
-import { type CallRecord, errorObjectProblems, type Report } from './kit.ts';
+import {
+  type CallRecord,
+  capabilitySamples,
+  errorObjectProblems,
+  Kit,
+  type Report,
+  SAMPLE_CAPABILITY_ARGS,
+} from './kit.ts';
 import { formatJson, formatJunit, formatTable, reproLine, shellQuote } from './report.ts';
 import { droppedFromPrev, iptablesUndo, resultAddresses, resultShape } from './state.ts';
 
@@ -26,6 +33,7 @@ const report: Report = {
   network: 'net',
   cniVersion: '1.0.0',
   supportedVersions: ['1.0.0'],
+  suppliedRuntimeConfig: [],
   results: [
     {
       id: 'version.output',
@@ -119,6 +127,51 @@ test('table, JSON list and JUnit XML', () => {
   );
   assert.match(xml, /boom &lt;&amp;&gt;/);
   assert.doesNotMatch(xml, /boom <&>/);
+});
+
+test('the table says which runtimeConfig the kit supplied for declared capabilities', () => {
+  assert.doesNotMatch(formatTable(report), /runtimeConfig supplied/);
+  const table = formatTable({
+    ...report,
+    suppliedRuntimeConfig: [{ type: 'portmap', capability: 'portMappings', value: [{ hostPort: 1 }] }],
+  });
+  assert.match(
+    table,
+    /^runtimeConfig supplied by the kit for declared capabilities the list gives none for: portmap portMappings=\[\{"hostPort":1\}\]$/m,
+  );
+});
+
+test('capability samples: supplied for declared capabilities without runtimeConfig; an unknown one is refused', () => {
+  assert.deepEqual(capabilitySamples({ type: 'portmap' }), {});
+  assert.deepEqual(capabilitySamples({ type: 'portmap', capabilities: { portMappings: true } }), {
+    portMappings: SAMPLE_CAPABILITY_ARGS.portMappings,
+  });
+  // the list's own runtimeConfig wins; a capability switched off gets nothing
+  assert.deepEqual(
+    capabilitySamples({
+      type: 'portmap',
+      capabilities: { portMappings: true, bandwidth: false },
+      runtimeConfig: { portMappings: [{ hostPort: 9, containerPort: 9, protocol: 'udp' }] },
+    }),
+    {},
+  );
+  assert.throws(
+    () => capabilitySamples({ type: 'mine', capabilities: { 'example.com/thing': true } }),
+    /the plugin "mine" declares the capability "example\.com\/thing" and the list gives no runtimeConfig for it; .*add "runtimeConfig": \{"example\.com\/thing": …\}/,
+  );
+  // the kit refuses to start on it (exit 2 from the CLI), instead of passing a plugin it never exercised
+  assert.throws(
+    () =>
+      new Kit({
+        plugin: '/nonexistent/mine',
+        config: {
+          cniVersion: '1.0.0',
+          name: 'n',
+          plugins: [{ type: 'mine', capabilities: { 'example.com/thing': true } }],
+        },
+      }),
+    /declares the capability "example\.com\/thing"/,
+  );
 });
 
 test('error objects: one JSON object with code and msg, no stack trace', () => {

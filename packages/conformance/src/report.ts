@@ -57,6 +57,7 @@ export function formatTable(report: Report): string {
   const out = [
     `cnikit conformance: ${report.plugin} (type ${report.type}, network ${report.network}, cniVersion ${report.cniVersion})`,
     `supported versions: ${report.supportedVersions.join(', ') || '(none)'}`,
+    ...(report.suppliedRuntimeConfig?.length ? [suppliedText(report.suppliedRuntimeConfig)] : []),
     '',
     line(head),
     ...rows.map(line),
@@ -145,4 +146,12 @@ export function formatJunit(reports: readonly Report[]): string {
     '</testsuites>',
     '',
   ].join('\n');
+}
+
+/** One line naming the runtimeConfig the kit supplied for declared capabilities ('' when none). */
+export function suppliedText(s: Report['suppliedRuntimeConfig']): string {
+  if (!s.length) return '';
+  return `runtimeConfig supplied by the kit for declared capabilities the list gives none for: ${s
+    .map((x) => `${x.type} ${x.capability}=${JSON.stringify(x.value)}`)
+    .join(', ')}`;
 }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { invokeInProcess, netnsGuard } from './dispatch.ts';
-import { CniError } from './errors.ts';
+import { CniError, ErrorCode } from './errors.ts';
+import { decodeVersionInfo } from './exec.ts';
 import type { Plugin, Request } from './types.ts';
 import { ALL_VERSIONS } from './types.ts';
 
@@ -386,7 +387,7 @@ describe('stdin', () => {
       msg: 'error reading from stdin: read /dev/stdin: is a directory',
     });
   });
-  test('VERSION never reads stdin', async () => {
+  test('VERSION never reads a terminal; an unreadable stdin gets the current version', async () => {
     const { dispatch } = await import('./dispatch.ts');
     let out = '';
     const code = await dispatch(recorder(), {
@@ -394,11 +395,46 @@ describe('stdin', () => {
       stdin: () => {
         throw new Error('stdin must not be read');
       },
+      stdinIsTerminal: () => true,
       stdout: { write: (s: string) => (out += s) },
       stderr: { write: () => true },
     });
     assert.equal(code, 0);
     assert.equal(JSON.parse(out).cniVersion, '1.1.0');
+    out = '';
+    const code2 = await dispatch(recorder(), {
+      env: { CNI_COMMAND: 'VERSION' },
+      stdin: () => {
+        throw new CniError(ErrorCode.IOFailure, 'error reading from stdin: bad file descriptor');
+      },
+      stdout: { write: (s: string) => (out += s) },
+      stderr: { write: () => true },
+    });
+    assert.equal(code2, 0);
+    assert.equal(JSON.parse(out).cniVersion, '1.1.0');
+  });
+  test('VERSION echoes the cniVersion on stdin (SPEC.md §5 VERSION Success), the current one otherwise', async () => {
+    const cases: Array<[string, string]> = [
+      ['{"cniVersion":"0.3.1"}', '0.3.1'],
+      ['{"CNIVERSION":"0.4.0"}', '0.4.0'],
+      ['{"cniVersion":"0.2.0","name":"x"}', '0.2.0'],
+      ['{"cniVersion":""}', '1.1.0'],
+      ['{"cniVersion":1}', '1.1.0'],
+      ['[1]', '1.1.0'],
+      ['', '1.1.0'],
+      ['not json', '1.1.0'],
+    ];
+    for (const [stdin, want] of cases) {
+      const r = await invokeInProcess(recorder(), { CNI_COMMAND: 'VERSION' }, stdin);
+      assert.equal(r.code, 0, stdin);
+      assert.equal(
+        r.stdout,
+        `{"cniVersion":"${want}","supportedVersions":${JSON.stringify(ALL_VERSIONS)}}\n`,
+        stdin,
+      );
+      // both forms decode (libcni's decoder, like Go's version.PluginDecoder)
+      assert.deepEqual(decodeVersionInfo(new TextEncoder().encode(r.stdout)).supportedVersions, ALL_VERSIONS);
+    }
   });
 });
 

@@ -46,8 +46,13 @@ export interface Writable {
 
 export interface PluginIO {
   env: Record<string, string | undefined>;
-  /** The config bytes, or a reader called only when stdin must be read (VERSION never reads it). */
+  /**
+   * The config bytes, or a reader called only when stdin must be read (VERSION reads it for the requested
+   * `cniVersion`, unless `stdinIsTerminal` says a human's terminal is on it).
+   */
   stdin: Uint8Array | string | (() => Uint8Array);
+  /** Whether stdin is a terminal (process entry: fd 0); VERSION then answers without reading it. */
+  stdinIsTerminal?: () => boolean;
   stdout: Writable;
   stderr: Writable;
   /** Runs the plugin's delegations (`req.invoker`): the caller's in-process plugins. Default: the default Invoker. */
@@ -292,8 +297,25 @@ function errorText(err: CniError): string {
   return goEscapeJSON(JSON.stringify(obj, null, 4));
 }
 
-function versionText(supported: readonly string[]): string {
-  const obj: Record<string, unknown> = { cniVersion: CURRENT_VERSION };
+/**
+ * The `cniVersion` a VERSION request asks for (SPEC.md §5 VERSION Success: the answer's cniVersion is "the value of
+ * cniVersion specified on input"): the string of `{"cniVersion": …}` on stdin, or undefined when stdin is a terminal,
+ * unreadable, not a JSON object or has no non-empty string `cniVersion` (the answer then carries CURRENT_VERSION).
+ */
+function requestedVersion(io: PluginIO): string | undefined {
+  try {
+    if (typeof io.stdin === 'function' && io.stdinIsTerminal?.()) return undefined;
+    const r = parseJsonGo(toBytes(io.stdin));
+    if (!r.ok || !r.value || typeof r.value !== 'object' || Array.isArray(r.value)) return undefined;
+    const v = findKey(r.value as Record<string, unknown>, 'cniVersion');
+    return typeof v === 'string' && v !== '' ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function versionText(supported: readonly string[], requested: string | undefined): string {
+  const obj: Record<string, unknown> = { cniVersion: requested ?? CURRENT_VERSION };
   if (supported.length) obj.supportedVersions = supported;
   return `${goEscapeJSON(JSON.stringify(obj))}\n`;
 }
@@ -405,7 +427,7 @@ async function run<C>(
   const cmd = envValues.CNI_COMMAND!;
   if (cmd === 'VERSION') {
     try {
-      io.stdout.write(versionText(supported));
+      io.stdout.write(versionText(supported, requestedVersion(io)));
     } catch (e) {
       throw new CniError(ErrorCode.IOFailure, e instanceof Error ? e.message : String(e));
     }

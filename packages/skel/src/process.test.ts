@@ -148,13 +148,23 @@ describe('runPlugin in a real process', () => {
       assert.equal(JSON.parse(r.stdout).code, 6);
     });
   });
-  test('VERSION never reads stdin (even a large one) and ends with a newline', async () => {
+  test('VERSION: a broken stdin (even a large one) gets the current version; ends with a newline', async () => {
     const r = await run({ CNI_COMMAND: 'VERSION' }, 'garbage', true);
     assert.equal(r.status, 0);
     assert.equal(
       r.stdout,
       '{"cniVersion":"1.1.0","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}\n',
     );
+  });
+  test('VERSION answers with the cniVersion given on stdin (SPEC.md §5 VERSION Success)', async () => {
+    for (const v of ['0.1.0', '0.3.1', '1.0.0']) {
+      const r = await run({ CNI_COMMAND: 'VERSION' }, `{"cniVersion":"${v}"}`);
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(
+        r.stdout,
+        `{"cniVersion":"${v}","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}\n`,
+      );
+    }
   });
   test('console output from plugin code goes to stderr, never stdout', async () => {
     const file = join(dir, 'noisy.mts');

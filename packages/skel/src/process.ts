@@ -2,6 +2,7 @@
  * The process entry of a plugin (Go's skel.PluginMain): `dispatch` wired to the process's environment and file
  * descriptors, the exit code in `process.exitCode`.
  */
+import { isatty } from 'node:tty';
 import { dispatch } from './dispatch.ts';
 import { fdWriter, readStdin } from './fdio.ts';
 import type { Invoker } from './invoke.ts';
@@ -26,6 +27,8 @@ export async function runPlugin<C>(plugin: Plugin<C>, opts: { invoker?: Invoker 
   const code = await dispatch(plugin, {
     env: process.env,
     stdin: readStdin,
+    // VERSION reads stdin for the requested cniVersion, except from a terminal (a human's CNI_COMMAND=VERSION)
+    stdinIsTerminal: () => isatty(0),
     // Whatever fd 1 is — a pipe, a file, /dev/null opened by the caller (a shell's >/dev/null, Python's DEVNULL, or the
     // read-write /dev/null Node and Bun put on a closed fd 1 at start-up) — the result counts as delivered unless the
     // write itself fails (EPIPE, EBADF, ENOSPC, …): only then is an ADD rolled back.

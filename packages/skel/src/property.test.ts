@@ -120,7 +120,12 @@ function pluginFor(b: Behaviour): Plugin {
   };
 }
 
-function checkOutput(code: number, stdout: string, cmd: string | undefined): void {
+function checkOutput(
+  code: number,
+  stdout: string,
+  cmd: string | undefined,
+  stdin: string | Uint8Array,
+): void {
   assert.ok(code === 0 || code === 1, `exit code ${code}`);
   assert.doesNotMatch(stdout, /\n\s+at .+[:(]/, 'no stack trace on stdout');
   if (stdout === '') {
@@ -141,7 +146,14 @@ function checkOutput(code: number, stdout: string, cmd: string | undefined): voi
     assert.ok(!stdout.endsWith('\n'));
   } else if (cmd === 'VERSION') {
     assert.ok(stdout.endsWith('}\n'));
-    assert.equal(doc.cniVersion, '1.1.0');
+    // the cniVersion asked for on stdin (SPEC.md §5 VERSION Success), else the current one
+    let asked: unknown;
+    try {
+      asked = JSON.parse(typeof stdin === 'string' ? stdin : new TextDecoder().decode(stdin))?.cniVersion;
+    } catch {
+      asked = undefined;
+    }
+    assert.equal(doc.cniVersion, typeof asked === 'string' && asked !== '' ? asked : '1.1.0');
   } else {
     assert.equal(cmd, 'ADD', 'only ADD prints a result');
     assert.equal(typeof doc.cniVersion, 'string');
@@ -154,7 +166,7 @@ describe('property: arbitrary env and stdin', () => {
     await fc.assert(
       fc.asyncProperty(envArb, stdinArb, behaviour, async (env, stdin, b) => {
         const r = await invokeInProcess(pluginFor(b), env, stdin);
-        checkOutput(r.code, r.stdout, env.CNI_COMMAND);
+        checkOutput(r.code, r.stdout, env.CNI_COMMAND, stdin);
       }),
       { numRuns: 700 },
     );
@@ -177,7 +189,7 @@ describe('property: arbitrary env and stdin', () => {
     await fc.assert(
       fc.asyncProperty(good, conf, behaviour, async (env, stdin, b) => {
         const r = await invokeInProcess(pluginFor(b), env, stdin);
-        checkOutput(r.code, r.stdout, env.CNI_COMMAND);
+        checkOutput(r.code, r.stdout, env.CNI_COMMAND, stdin);
         if (b.kind === 'throw' || b.kind === 'cni') {
           // a handler failure is an error, never a success (handlers run for every verb but VERSION)
           if (env.CNI_COMMAND !== 'VERSION') {

@@ -67,6 +67,47 @@ describe('loopback in a real namespace', () => {
     });
   }
 
+  test('CHECK fails when an address of the result is gone from lo (SPEC.md §2 CHECK), names it', async () => {
+    const add = await call('ADD', conf('1.0.0'));
+    assert.equal(add.code, 0, add.stdout);
+    const res = JSON.parse(add.stdout);
+    try {
+      assert.equal((await call('CHECK', conf('1.0.0', { prevResult: res }))).code, 0);
+      ip('addr', 'del', '::1/128', 'dev', 'lo');
+      assert.ok(!ip('-6', 'addr', 'show', 'dev', 'lo').includes('::1/128'));
+      assert.ok(loFlags().includes('UP'));
+      const chk = await call('CHECK', conf('1.0.0', { prevResult: res }));
+      assert.equal(chk.code, 1, chk.stdout);
+      const err = JSON.parse(chk.stdout);
+      assert.equal(err.code, 999);
+      assert.equal(err.msg, 'loopback interface lacks address ::1/128 of prevResult');
+      ip('addr', 'add', '::1/128', 'dev', 'lo');
+      assert.equal((await call('CHECK', conf('1.0.0', { prevResult: res }))).code, 0);
+      ip('addr', 'del', '127.0.0.1/8', 'dev', 'lo');
+      const chk4 = await call('CHECK', conf('1.0.0', { prevResult: res }));
+      assert.equal(JSON.parse(chk4.stdout).msg, 'loopback interface lacks address 127.0.0.1/8 of prevResult');
+    } finally {
+      for (const a of ['127.0.0.1/8', '::1/128'])
+        fixture.sb.exec('ip', ['addr', 'add', a, 'dev', 'lo'], { ns: 'container', check: false });
+      assert.equal((await call('DEL', conf('1.0.0'))).code, 0);
+    }
+  });
+
+  test('CHECK in a chain ignores the addresses prevResult puts on other interfaces', async () => {
+    const prev = {
+      cniVersion: '1.0.0',
+      interfaces: [{ name: 'eth0', sandbox: nsPath() }],
+      ips: [{ address: '10.1.0.5/24', interface: 0 }],
+    };
+    assert.equal((await call('ADD', conf('1.0.0', { prevResult: prev }))).code, 0);
+    try {
+      const chk = await call('CHECK', conf('1.0.0', { prevResult: prev }));
+      assert.equal(chk.code, 0, chk.stdout);
+    } finally {
+      assert.equal((await call('DEL', conf('1.0.0'))).code, 0);
+    }
+  });
+
   test('ADD with prevResult returns it unchanged', async () => {
     const prev = {
       cniVersion: '1.0.0',

@@ -6,10 +6,12 @@
  *   first v6] }` with `interface: 0` on each IP. CNI_IFNAME is ignored (always `lo`); CNI_ARGS is not parsed.
  * - DEL: empty CNI_NETNS or a namespace that is gone (isNetnsGoneForDel: missing path, or the empty file left
  *   behind by an unmounted bind mount) → success; else `lo` DOWN.
- * - CHECK: `lo` must be UP (`loopback interface is down`).
+ * - CHECK: `lo` must be UP (`loopback interface is down`), and every address prevResult puts on `lo` (an `ips` entry
+ *   whose `interface` index names `lo` in CNI_NETNS) must still be on it (`loopback interface lacks address …`);
+ *   SPEC.md §2 CHECK: an error when a resource of the result is missing. The reference checks only that `lo` is up.
  * - GC / STATUS: not implemented (succeed as no-ops, like the reference).
  */
-import { isLoopback, parseIP } from '@cnikit/ip';
+import { canonicalCIDR, isLoopback, parseIP } from '@cnikit/ip';
 import { isNetnsGoneForDel, withNetns } from '@cnikit/netlink';
 import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
 import { CNIKIT_VERSION, CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
@@ -81,9 +83,35 @@ function del(req: Request): void {
   }
 }
 
+/** The addresses a result puts on `lo` of `netns` (its `ips` whose `interface` index names lo there), canonical. */
+export function resultLoopbackAddrs(result: Result | undefined, netns: string): string[] {
+  if (!result) return [];
+  const ifaces = result.interfaces ?? [];
+  const out: string[] = [];
+  for (const ip of result.ips ?? []) {
+    if (ip.interface === undefined) continue;
+    const i = ifaces[ip.interface];
+    if (!i || i.name !== LO || (i.sandbox !== undefined && i.sandbox !== netns)) continue;
+    out.push(canonicalCIDR(ip.address) ?? ip.address);
+  }
+  return out;
+}
+
 function check(req: Request): void {
   withNetns(req.netns, () => {
     if (!loopbackIsUp()) throw new CniError(ErrorCode.Internal, 'loopback interface is down');
+    const want = resultLoopbackAddrs(req.prevResult, req.netns);
+    if (!want.length) return;
+    const have = new Set(
+      loopbackAddrs().map((a) => canonicalCIDR(`${a.ip}/${a.prefixLen}`) ?? `${a.ip}/${a.prefixLen}`),
+    );
+    const missing = want.filter((a) => !have.has(a));
+    if (missing.length)
+      throw new CniError(
+        ErrorCode.Internal,
+        `loopback interface lacks address ${missing.join(', ')} of prevResult`,
+        `addresses on lo: ${[...have].join(', ') || 'none'}`,
+      );
   });
 }
 

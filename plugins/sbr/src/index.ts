@@ -9,7 +9,8 @@
  *   A failed ADD undoes its rules and route moves (the reference leaves them).
  * - DEL: removes the rules whose source is an address of the interface (of `table` only, when set); a missing
  *   namespace or interface is success.
- * - CHECK: every address has its source rule (the reference checks nothing).
+ * - CHECK: every address has its source rule and, without `table`, the default route through its gateway in the
+ *   rule's table (SPEC.md §2 CHECK; the reference checks nothing).
  * - GC / STATUS: nothing is kept outside the container namespace: success.
  */
 import { closeSync, openSync } from 'node:fs';
@@ -25,7 +26,7 @@ import {
 } from '@cnikit/skel';
 import { flock } from '@cnikit/sys';
 import { checkTable, ipConfigsFor, parseConf, type SbrConf, staticGateways } from './config.ts';
-import { missingRules, setupRoutes, setupWithTable, tidyRules } from './routing.ts';
+import { checkProblems, setupRoutes, setupWithTable, tidyRules } from './routing.ts';
 
 /** The reference serialises sbr calls on the namespace file (go-filemutex: flock). */
 function withLockAndNetns<T>(netns: string, fn: () => Sync<T>): T {
@@ -81,9 +82,8 @@ function check(req: Request<SbrConf>): void {
   const conf = req.conf;
   if (!req.prevResult) return;
   const ipcs = ipConfigsFor(req.ifName, req.prevResult);
-  const missing = withNetns(req.netns, () => missingRules(ipcs, conf.table));
-  if (missing.length)
-    throw new CniError(ErrorCode.Internal, `sbr: no source rule for ${missing.join(', ')} on ${req.ifName}`);
+  const problems = withNetns(req.netns, () => checkProblems(ipcs, conf.table, staticGateways(conf.gateways)));
+  if (problems.length) throw new CniError(ErrorCode.Internal, `sbr: ${problems.join('; ')} on ${req.ifName}`);
 }
 
 export const plugin: Plugin<SbrConf> = {

@@ -215,16 +215,40 @@ export function tidyRules(ifName: string, table: number | undefined): void {
   if (last) throw last;
 }
 
-/** CHECK (the reference checks nothing): every address of the interface has its source rule. */
-export function missingRules(ipcs: readonly IPConfig[], table: number | undefined): string[] {
+/**
+ * CHECK (the reference checks nothing): what ADD set up for every address of the interface is still there — its
+ * source rule (lookup `table` when set, some non-main table otherwise) and, without `table`, the default route
+ * through its gateway (the static one of its family, else prevResult's) in the rule's table. Returns the problems.
+ */
+export function checkProblems(
+  ipcs: readonly IPConfig[],
+  table: number | undefined,
+  gateways: StaticGateways,
+): string[] {
   const rules = listRules();
-  const missing: string[] = [];
+  const problems: string[] = [];
   for (const ipc of ipcs) {
     const src = hostPrefix(ipc.address);
-    const found = rules.some(
+    const rule = rules.find(
       (r) => r.src === src && (table === undefined ? r.table !== RT_TABLE_MAIN : r.table === table),
     );
-    if (!found) missing.push(src);
+    if (!rule) {
+      problems.push(`no source rule for ${src}`);
+      continue;
+    }
+    if (table !== undefined) continue;
+    const addr = parseCIDR(ipc.address);
+    if (!addr) continue;
+    const v4 = addr.ip.family === 4;
+    const gateway = (v4 ? gateways.v4 : gateways.v6) ?? ipc.gateway;
+    if (gateway === undefined) continue;
+    const gw = parseIP(gateway);
+    const routes = listRoutes({ table: rule.table, family: v4 ? 4 : 6 });
+    const found = routes.some((r) => {
+      const rgw = r.gw === undefined ? undefined : parseIP(r.gw);
+      return r.dst.endsWith('/0') && rgw !== undefined && gw !== undefined && formatIP(rgw) === formatIP(gw);
+    });
+    if (!found) problems.push(`no default route via ${gateway} in table ${rule.table} (the table of ${src})`);
   }
-  return missing;
+  return problems;
 }

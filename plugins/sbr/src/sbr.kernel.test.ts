@@ -250,6 +250,45 @@ describe('sbr against the real kernel', () => {
     }
   });
 
+  test('CHECK fails when the routes ADD moved into its table are gone (SPEC.md §2 CHECK), names the table', async () => {
+    const a = container();
+    try {
+      assert.equal((await call(plugin, 'ADD', conf(a.path), a.path)).code, 0);
+      assert.equal((await call(plugin, 'CHECK', conf(a.path), a.path)).code, 0);
+      assert.match(ip(a.name, ['route', 'show', 'table', '100']), /default via 10\.9\.0\.1 dev eth0/);
+      ip(a.name, ['route', 'del', 'default', 'table', '100']);
+      const r = await call(plugin, 'CHECK', conf(a.path), a.path);
+      assert.equal(r.code, 1, r.stdout);
+      assert.equal(r.json.code, 999);
+      assert.equal(
+        r.json.msg,
+        'sbr: no default route via 10.9.0.1 in table 100 (the table of 10.9.0.5/32) on eth0',
+      );
+      // the IPv6 one alone
+      ip(a.name, ['route', 'add', 'default', 'via', '10.9.0.1', 'dev', 'eth0', 'table', '100']);
+      assert.equal((await call(plugin, 'CHECK', conf(a.path), a.path)).code, 0);
+      ip(a.name, ['-6', 'route', 'del', 'default', 'table', '101']);
+      const r6 = await call(plugin, 'CHECK', conf(a.path), a.path);
+      assert.equal(
+        r6.json.msg,
+        'sbr: no default route via fd00:9::1 in table 101 (the table of fd00:9::5/128) on eth0',
+      );
+    } finally {
+      deleteNamedNetns(a.name);
+    }
+  });
+
+  test('CHECK with `table` set looks at the rules only (ADD adds no routes then)', async () => {
+    const a = container();
+    try {
+      assert.equal((await call(plugin, 'ADD', conf(a.path, { table: 500 }), a.path)).code, 0);
+      const r = await call(plugin, 'CHECK', conf(a.path, { table: 500 }), a.path);
+      assert.equal(r.code, 0, r.stdout);
+    } finally {
+      deleteNamedNetns(a.name);
+    }
+  });
+
   test('DEL twice, DEL with the namespace gone, DEL without a namespace: success', async () => {
     const a = container();
     assert.equal((await call(plugin, 'ADD', conf(a.path), a.path)).code, 0);
