@@ -74,6 +74,10 @@ describe('configuration errors of the IPAM section are raised before any change 
           using data = tempDir('bb-ipam-first');
           // host-device's device: the rollback of the old code moved it into the container and deleted it there
           sb.exec('ip', ['link', 'add', 'rbdev0', 'type', 'veth', 'peer', 'name', 'rbdev1'], { ns: 'host' });
+          // the master of macvlan, ipvlan and vlan: found, so that the IPAM's errors are what stops the ADD
+          sb.exec('ip', ['link', 'add', 'rbmaster0', 'type', 'veth', 'peer', 'name', 'rbmaster1'], {
+            ns: 'host',
+          });
           const hostBefore = sb.snapshot('host').links;
           const ctrBefore = sb.snapshot('container').links;
           const unchanged = (what: string) => {

@@ -34,17 +34,18 @@ function ipamDelegateError(err: unknown): CniError {
 
 async function add(req: Request<VlanConf>): Promise<Result> {
   const conf = req.conf;
-  // configuration errors, the IPAM's included, are raised before the first change (worded like the ADD's)
-  try {
-    await validateDelegate(conf.ipamType, req, { ipam: true });
-  } catch (err) {
-    throw ipamDelegateError(err);
-  }
   const masterLink = nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
   // clearer than the reference's bare "Link not found": which link (the words of its createVlan lookup)
   if (!masterLink)
     throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
   checkMtu(conf.mtu, masterLink.mtu);
+  // configuration errors, the IPAM's included, are raised before the first change (worded like the ADD's), after
+  // the master's lookup and MTU check as in the reference's order
+  try {
+    await validateDelegate(conf.ipamType, req, { ipam: true });
+  } catch (err) {
+    throw ipamDelegateError(err);
+  }
   const netnsFd = nl.openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
