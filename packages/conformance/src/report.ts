@@ -2,7 +2,7 @@
  * The kit's outputs: a human table, the JSON list ({id, status, detail, …} per check) and JUnit XML, and the shell
  * line that repeats a recorded call by hand.
  */
-import type { CallRecord, CheckResult, Report } from './kit.ts';
+import type { CallRecord, CheckResult, Report } from './kit-types.ts';
 
 const MAX_STDIN = 2048;
 

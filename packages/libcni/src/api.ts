@@ -28,6 +28,7 @@ import {
   type Attachment,
   defaultInvoker,
   findInPath as findInPathSync,
+  type InProcessRunner,
   Invoker,
   parseResult,
   type Result,
@@ -38,6 +39,7 @@ import {
   validateNetworkName,
   versionGte,
 } from '@cnikit/skel/invoke';
+
 import { type Span, SpanKind, startRecording, traceEndpoint, withSpan } from '@cnikit/skel/trace';
 import {
   cacheAdd,
@@ -63,6 +65,17 @@ import {
   versionInfo,
   type Writable,
 } from './exec.ts';
+
+/**
+ * Runs the plugin objects handed in `CniConfigOptions.plugins` in-process: the plugin dispatcher of @cnikit/skel,
+ * loaded on the first in-process call (a program may hold plain plugin objects and never have loaded it).
+ */
+const dispatcherRunner: InProcessRunner = {
+  invoke: async (plugin, env, stdin, o) =>
+    (await import('@cnikit/skel')).invokeInProcess(plugin, env, stdin, o),
+  validate: async (plugin, env, stdin, o) =>
+    (await import('@cnikit/skel')).validateInProcess(plugin, env, stdin, o),
+};
 
 export interface CniConfigOptions {
   /** CNI_PATH: the directories plugins are looked up in (first hit wins), as a list or `a:b:c`. */
@@ -121,7 +134,10 @@ export class CniConfig {
     this.stderr = opts.stderr ?? process.stderr;
     this.timeoutMs = opts.timeoutMs;
     this.invoker =
-      opts.invoker ?? (opts.plugins?.length ? new Invoker({ fallback: defaultInvoker }) : defaultInvoker);
+      opts.invoker ??
+      (opts.plugins?.length
+        ? new Invoker({ fallback: defaultInvoker, runner: dispatcherRunner })
+        : defaultInvoker);
     for (const p of opts.plugins ?? []) this.invoker.register(p, { anyPath: true });
   }
 

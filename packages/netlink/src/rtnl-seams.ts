@@ -1,7 +1,17 @@
 // Test seams of rtnl.ts: a replacement socket factory (fake kernel transports) and the request timeout.
 // Deliberately NOT exported from the package index, so no dependency of @cnikit/netlink can swap the kernel
 // transport; tests (and benchmarks) import this file directly.
-import type { TransportFactory } from './rtnl.ts';
+
+/** What rtnl needs from a socket (NetlinkSocket from @cnikit/sys; tests inject fakes). */
+export interface NetlinkTransport {
+  readonly portId: number;
+  send(msg: Uint8Array): void;
+  /** One datagram, or null on timeout. */
+  recv(timeoutMs: number): Buffer | null;
+  close(): void;
+}
+
+export type TransportFactory = () => NetlinkTransport;
 
 /** Read by rtnl.ts on every request: `factory` undefined = real NETLINK_ROUTE sockets. */
 export const rtnlSeams: { factory: TransportFactory | undefined; timeoutMs: number } = {

@@ -20,18 +20,9 @@ import {
   parseAttrs,
   parseMessages,
 } from './nl.ts';
-import { rtnlSeams } from './rtnl-seams.ts';
+import { type NetlinkTransport, rtnlSeams } from './rtnl-seams.ts';
 
-/** What rtnl needs from a socket (NetlinkSocket from @cnikit/sys; tests inject fakes). */
-export interface NetlinkTransport {
-  readonly portId: number;
-  send(msg: Uint8Array): void;
-  /** One datagram, or null on timeout. */
-  recv(timeoutMs: number): Buffer | null;
-  close(): void;
-}
-
-export type TransportFactory = () => NetlinkTransport;
+export type { NetlinkTransport, TransportFactory } from './rtnl-seams.ts';
 
 const EINTR = 4;
 const EIO = 5;

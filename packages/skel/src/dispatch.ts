@@ -8,8 +8,9 @@
 import { statSync } from 'node:fs';
 import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode, errorReason } from './errors.ts';
+import type { Writable } from './fdio.ts';
 import { configVersion, goEscapeJSON, goKind, goStringField, parseJsonGo } from './gojson.ts';
-import type { Invoker } from './invoke.ts';
+import { type Invoker, setInProcessRunner } from './invoke.ts';
 import { createLogger } from './log.ts';
 import { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
@@ -40,9 +41,7 @@ import {
 import { validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
 import { goQuote, goQuoteList, versionGte } from './version.ts';
 
-export interface Writable {
-  write(s: string): unknown;
-}
+export type { Writable } from './fdio.ts';
 
 export interface PluginIO {
   env: Record<string, string | undefined>;
@@ -664,3 +663,6 @@ export async function invokeInProcess<C>(
   });
   return { code, stdout, stderr };
 }
+
+// the Invokers of this program run their in-process plugins through this dispatcher (invoke.ts does not import it)
+setInProcessRunner({ invoke: invokeInProcess, validate: validateInProcess });

@@ -4,8 +4,12 @@
  * index); process.ts wires it to `dispatch`.
  */
 import { readFileSync, readlinkSync, readSync, writeSync } from 'node:fs';
-import type { Writable } from './dispatch.ts';
 import { CniError, ErrorCode } from './errors.ts';
+
+/** Where a plugin's output goes (a file descriptor, a captured string). */
+export interface Writable {
+  write(s: string): unknown;
+}
 
 const STRERROR: Record<string, string> = {
   EISDIR: 'is a directory',

@@ -18,8 +18,9 @@
  * allocation cursor): when the delegating plugin's rollback DELs it (`delegateDel` with the same request, or
  * `withDelegateCleanup`), those steps run right after, so a failed ADD changes nothing (issue 20 item 7).
  *
- * The plugin dispatcher is loaded only when a plugin runs in-process: a runtime importing this module (libcni) does
- * not load the plugin side.
+ * This module does not import the plugin dispatcher: a runtime importing it (libcni) does not load the plugin side.
+ * In-process plugins run through the `InProcessRunner` the dispatcher registers when it loads (`setInProcessRunner`;
+ * a program holding plugin objects has loaded it), or the one in `InvokerOptions.runner`.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { basename } from 'node:path';
@@ -48,7 +49,52 @@ export {
   type VersionInfo,
 } from './exec.ts';
 
+/** Runs a plugin in this process with captured output: the plugin dispatcher's `invokeInProcess` / `validateInProcess`. */
+export interface InProcessRunner {
+  invoke(
+    plugin: AnyPlugin,
+    env: Record<string, string | undefined>,
+    stdin: Uint8Array | string,
+    opts: { invoker: Invoker },
+  ): Promise<{ code: number; stdout: string; stderr: string }>;
+  validate(
+    plugin: AnyPlugin,
+    env: Record<string, string | undefined>,
+    stdin: Uint8Array | string,
+    opts: { invoker: Invoker },
+  ): Promise<{ code: number; stdout: string; stderr: string }>;
+}
+
+// `req.invoker` is an Invoker: the spec types declare the handle without importing this module, this says what it is
+declare module './types.ts' {
+  interface InvokerHandle extends Invoker {}
+}
+
+let registeredRunner: InProcessRunner | undefined;
+
+/**
+ * The dispatcher (dispatch.ts) registers itself here when it loads, so this module does not import the plugin side:
+ * a program that has plugin objects has loaded it.
+ */
+export function setInProcessRunner(runner: InProcessRunner): void {
+  registeredRunner = runner;
+}
+
+function runnerOf(options: InvokerOptions): InProcessRunner {
+  const runner = options.runner ?? registeredRunner;
+  if (!runner) {
+    throw new CniError(
+      ErrorCode.Internal,
+      'no in-process runner: the plugin dispatcher (@cnikit/skel) is not loaded',
+      'import @cnikit/skel, or pass InvokerOptions.runner',
+    );
+  }
+  return runner;
+}
+
 export interface InvokerOptions {
+  /** Runs in-process plugins (default: the dispatcher of @cnikit/skel, registered when it loads). */
+  runner?: InProcessRunner;
   /** Plugins that may run in-process (the multicall executable's table, a program's own plugin objects). */
   plugins?: Iterable<AnyPlugin>;
   /**
@@ -173,8 +219,9 @@ export class Invoker {
     stdin: Uint8Array,
     env: Record<string, string>,
   ): Promise<RawOutcome> {
-    const { invokeInProcess } = await import('./dispatch.ts');
-    const { code, stdout, stderr } = await invokeInProcess(plugin, env, stdin, { invoker: this });
+    const { code, stdout, stderr } = await runnerOf(this.#options).invoke(plugin, env, stdin, {
+      invoker: this,
+    });
     const enc = new TextEncoder();
     return {
       stdout: enc.encode(stdout),
@@ -288,9 +335,10 @@ export class Invoker {
     for (const [k, v] of Object.entries({ ...baseEnv, CNI_COMMAND: 'ADD', [DELEGATION_ENV]: chain })) {
       if (v !== undefined) env[k] = v;
     }
-    const { validateInProcess } = await import('./dispatch.ts');
     const stdin = stdinBytes(opts.stdin ?? req.stdin);
-    const { code, stdout, stderr } = await validateInProcess(plugin, env, stdin, { invoker: this });
+    const { code, stdout, stderr } = await runnerOf(this.#options).validate(plugin, env, stdin, {
+      invoker: this,
+    });
     if (code !== 0) {
       const enc = new TextEncoder();
       throw pluginErr(`exit status ${code}`, enc.encode(stdout), enc.encode(stderr));

@@ -3,6 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
+// a program holding plugin objects has loaded the dispatcher: it registers the Invokers' in-process runner
+import './dispatch.ts';
 import { CniError } from './errors.ts';
 import { defaultInvoker, delegateAdd, Invoker, inProcessPlugin } from './invoke.ts';
 import type { AnyPlugin, RequestBase } from './types.ts';

@@ -2,7 +2,6 @@
  * CNI spec data types: network configuration, results of every spec version, and the
  * request/handler contract of a plugin. Runtime-neutral (no Node imports).
  */
-import type { Invoker } from './invoke.ts';
 
 /** Every published spec version, oldest first. */
 export const ALL_VERSIONS = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
@@ -200,7 +199,21 @@ export interface RequestBase {
    * The Invoker this invocation was dispatched with (`PluginIO.invoker`): `delegateAdd` & co. run delegates through
    * it (its in-process plugins). Absent: the default Invoker.
    */
-  invoker?: Invoker;
+  invoker?: InvokerHandle;
+}
+
+/**
+ * What `req.invoker` holds: an `Invoker` of `@cnikit/skel/invoke`. Declared here, as the part of it a request
+ * carries, so the spec types import nothing of the runtime side.
+ */
+export interface InvokerHandle {
+  delegate(
+    verb: 'ADD' | 'DEL' | 'CHECK' | 'STATUS' | 'GC',
+    type: string,
+    req: RequestBase,
+  ): Promise<Uint8Array>;
+  delegateAdd(type: string, req: RequestBase): Promise<Result>;
+  delegateDel(type: string, req: RequestBase): Promise<void>;
 }
 
 /** What a handler receives: the parsed, validated invocation with the config decoded by `Plugin.conf`. */

@@ -46,6 +46,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
+import { InstallCniError } from './install-cni-error.ts';
 import { type NodePodCidrOptions, withNodePodCidr } from './node-podcidr.ts';
 
 // The names of build-client.ts / install.ts (CLIENT_FILE, COLD_FILE, TOOL_FILE), not imported from there: those
@@ -84,7 +85,7 @@ export interface InstallCniOptions {
   out: (line: string) => void;
 }
 
-export class InstallCniError extends Error {}
+export { InstallCniError } from './install-cni-error.ts';
 
 interface RecordFile {
   version: 1;

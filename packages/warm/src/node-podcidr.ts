@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { InstallCniError } from './install-cni.ts';
+import { InstallCniError } from './install-cni-error.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
