@@ -619,11 +619,38 @@ const validating = new WeakSet<PluginIO>();
  * exit code 0 when the call would reach it, else 1 with the same error object on stdout as the call would print.
  * A delegating plugin runs it on an in-process delegate before its first change (`Invoker.validateDelegate`).
  */
-export async function validateInProcess<C>(
+export function validateInProcess<C>(
   plugin: Plugin<C>,
   env: Record<string, string | undefined>,
   stdin: Uint8Array | string = '',
   opts: { invoker?: Invoker } = {},
+): Promise<InProcessResult> {
+  return captured(plugin, env, stdin, opts, true);
+}
+
+export interface InProcessResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `plugin` in-process with the given env and stdin and capture its output (tests, in-process delegation). */
+export function invokeInProcess<C>(
+  plugin: Plugin<C>,
+  env: Record<string, string | undefined>,
+  stdin: Uint8Array | string = '',
+  opts: { invoker?: Invoker } = {},
+): Promise<InProcessResult> {
+  return captured(plugin, env, stdin, opts, false);
+}
+
+/** One dispatch with stdout and stderr captured; `validate` stops it before the handler (`validateInProcess`). */
+async function captured<C>(
+  plugin: Plugin<C>,
+  env: Record<string, string | undefined>,
+  stdin: Uint8Array | string,
+  opts: { invoker?: Invoker },
+  validate: boolean,
 ): Promise<InProcessResult> {
   let stdout = '';
   let stderr = '';
@@ -634,33 +661,8 @@ export async function validateInProcess<C>(
     stderr: { write: (s: string) => (stderr += s) },
     ...(opts.invoker ? { invoker: opts.invoker } : {}),
   };
-  validating.add(io);
+  if (validate) validating.add(io);
   const code = await dispatch(plugin, io);
-  return { code, stdout, stderr };
-}
-
-export interface InProcessResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Run `plugin` in-process with the given env and stdin and capture its output (tests, in-process delegation). */
-export async function invokeInProcess<C>(
-  plugin: Plugin<C>,
-  env: Record<string, string | undefined>,
-  stdin: Uint8Array | string = '',
-  opts: { invoker?: Invoker } = {},
-): Promise<InProcessResult> {
-  let stdout = '';
-  let stderr = '';
-  const code = await dispatch(plugin, {
-    env,
-    stdin,
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-    ...(opts.invoker ? { invoker: opts.invoker } : {}),
-  });
   return { code, stdout, stderr };
 }
 
