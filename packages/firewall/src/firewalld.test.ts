@@ -12,14 +12,13 @@ import {
   DBusConnection,
   DBusError,
   DEFAULT_SYSTEM_BUS_ADDRESS,
-  firewalldRunning,
-  isFirewalldError,
   marshalCall,
   messageLength,
   parseMessage,
   splitSignature,
   systemBusAddress,
-} from './firewalld.ts';
+} from './dbus.ts';
+import { firewalldRunning, isFirewalldError } from './firewalld.ts';
 
 describe('D-Bus wire format', () => {
   test('a method call: exact header bytes, length and round trip', () => {

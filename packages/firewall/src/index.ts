@@ -20,6 +20,22 @@ export {
 } from './backend.ts';
 export { type ParsedCidr, parseCidr } from './cidr.ts';
 export {
+  addressSockets,
+  busMayExist,
+  type DBusArg,
+  DBusConnection,
+  DBusError,
+  type DBusOptions,
+  DEFAULT_SYSTEM_BUS_ADDRESS,
+  type Message,
+  type MethodCall,
+  marshalCall,
+  messageLength,
+  parseMessage,
+  splitSignature,
+  systemBusAddress,
+} from './dbus.ts';
+export {
   type RunOptions,
   runTool,
   ToolError,
@@ -28,26 +44,12 @@ export {
   type ToolResult,
 } from './exec.ts';
 export {
-  addressSockets,
-  busMayExist,
-  type DBusArg,
-  DBusConnection,
-  DBusError,
-  type DBusOptions,
-  DEFAULT_SYSTEM_BUS_ADDRESS,
   FIREWALLD_NAME,
   FIREWALLD_PATH,
   FIREWALLD_ZONE_INTERFACE,
   Firewalld,
   firewalldRunning,
   isFirewalldError,
-  type Message,
-  type MethodCall,
-  marshalCall,
-  messageLength,
-  parseMessage,
-  splitSignature,
-  systemBusAddress,
   withFirewalld,
 } from './firewalld.ts';
 export {
