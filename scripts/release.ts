@@ -20,24 +20,19 @@
  *
  *   npm run release [-- --arch amd64|arm64 ...] [--out DIR]
  */
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import {
   chmodSync,
-  closeSync,
   copyFileSync,
   existsSync,
   linkSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { bundle, compileBun, findBun, listPlugins, loadPlugins, sha256 } from '@cnikit/build';
@@ -45,88 +40,44 @@ import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
 import { buildClient, CLIENT_FILE } from '@cnikit/warm/build-client';
 import { discoverPlugins, extras } from './build.ts';
-import { buildImage, reproducibleTar } from './image.ts';
+import { buildImage } from './image.ts';
+import {
+  ARCHES,
+  type ArchName,
+  type ArchSpec,
+  archSpec,
+  buildAddon,
+  bunFor,
+  glibcNeeds,
+  maxVersion,
+} from './release-arch.ts';
+import {
+  CONDITIONS,
+  log,
+  type PackageJson,
+  ReleaseError,
+  ROOT,
+  readJson,
+  run,
+  type Source,
+  WORK,
+} from './release-common.ts';
+import { type Metafile, sbom, sbomName } from './release-sbom.ts';
+import { packTarball, sha256sums, tarballName, tarballReadme } from './release-tarball.ts';
 
-export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const WORK = join(ROOT, 'build', 'release');
-const CACHE = join(ROOT, 'node_modules', '.cache', 'cnikit-release');
-const CONDITIONS = ['cnikit-source'];
-
-export type ArchName = 'amd64' | 'arm64';
-export const ARCHES: readonly ArchName[] = ['amd64', 'arm64'];
-
-interface ArchSpec {
-  name: ArchName;
-  /** Node's name (process.arch) and Bun's platform package suffix. */
-  nodeArch: string;
-  bunPackage: string;
-  bunTarget: string;
-  /** C compiler for the addon and the client; objdump for the glibc floor. */
-  cc: string;
-  objdump: string;
-  /** Debian package of the glibc the static client links (its version goes into the SBOM). */
-  libcPackage: string;
-  /** Prefix that runs one of its executables on this machine (qemu-user for arm64 on amd64). */
-  runner: string[];
-}
-
-/** Where qemu-user finds the arm64 dynamic loader and libc (Debian's libc6-arm64-cross). */
-export const ARM64_SYSROOT = '/usr/aarch64-linux-gnu';
-
-export function archSpec(name: ArchName, host = process.arch): ArchSpec {
-  if (name === 'amd64') {
-    return {
-      name,
-      nodeArch: 'x64',
-      bunPackage: '@oven/bun-linux-x64',
-      bunTarget: 'bun-linux-x64',
-      cc: host === 'x64' ? 'cc' : 'x86_64-linux-gnu-gcc',
-      objdump: host === 'x64' ? 'objdump' : 'x86_64-linux-gnu-objdump',
-      libcPackage: host === 'x64' ? 'libc6-dev' : 'libc6-dev-amd64-cross',
-      runner: host === 'x64' ? [] : ['qemu-x86_64-static', '-L', '/usr/x86_64-linux-gnu'],
-    };
-  }
-  return {
-    name,
-    nodeArch: 'arm64',
-    bunPackage: '@oven/bun-linux-aarch64',
-    bunTarget: 'bun-linux-arm64',
-    cc: host === 'arm64' ? 'cc' : 'aarch64-linux-gnu-gcc',
-    objdump: host === 'arm64' ? 'objdump' : 'aarch64-linux-gnu-objdump',
-    libcPackage: host === 'arm64' ? 'libc6-dev' : 'libc6-dev-arm64-cross',
-    runner: host === 'arm64' ? [] : ['qemu-aarch64-static', '-L', ARM64_SYSROOT],
-  };
-}
-
-export class ReleaseError extends Error {}
-
-function log(msg: string): void {
-  process.stderr.write(`[release] ${msg}\n`);
-}
-
-function run(
-  cmd: string,
-  args: readonly string[],
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
-): string {
-  const r = spawnSync(cmd, args, { cwd: opts.cwd, env: opts.env, encoding: 'utf8', maxBuffer: 64 << 20 });
-  if (r.error) throw new ReleaseError(`${cmd}: ${r.error.message}`);
-  if (r.status !== 0)
-    throw new ReleaseError(`${cmd} ${args.join(' ')} failed (exit ${r.status ?? r.signal}):\n${r.stderr}`);
-  return r.stdout;
-}
-
-interface PackageJson {
-  name: string;
-  version: string;
-  license?: string;
-  dependencies?: Record<string, string>;
-  optionalDependencies?: Record<string, string>;
-}
-
-function readJson<T>(file: string): T {
-  return JSON.parse(readFileSync(file, 'utf8')) as T;
-}
+export {
+  ARCHES,
+  ARM64_SYSROOT,
+  type ArchName,
+  archSpec,
+  buildAddon,
+  bunFor,
+  glibcNeeds,
+  maxVersion,
+} from './release-arch.ts';
+export { ReleaseError, ROOT, type Source } from './release-common.ts';
+export { sbom, sbomName } from './release-sbom.ts';
+export { packTarball, sha256sums, tarballName, tarballReadme } from './release-tarball.ts';
 
 /** Every workspace package.json (packages/*, plugins/*), sorted by path. */
 export function workspacePackages(root = ROOT): Array<{ dir: string; pkg: PackageJson }> {
@@ -163,13 +114,6 @@ export function releaseVersion(root = ROOT): string {
   return version;
 }
 
-export interface Source {
-  commit: string;
-  dirty: boolean;
-  /** Seconds since the epoch: SOURCE_DATE_EPOCH, else the commit date. */
-  epoch: number;
-}
-
 /** The commit being released, whether tracked files differ from it, and the date every artifact carries. */
 export function sourceInfo(root = ROOT, env: NodeJS.ProcessEnv = process.env): Source {
   const commit = run('git', ['-C', root, 'rev-parse', 'HEAD']).trim();
@@ -179,359 +123,6 @@ export function sourceInfo(root = ROOT, env: NodeJS.ProcessEnv = process.env): S
     throw new ReleaseError(`SOURCE_DATE_EPOCH must be a number of seconds, got ${JSON.stringify(fromEnv)}`);
   const epoch = Number(fromEnv ?? run('git', ['-C', root, 'log', '-1', '--format=%ct', 'HEAD']).trim());
   return { commit, dirty, epoch };
-}
-
-export function tarballName(arch: ArchName, version: string): string {
-  return `cnikit-linux-${arch}-v${version}.tgz`;
-}
-
-export function sbomName(arch: ArchName, version: string): string {
-  return `cnikit-linux-${arch}-v${version}.cdx.json`;
-}
-
-/** package-lock.json's entry of an installed or platform-optional package (version, integrity). */
-function lockEntry(name: string): { version: string; integrity?: string; resolved?: string } | undefined {
-  const lock = readJson<{
-    packages: Record<string, { version: string; integrity?: string; resolved?: string }>;
-  }>(join(ROOT, 'package-lock.json'));
-  return lock.packages[`node_modules/${name}`];
-}
-
-/**
- * The Bun executable that is embedded for `spec` (same version as the compiling Bun): the host's own, or the
- * platform package fetched once with `npm pack` into node_modules/.cache, its sha512 checked against
- * package-lock.json's integrity before it is unpacked.
- */
-export function bunFor(spec: ArchSpec, bunVersion: string): string | undefined {
-  if (spec.nodeArch === process.arch) return undefined; // the compiling Bun itself
-  const dir = join(CACHE, `${spec.bunPackage.replace('/', '+')}-${bunVersion}`);
-  const exe = join(dir, 'package', 'bin', 'bun');
-  if (existsSync(exe)) return exe;
-  mkdirSync(CACHE, { recursive: true });
-  const spec0 = `${spec.bunPackage}@${bunVersion}`;
-  log(`fetching ${spec0} (npm pack)`);
-  const packed = JSON.parse(run('npm', ['pack', spec0, '--json', '--pack-destination', CACHE])) as Array<{
-    filename: string;
-    integrity: string;
-  }>;
-  const tgz = join(CACHE, packed[0]?.filename ?? '');
-  const lock = lockEntry(spec.bunPackage);
-  const actual = `sha512-${createHash('sha512').update(readFileSync(tgz)).digest('base64')}`;
-  if (lock?.version === bunVersion && lock.integrity && lock.integrity !== actual)
-    throw new ReleaseError(`${spec0}: sha512 ${actual} differs from package-lock.json's ${lock.integrity}`);
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
-  run('tar', ['-xzf', tgz, '-C', tmp]);
-  rmSync(tgz, { force: true });
-  renameSync(tmp, dir);
-  return exe;
-}
-
-/** The include directory with node_api.h: the running Node's own headers, else node-gyp's download of them. */
-function nodeHeaders(): string {
-  const prefix = dirname(dirname(process.execPath));
-  const candidates = [
-    join(prefix, 'include', 'node'),
-    join(process.env.HOME ?? '/root', '.cache', 'node-gyp', process.versions.node, 'include', 'node'),
-  ];
-  const found = candidates.find((d) => existsSync(join(d, 'node_api.h')));
-  if (!found) throw new ReleaseError(`node_api.h not found (tried ${candidates.join(', ')})`);
-  return found;
-}
-
-/**
- * The native addon of @cnikit/sys for one architecture, compiled directly with the flags of its binding.gyp (one C
- * file, pure N-API: no node-gyp configuration per target needed). Paths are mapped so the output does not depend on
- * where the repository lies.
- */
-export function buildAddon(spec: ArchSpec, outFile: string): void {
-  const pkg = join(ROOT, 'packages', 'sys');
-  const gyp = readJson<{ targets: Array<{ sources: string[]; cflags: string[]; defines: string[] }> }>(
-    join(pkg, 'binding.gyp'),
-  );
-  const t = gyp.targets[0];
-  if (!t) throw new ReleaseError('packages/sys/binding.gyp has no target');
-  mkdirSync(dirname(outFile), { recursive: true });
-  run(
-    spec.cc,
-    [
-      '-shared',
-      '-fPIC',
-      '-pthread',
-      ...t.cflags,
-      ...t.defines.map((d) => `-D${d}`),
-      `-ffile-prefix-map=${ROOT}=.`,
-      '-include',
-      join(pkg, 'src', 'glibc-floor.h'),
-      '-I',
-      nodeHeaders(),
-      '-s',
-      '-o',
-      outFile,
-      ...t.sources.map((s) => join(pkg, s)),
-      '-Wl,--no-as-needed',
-      '-l:libpthread.so.0',
-    ],
-    { cwd: pkg },
-  );
-}
-
-/** The GLIBC_x.y symbol versions an ELF file needs (`objdump -T`), and the highest of them. */
-export function glibcNeeds(objdump: string, file: string): { versions: string[]; floor: string | null } {
-  const out = run(objdump, ['-T', file]);
-  const set = new Set<string>();
-  for (const m of out.matchAll(/\bGLIBC_(\d+(?:\.\d+)+)\b/g)) set.add(m[1] as string);
-  const versions = [...set].sort(compareVersions);
-  return { versions, floor: versions.at(-1) ?? null };
-}
-
-/** The highest of some dotted versions (null when there is none). */
-export function maxVersion(vs: ReadonlyArray<string | null>): string | null {
-  return (
-    vs
-      .filter((v): v is string => v !== null)
-      .sort(compareVersions)
-      .at(-1) ?? null
-  );
-}
-
-function compareVersions(a: string, b: string): number {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
-    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
-    if (d !== 0) return d;
-  }
-  return 0;
-}
-
-/** The short README.md inside each tarball. */
-export function tarballReadme(o: {
-  version: string;
-  arch: ArchName;
-  commit: string;
-  plugins: string[];
-}): string {
-  return [
-    `# cnikit ${o.version} for linux/${o.arch}`,
-    '',
-    'CNI plugins (drop-in replacements for the containernetworking/plugins reference set) in one self-contained',
-    'executable: no Node.js or other runtime is needed on the node.',
-    '',
-    `Commit: ${o.commit}`,
-    '',
-    '## Contents',
-    '',
-    '- `cnikit`: the multicall executable (`cnikit --version`, `cnikit --help`)',
-    `- ${o.plugins.map((p) => `\`${p}\``).join(', ')}: hard links to \`cnikit\`; the name selects the plugin`,
-    `- \`${TOOL_NAME}\`: hard link to \`cnikit\` that runs the cnitool CLI`,
-    `- \`${CLIENT_FILE}\`: the static warm-mode client (used only after \`scripts/install --warm\`; see docs/warm-mode.md)`,
-    '',
-    '## Install',
-    '',
-    '    tar -C /opt/cni/bin -xzf cnikit-linux-' + `${o.arch}-v${o.version}.tgz`,
-    '',
-    'or, from a checkout of the repository, atomically (every file replaced by rename):',
-    '',
-    `    scripts/install --from cnikit-linux-${o.arch}-v${o.version}.tgz [--target /opt/cni/bin] [--warm]`,
-    '',
-    'Verify the download first with `sha256sum -c SHA256SUMS --ignore-missing`.',
-    '',
-    'License: Apache-2.0 (LICENSE).',
-    '',
-  ].join('\n');
-}
-
-/**
- * A reproducible .tgz of `names` in `dir`, in the given order (the caller puts `cnikit` first, so it is the regular
- * file and every plugin name a hard-link entry to it): GNU tar, owner/group 0 (numeric), every mtime set to
- * `epoch`, no ACLs/xattrs; gzip -n (no name, no time) at level 9.
- */
-export function packTarball(dir: string, names: readonly string[], epoch: number, outFile: string): void {
-  const tar = `${outFile}.tar.tmp-${process.pid}`;
-  const tmp = `${outFile}.tmp-${process.pid}`;
-  try {
-    reproducibleTar(dir, names, epoch, tar);
-    const fd = openSync(tmp, 'w', 0o644);
-    try {
-      const r = spawnSync('gzip', ['-n', '-9', '-c', tar], {
-        stdio: ['ignore', fd, 'pipe'],
-        encoding: 'utf8',
-      });
-      if (r.error || r.status !== 0) throw new ReleaseError(`gzip failed: ${r.error?.message ?? r.stderr}`);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, outFile);
-  } finally {
-    rmSync(tar, { force: true });
-    rmSync(tmp, { force: true });
-  }
-}
-
-interface Metafile {
-  inputs: Record<string, unknown>;
-}
-
-/** The package (name, version, license, dir) a bundled file belongs to: its nearest package.json. */
-function owningPackage(file: string, cache: Map<string, PackageJson & { dir: string }>) {
-  for (let d = dirname(file); d !== dirname(d); d = dirname(d)) {
-    const hit = cache.get(d);
-    if (hit) return hit;
-    const p = join(d, 'package.json');
-    if (existsSync(p)) {
-      const pkg = { ...readJson<PackageJson>(p), dir: d };
-      if (pkg.name) {
-        cache.set(d, pkg);
-        return pkg;
-      }
-    }
-  }
-  return undefined;
-}
-
-function purlOf(name: string, version: string): string {
-  return `pkg:npm/${name.replace(/^@/, '%40')}@${version}`;
-}
-
-function uuidFrom(hex: string): string {
-  const h = `${hex.slice(0, 12)}5${hex.slice(13, 16)}${((Number.parseInt(hex[16] as string, 16) & 3) | 8).toString(16)}${hex.slice(17, 32)}`;
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
-}
-
-/**
- * CycloneDX 1.5 SBOM of one tarball, restricted to what is in it: every package whose files esbuild put into the
- * bundle (from its metafile; Node built-ins are part of the runtime), the Bun runtime the executable is made of
- * (its npm package and the lock's integrity), the native addon (compiled from packages/sys) and the static
- * client with the glibc it links. Timestamp and serial number derive from the commit: the same commit gives the
- * same bytes.
- */
-export function sbom(o: {
-  version: string;
-  arch: ArchName;
-  source: Source;
-  metafile: Metafile;
-  bun: { name: string; version: string };
-  addon: string;
-  client: string;
-  libc: { name: string; version: string };
-  files: Array<{ name: string; path: string }>;
-  /** The highest GLIBC_ symbol version the dynamic executables need (the client is static). */
-  glibcFloor: string | null;
-}): string {
-  const cache = new Map<string, PackageJson & { dir: string }>();
-  const pkgs = new Map<string, PackageJson & { dir: string; files: number }>();
-  for (const input of Object.keys(o.metafile.inputs)) {
-    if (input.startsWith('<') || input.includes(':')) continue; // generated entry, lazy-builtin shims
-    const pkg = owningPackage(resolve(input), cache); // metafile paths are relative to the working directory
-    if (!pkg || pkg.dir === ROOT) continue;
-    const cur = pkgs.get(pkg.name);
-    pkgs.set(pkg.name, { ...pkg, files: (cur?.files ?? 0) + 1 });
-  }
-  const lockBun = lockEntry(o.bun.name);
-  const hashes = (integrity?: string) =>
-    integrity?.startsWith('sha512-')
-      ? [{ alg: 'SHA-512', content: Buffer.from(integrity.slice(7), 'base64').toString('hex') }]
-      : [];
-  const byInode = new Map<string, string>(); // hard links are hashed once
-  const fileHash = (p: string) => {
-    const st = statSync(p);
-    const key = `${st.dev}:${st.ino}`;
-    const hex = byInode.get(key) ?? sha256(readFileSync(p));
-    byInode.set(key, hex);
-    return [{ alg: 'SHA-256', content: hex }];
-  };
-  const components = [
-    ...[...pkgs.values()]
-      .sort((a, b) => a.name.localeCompare(b.name))
-      .map((p) => ({
-        type: 'library',
-        'bom-ref': purlOf(p.name, p.version),
-        name: p.name,
-        version: p.version,
-        purl: purlOf(p.name, p.version),
-        ...(p.license ? { licenses: [{ license: { id: p.license } }] } : {}),
-        properties: [
-          { name: 'cnikit:bundled-files', value: String(p.files) },
-          { name: 'cnikit:source', value: relative(ROOT, p.dir) || '.' },
-        ],
-      })),
-    {
-      type: 'application',
-      'bom-ref': purlOf(o.bun.name, o.bun.version),
-      name: o.bun.name,
-      version: o.bun.version,
-      description: 'Bun runtime the executable is compiled into (bun build --compile)',
-      purl: purlOf(o.bun.name, o.bun.version),
-      licenses: [{ license: { id: 'MIT' } }],
-      hashes: hashes(lockBun?.version === o.bun.version ? lockBun.integrity : undefined),
-    },
-    {
-      type: 'library',
-      'bom-ref': 'cnikit:native-addon',
-      name: 'cnikit_sys.node',
-      version: o.version,
-      description: 'N-API addon of @cnikit/sys (packages/sys/src/sys.c), embedded in the executable',
-      licenses: [{ license: { id: 'Apache-2.0' } }],
-      hashes: fileHash(o.addon),
-    },
-    {
-      type: 'application',
-      'bom-ref': 'cnikit:warm-client',
-      name: CLIENT_FILE,
-      version: o.version,
-      description: 'static warm-mode client (packages/warm/client/cnikit-client.c)',
-      licenses: [{ license: { id: 'Apache-2.0' } }],
-      hashes: fileHash(o.client),
-    },
-    {
-      type: 'library',
-      'bom-ref': `pkg:deb/debian/${o.libc.name}@${o.libc.version}`,
-      name: o.libc.name,
-      version: o.libc.version,
-      description: 'GNU C library linked statically into the warm-mode client',
-      purl: `pkg:deb/debian/${o.libc.name}@${o.libc.version}`,
-      licenses: [{ license: { id: 'LGPL-2.1-or-later' } }],
-    },
-    ...o.files.map((f) => ({
-      type: 'file',
-      'bom-ref': `file:${f.name}`,
-      name: f.name,
-      hashes: fileHash(f.path),
-    })),
-  ];
-  const doc = {
-    bomFormat: 'CycloneDX',
-    specVersion: '1.5',
-    serialNumber: `urn:uuid:${uuidFrom(sha256(`${o.source.commit}/${o.arch}/${o.version}/${o.source.dirty}`))}`,
-    version: 1,
-    metadata: {
-      timestamp: new Date(o.source.epoch * 1000).toISOString().replace(/\.000Z$/, 'Z'),
-      tools: { components: [{ type: 'application', name: 'cnikit scripts/release.ts', version: o.version }] },
-      component: {
-        type: 'application',
-        'bom-ref': 'cnikit',
-        name: 'cnikit',
-        version: o.version,
-        description: `cnikit ${o.version} for linux/${o.arch}, commit ${o.source.commit}${o.source.dirty ? ' (modified work tree)' : ''}`,
-        licenses: [{ license: { id: 'Apache-2.0' } }],
-        properties: [
-          { name: 'cnikit:commit', value: o.source.commit },
-          { name: 'cnikit:arch', value: o.arch },
-          { name: 'cnikit:glibc-floor', value: o.glibcFloor ?? 'none' },
-        ],
-      },
-    },
-    components,
-    dependencies: [
-      {
-        ref: 'cnikit',
-        dependsOn: components.filter((c) => c.type !== 'file').map((c) => c['bom-ref']),
-      },
-    ],
-  };
-  return `${JSON.stringify(doc, null, 2)}\n`;
 }
 
 export interface ArchResult {
@@ -685,15 +276,6 @@ async function releaseArch(
     plugins: names,
     glibc,
   };
-}
-
-/** `sha256sum -c` lines for every file, sorted by name. */
-export function sha256sums(dir: string, files: readonly string[]): string {
-  return [...files]
-    .map((f) => relative(dir, f))
-    .sort()
-    .map((f) => `${sha256(readFileSync(join(dir, f)))}  ${f}\n`)
-    .join('');
 }
 
 export interface ReleaseOptions {
