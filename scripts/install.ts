@@ -43,11 +43,11 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CLIENT_FILE } from '@cnikit/warm/build-client';
-import { modeCli, TOOL_FILE } from '@cnikit/warm/install';
-import { fsyncDir, linkAtomic, tmpName, writeFileAtomic } from '../packages/sys/src/atomic.ts';
+import { fsyncDir, tmpName } from '@cnikit/sys/atomic';
+import { CLIENT_FILE, EXE_FILE, hardLinksOf, placeCopy, placeLink, TOOL_FILE } from '@cnikit/sys/layout';
+import { modeCli } from '@cnikit/warm/install';
 
-export const MAIN = 'cnikit';
+export const MAIN = EXE_FILE;
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 export interface InstallOptions {
@@ -86,13 +86,7 @@ export function sourcePlugins(source: string): string[] {
   } catch {
     throw new InstallError(`${main} not found: run \`npm run build\` first`);
   }
-  return readdirSync(source)
-    .filter((n) => n !== MAIN && !n.startsWith('.'))
-    .filter((n) => {
-      const st = lstatSync(join(source, n));
-      return st.isFile() && st.ino === ino;
-    })
-    .sort();
+  return hardLinksOf(source, MAIN, ino);
 }
 
 function hashFile(p: string): string {
@@ -175,7 +169,7 @@ export function plan(
 
 /** Copy src to dst atomically: O_EXCL temp file in dst's directory, write, fsync, rename. */
 export function copyAtomic(src: string, dst: string, mode = 0o755): void {
-  writeFileAtomic(dst, readFileSync(src), mode);
+  placeCopy(src, dst, mode);
 }
 
 /** Throws InstallError when `target` (or the directory that would hold it) cannot be written. */
@@ -246,7 +240,7 @@ export function install(opts: InstallOptions): PlanStep[] {
     if (s.action === 'unchanged') continue;
     const src = copied.get(s.name);
     if (src !== undefined) copyAtomic(src, join(target, s.name), statSync(src).mode & 0o777);
-    else linkAtomic(main, join(target, s.name));
+    else placeLink(main, join(target, s.name));
   }
   fsyncDir(target);
   say(`done: ${p.steps.filter((s) => s.action !== 'unchanged').length} change(s)`);

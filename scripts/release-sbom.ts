@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { sha256 } from '@cnikit/build';
-import { CLIENT_FILE } from '@cnikit/warm/build-client';
+import { CLIENT_FILE } from '@cnikit/sys/layout';
 import type { ArchName } from './release-arch.ts';
 import { lockEntry, type PackageJson, ROOT, readJson, type Source } from './release-common.ts';
 

@@ -7,7 +7,7 @@ import { closeSync, openSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { sha256 } from '@cnikit/build';
 import { TOOL_NAME } from '@cnikit/build/runtime';
-import { CLIENT_FILE } from '@cnikit/warm/build-client';
+import { CLIENT_FILE } from '@cnikit/sys/layout';
 import { reproducibleTar } from './image.ts';
 import type { ArchName } from './release-arch.ts';
 import { ReleaseError } from './release-common.ts';

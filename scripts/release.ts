@@ -38,7 +38,8 @@ import { parseArgs } from 'node:util';
 import { bundle, compileBun, findBun, listPlugins, loadPlugins, sha256 } from '@cnikit/build';
 import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
-import { buildClient, CLIENT_FILE } from '@cnikit/warm/build-client';
+import { CLIENT_FILE } from '@cnikit/sys/layout';
+import { buildClient } from '@cnikit/warm/build-client';
 import { discoverPlugins, extras } from './build.ts';
 import { buildImage } from './image.ts';
 import {

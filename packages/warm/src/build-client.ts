@@ -13,7 +13,6 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   existsSync,
-  linkSync,
   lstatSync,
   mkdirSync,
   readdirSync,
@@ -26,11 +25,12 @@ import {
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CLIENT_FILE, EXE_FILE as COLD_FILE, hardLinksOf, placeLink, TOOL_FILE } from '@cnikit/sys/layout';
+
+export { CLIENT_FILE, COLD_FILE };
 
 const PKG = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const CLIENT_SOURCE = join(PKG, 'client', 'cnikit-client.c');
-export const CLIENT_FILE = 'cnikit-client';
-export const COLD_FILE = 'cnikit';
 export const CC_FLAGS = ['-static', '-Os', '-s', '-std=gnu11', '-Wall', '-Wextra', '-Werror'];
 
 export interface ClientBuildResult {
@@ -71,13 +71,6 @@ export function buildClient(outFile: string, opts: { cc?: string; force?: boolea
   return { path: outFile, built: true, size: statSync(outFile).size };
 }
 
-function linkAtomic(src: string, dst: string): void {
-  const tmp = `${dst}.tmp-${process.pid}`;
-  rmSync(tmp, { force: true });
-  linkSync(src, tmp);
-  renameSync(tmp, dst);
-}
-
 /**
  * Builds the client into `<dist>/warm/` and links it under each plugin name; `<dist>/warm/cnikit` is a hard link of
  * `<dist>/cnikit`. Entries of plugins that no longer exist are removed.
@@ -89,28 +82,22 @@ export function layoutWarmDir(
   const dir = join(dist, 'warm');
   mkdirSync(dir, { recursive: true });
   const client = buildClient(join(dir, CLIENT_FILE));
-  linkAtomic(join(dist, COLD_FILE), join(dir, COLD_FILE));
-  for (const name of plugins) linkAtomic(client.path, join(dir, name));
+  placeLink(join(dist, COLD_FILE), join(dir, COLD_FILE));
+  for (const name of plugins) placeLink(client.path, join(dir, name));
   const clientIno = statSync(client.path).ino;
   for (const entry of readdirSync(dir)) {
     if (entry === CLIENT_FILE || entry === COLD_FILE || plugins.includes(entry) || entry.endsWith('.stamp'))
       continue;
     const st = lstatSync(join(dir, entry));
-    if (st.isFile() && (st.ino === clientIno || entry.includes('.tmp-'))) unlinkSync(join(dir, entry));
+    if (st.isFile() && (st.ino === clientIno || entry.includes('.tmp-') || entry.startsWith('.cnikit-tmp-')))
+      unlinkSync(join(dir, entry));
   }
   return { dir, client };
 }
 
 /** Plugin names of a dist-bin directory: the hard links of its cnikit (cnitool excluded: it stays cold). */
 export function distPlugins(dist: string): string[] {
-  const ino = statSync(join(dist, COLD_FILE)).ino;
-  return readdirSync(dist)
-    .filter((n) => n !== COLD_FILE && n !== 'cnitool' && !n.startsWith('.'))
-    .filter((n) => {
-      const st = lstatSync(join(dist, n));
-      return st.isFile() && st.ino === ino;
-    })
-    .sort();
+  return hardLinksOf(dist, COLD_FILE).filter((n) => n !== TOOL_FILE);
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -17,8 +17,15 @@ import {
   unlinkSync,
 } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
-import { CLIENT_FILE, EXE_FILE as COLD_FILE, TOOL_FILE } from '@cnikit/sys/layout';
+import { fsyncDir, writeFileAtomic } from '@cnikit/sys/atomic';
+import {
+  CLIENT_FILE,
+  EXE_FILE as COLD_FILE,
+  linkTarget,
+  placeCopy,
+  placeLink,
+  TOOL_FILE,
+} from '@cnikit/sys/layout';
 import { InstallCniError } from './install-cni-error.ts';
 import { renderConf } from './install-cni-template.ts';
 
@@ -163,12 +170,11 @@ export function installCni(o: InstallCniOptions): Change[] {
     record.files[c.name] = want;
     record.sizes = { ...record.sizes, [c.name]: statSync(c.src).size };
   }
-  const linkTo = o.mode === 'warm' ? CLIENT_FILE : COLD_FILE;
   const links = [...o.plugins.filter((n) => n !== TOOL_FILE && n !== COLD_FILE && n !== CLIENT_FILE)].sort();
-  const linkPlan: { name: string; to: string }[] = [
-    ...links.map((n) => ({ name: n, to: linkTo })),
-    { name: TOOL_FILE, to: COLD_FILE },
-  ];
+  const linkPlan: { name: string; to: string }[] = [...links, TOOL_FILE].map((n) => ({
+    name: n,
+    to: linkTarget(n, o.mode),
+  }));
   for (const l of linkPlan) {
     const dst = join(binDir, l.name);
     const st = lstatOrUndefined(dst);
@@ -246,12 +252,11 @@ export function installCni(o: InstallCniOptions): Change[] {
   // 2. binaries, then the record, then the conflist (last)
   mkdirs(binDir);
   try {
-    for (const c of copies)
-      if (wrote.has(c.name)) writeFileAtomic(join(binDir, c.name), readFileSync(c.src), 0o755);
+    for (const c of copies) if (wrote.has(c.name)) placeCopy(c.src, join(binDir, c.name), 0o755);
     for (const ch of changes) {
       if (ch.action !== 'link') continue;
       const l = linkPlan.find((x) => join(binDir, x.name) === ch.path) as { name: string; to: string };
-      linkAtomic(join(binDir, l.to), ch.path);
+      placeLink(join(binDir, l.to), ch.path);
     }
     for (const ch of changes) if (ch.action === 'remove' && ch.path.startsWith(binDir)) unlinkSync(ch.path);
     if (runDirChange && o.runDir !== undefined) {

@@ -1,12 +1,22 @@
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { fsyncDir, linkAtomic, writeFileAtomic } from '@cnikit/sys/atomic';
-import { CLIENT_FILE, COLD_FILE } from './build-client.ts';
+import { fsyncDir, writeFileAtomic } from '@cnikit/sys/atomic';
+import {
+  CLIENT_FILE,
+  EXE_FILE as COLD_FILE,
+  hardLinksOf,
+  linkTarget,
+  placeCopy,
+  placeLink,
+  SYSTEM_BIN_DIR,
+  sameContent,
+  TOOL_FILE,
+} from '@cnikit/sys/layout';
 import { DEFAULT_SOCKET } from './protocol.ts';
 import { SERVICE_UNIT, SOCKET_UNIT, systemdUnits } from './systemd.ts';
 
-export const TOOL_FILE = 'cnitool';
-export const SYSTEM_TARGET = '/opt/cni/bin';
+export { TOOL_FILE };
+export const SYSTEM_TARGET = SYSTEM_BIN_DIR;
 export const SYSTEM_UNITS = '/etc/systemd/system';
 
 export interface ModeInstallOptions {
@@ -31,17 +41,6 @@ export interface ModeInstallOptions {
 
 export class ModeInstallError extends Error {}
 
-function sameContent(a: string, b: string): boolean {
-  try {
-    const sa = statSync(a);
-    const sb = statSync(b);
-    if (!sa.isFile() || !sb.isFile() || sa.size !== sb.size) return false;
-    return readFileSync(a).equals(readFileSync(b));
-  } catch {
-    return false;
-  }
-}
-
 /** The plugin names of a built dist-bin: the hard links of warm/cnikit-client. */
 export function warmPlugins(source: string): string[] {
   const client = join(source, 'warm', CLIENT_FILE);
@@ -51,13 +50,7 @@ export function warmPlugins(source: string): string[] {
   } catch {
     throw new ModeInstallError(`${client} not found: run \`npm run build\` first`);
   }
-  return readdirSync(join(source, 'warm'))
-    .filter((n) => n !== CLIENT_FILE && !n.startsWith('.'))
-    .filter((n) => {
-      const st = lstatSync(join(source, 'warm', n));
-      return st.isFile() && st.ino === ino;
-    })
-    .sort();
+  return hardLinksOf(join(source, 'warm'), CLIENT_FILE, ino);
 }
 
 export interface ModeStep {
@@ -94,9 +87,8 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
         : { name, action: 'write', detail: `copy ${src}` },
     );
   }
-  const linkTo = o.mode === 'warm' ? CLIENT_FILE : COLD_FILE;
   for (const n of [...names, TOOL_FILE]) {
-    const to = n === TOOL_FILE ? COLD_FILE : linkTo;
+    const to = linkTarget(n, o.mode);
     const cur = existsSync(join(target, n)) ? lstatSync(join(target, n)) : undefined;
     const dstTo = join(target, to);
     const same =
@@ -150,11 +142,11 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
     for (const s of steps) {
       if (s.action !== 'write') continue;
       const src = copies.get(s.name) as string;
-      writeFileAtomic(join(target, s.name), readFileSync(src), statSync(src).mode & 0o777);
+      placeCopy(src, join(target, s.name), statSync(src).mode & 0o777);
     }
     for (const s of steps) {
       if (s.action !== 'link') continue;
-      linkAtomic(join(target, s.name === TOOL_FILE ? COLD_FILE : linkTo), join(target, s.name));
+      placeLink(join(target, linkTarget(s.name, o.mode)), join(target, s.name));
     }
     fsyncDir(target);
     for (const s of steps) {

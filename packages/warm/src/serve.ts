@@ -50,6 +50,7 @@ import {
   watchdogDisarm,
   watchdogSet,
 } from '@cnikit/sys';
+import { CLIENT_FILE } from '@cnikit/sys/layout';
 import { Conn, TimeoutError } from './conn.ts';
 import { fallbacksPath, readFallbacks } from './fallbacks.ts';
 import {
@@ -84,7 +85,7 @@ import {
 import { TraceBatcher } from './traces.ts';
 
 /** The file name of the client executable; the per-plugin names are hard links of it. */
-export const CLIENT_NAME = 'cnikit-client';
+export const CLIENT_NAME = CLIENT_FILE;
 export { DEFAULT_DEADLINE_MS };
 
 /** How long a connected client may take to send its request after the hello. */

@@ -21,12 +21,13 @@
  */
 import type { AnyPlugin } from '@cnikit/skel';
 import { abandonedExportConnects, Invoker, runPlugin } from '@cnikit/skel';
+import { EXE_FILE, TOOL_FILE } from '@cnikit/sys/layout';
 import { installNativeOverride, type NativeSource } from './native.ts';
 import { type BuildStamp, runtimeFacts, versionText } from './version.ts';
 
-export const MULTICALL_NAME = 'cnikit';
+export const MULTICALL_NAME = EXE_FILE;
 /** The name (hard link) and the `cnikit <word>` that select the cnitool CLI. */
-export const TOOL_NAME = 'cnitool';
+export const TOOL_NAME = TOOL_FILE;
 export const TOOL_WORD = 'tool';
 /** `cnikit serve …`: the warm-mode service (packages/warm). */
 export const SERVE_WORD = 'serve';
