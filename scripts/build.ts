@@ -8,7 +8,8 @@
  *   dist-bin/cnikit         hard link to the default back-end (bun: see DEFAULT_BACKEND), and
  *   dist-bin/<plugin>       hard links to dist-bin/cnikit, one per plugin name
  *   dist-bin/cnitool        hard link to dist-bin/cnikit that runs the cnitool CLI (@cnikit/libcni)
- *   dist-bin/BUILD-INFO.json  what was built from what
+ *   dist-bin/BUILD-INFO.json  what was built from what (with the digest of its sources, scripts/dist-sources.mjs,
+ *                             which the tests check: test-netns/dist.ts ensureBuilt)
  *
  * What is specific to this repository (the rest is @cnikit/build's buildExecutable):
  *   1. plugins/*\/src/index.ts are discovered (no hand-kept list: a new plugin directory is picked up by the next
@@ -58,6 +59,7 @@ import {
 } from '@cnikit/build';
 import type { PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
+import { distSourcesDigest } from './dist-sources.mjs';
 
 export {
   ADDON_KEY,
@@ -362,6 +364,8 @@ async function buildUnlocked(opts: RepoBuildOptions): Promise<void> {
   const backends: Backend[] = opts.only
     ? [opts.only]
     : [...new Set<Backend>(['bun', ...(opts.withSea || def === 'sea' ? (['sea'] as const) : [])])];
+  // what the executables are built from, read before they are: an edit during the build leaves dist-bin/ stale
+  const sources = distSourcesDigest(ROOT);
 
   if (!existsSync(ADDON)) {
     throw new Error(
@@ -446,6 +450,9 @@ async function buildUnlocked(opts: RepoBuildOptions): Promise<void> {
         bun: bunVersion,
         seaCodeCache: codeCache,
         inode: mainIno,
+        // scripts/dist-sources.mjs: the tests compare it with the working tree's (test-netns/dist.ts ensureBuilt)
+        sources,
+        backends,
       },
       null,
       2,

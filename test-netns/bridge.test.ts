@@ -22,7 +22,16 @@ import {
   tempDir,
   withSandbox,
 } from '@cnikit/testing';
-import { type Backend, DIST, ensureBuilt, ensureLinks, GO_CNI, goAvailable, runtime } from './dist.ts';
+import {
+  type Backend,
+  DIST,
+  ensureBuilt,
+  ensureLinks,
+  GO_CNI,
+  goAvailable,
+  runtime,
+  testBackends,
+} from './dist.ts';
 
 const info = ensureBuilt();
 const other: Backend = info.default === 'bun' ? 'sea' : 'bun';
@@ -250,24 +259,30 @@ describe('bridge + host-local through the compiled executables', () => {
     });
   });
 
-  test(`smoke on the ${other} back-end: ADD, CHECK, DEL, DEL again`, async () => {
-    await withSandbox(
-      async (sb) => {
-        const rt = runtimeFor(ensureLinks(other, info), 'cache-other');
-        const list = netConf('10.77.3.0/24', 'cnibb3');
-        const conf = { containerId: 'bb-other', netns: sb.container.path, ifName: 'eth0' };
-        const res = await rt.addNetworkList(list, conf);
-        assert.equal(addrOf(res), '10.77.3.2');
-        const addrs = sb.exec('ip', ['-json', 'addr', 'show', 'dev', 'eth0'], { ns: 'container' }).stdout;
-        assert.match(addrs, /"local":"10\.77\.3\.2"/);
-        await rt.checkNetworkList(list, conf);
-        await rt.delNetworkList(list, conf);
-        await rt.delNetworkList(list, conf);
-        assert.notEqual(sb.exec('ip', ['link', 'show', 'eth0'], { ns: 'container', check: false }).status, 0);
-      },
-      { enterHost: true },
-    );
-  });
+  // the other back-end only where the run drives both (npm test; the inner loop builds and tests one)
+  if (testBackends().includes(other)) {
+    test(`smoke on the ${other} back-end: ADD, CHECK, DEL, DEL again`, async () => {
+      await withSandbox(
+        async (sb) => {
+          const rt = runtimeFor(ensureLinks(other, info), 'cache-other');
+          const list = netConf('10.77.3.0/24', 'cnibb3');
+          const conf = { containerId: 'bb-other', netns: sb.container.path, ifName: 'eth0' };
+          const res = await rt.addNetworkList(list, conf);
+          assert.equal(addrOf(res), '10.77.3.2');
+          const addrs = sb.exec('ip', ['-json', 'addr', 'show', 'dev', 'eth0'], { ns: 'container' }).stdout;
+          assert.match(addrs, /"local":"10\.77\.3\.2"/);
+          await rt.checkNetworkList(list, conf);
+          await rt.delNetworkList(list, conf);
+          await rt.delNetworkList(list, conf);
+          assert.notEqual(
+            sb.exec('ip', ['link', 'show', 'eth0'], { ns: 'container', check: false }).status,
+            0,
+          );
+        },
+        { enterHost: true },
+      );
+    });
+  }
 
   for (const [label, bridgeFrom, ipamFrom] of [
     ['our bridge with the Go host-local', 'ours', 'go'],

@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { cniCall, eventually, scaled } from '@cnikit/testing';
 import { callDaemon } from '../plugins/dhcp/src/protocol.ts';
 import { dnsmasqClientId, Lab, ROUTER, startDaemon, stopProcess } from '../plugins/dhcp/src/testlab.ts';
-import { type Backend, DIST, ensureBuilt, ensureLinks } from './dist.ts';
+import { type Backend, DIST, ensureBuilt, ensureLinks, testBackends } from './dist.ts';
 
 const info = ensureBuilt();
 let lab: Lab;
@@ -26,7 +26,7 @@ after(async () => {
   await lab?.destroy();
 });
 
-for (const backend of ['bun', 'sea'] as Backend[]) {
+for (const backend of testBackends() as Backend[]) {
   describe(`dhcp executable (${backend})`, { concurrency: false }, () => {
     const dir = ensureLinks(backend, info);
     const dhcp = join(dir, 'dhcp');

@@ -2,19 +2,12 @@
  * Where the compiled binaries are, and making sure they exist before a black-box test runs.
  */
 import { spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  linkSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-} from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CniConfig } from '@cnikit/libcni';
+import { EXE_FILE, hardLinksOf, TOOL_FILE } from '@cnikit/sys/layout';
+import { buildCommand, distProblem } from '../scripts/dist-sources.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const DIST = join(ROOT, 'dist-bin');
@@ -25,44 +18,66 @@ export type Backend = 'bun' | 'sea';
 export interface BuildInfo {
   default: Backend;
   plugins: string[];
+  /** The back-ends this build made (scripts/build.ts). */
+  backends: Backend[];
+  /** The digest of the sources it was built from (scripts/dist-sources.mjs). */
+  sources: string;
 }
 
 /**
- * Build dist-bin/ if it is missing (`npm run build` does the same). Test files run concurrently, so the build runs
- * under an exclusive lock and the check is repeated once the lock is held.
+ * The back-ends the tests drive: both (the default; `npm test` builds both and tests both), or with
+ * CNIKIT_TEST_BACKENDS=one (the inner loop, `run-tests --plugin`) only the default one (CNIKIT_BACKEND, else bun),
+ * which `npm run build` builds in a fraction of the time.
  */
-export function ensureBuilt(): BuildInfo {
+export function testBackends(): Backend[] {
+  return process.env.CNIKIT_TEST_BACKENDS === 'one' ? [defaultBackend()] : ['bun', 'sea'];
+}
+
+/** The back-end dist-bin/cnikit links to: CNIKIT_BACKEND (as scripts/build.ts reads it), else bun. */
+export function defaultBackend(): Backend {
+  return process.env.CNIKIT_BACKEND === 'sea' ? 'sea' : 'bun';
+}
+
+/**
+ * Make sure dist-bin/ is built, for the back-ends the tests drive (testBackends), from the sources in the working
+ * tree (the digest BUILD-INFO.json records: scripts/dist-sources.mjs); when it is missing or stale it is built
+ * (`npm run build`, with `--with-sea` for both back-ends). Test files run concurrently, so the build runs under an
+ * exclusive lock and the check is repeated once the lock is held. With CNIKIT_DIST_NO_BUILD=1 (the kernel lab's VM:
+ * its filesystem is a throw-away overlay) a stale dist-bin/ is an error that names the command to run instead.
+ */
+function ensureFresh(backends: Backend[]): BuildInfo {
   const info = join(DIST, 'BUILD-INFO.json');
-  const ready = () =>
-    existsSync(info) &&
-    existsSync(join(DIST, 'cnikit')) &&
-    existsSync(join(DIST, 'bun', 'cnikit')) &&
-    existsSync(join(DIST, 'sea', 'cnikit'));
-  if (!ready()) {
+  const problem = distProblem(ROOT, backends);
+  if (problem !== undefined) {
+    if (process.env.CNIKIT_DIST_NO_BUILD === '1') throw new Error(problem);
     // flock(1) serialises concurrent test files (the native addon, and with it @cnikit/sys's flock, may not exist
-    // yet); each step is incremental, so the ones that wait find the work done.
+    // yet); under the lock the check is made again, so the files that waited find the work done.
     const lock = join(ROOT, 'node_modules', '.cnikit-build.lock');
-    process.stderr.write(
-      'test-netns: dist-bin/ is missing or has no SEA build; building it (npm run build -- --with-sea)\n',
+    const r = spawnSync(
+      'flock',
+      [lock, process.execPath, join(ROOT, 'scripts', 'dist-sources.mjs'), `--ensure=${backends.join(',')}`],
+      { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] },
     );
-    for (const args of [
-      [join(ROOT, 'scripts', 'build-native.mjs')],
-      ['--conditions=cnikit-source', '--import', 'tsx', join(ROOT, 'scripts', 'build.ts'), '--with-sea'],
-    ]) {
-      const r = spawnSync('flock', [lock, process.execPath, ...args], {
-        cwd: ROOT,
-        stdio: ['ignore', 'inherit', 'inherit'],
-      });
-      if (r.error || r.status !== 0) {
-        throw new Error(
-          `build failed (${args.join(' ')}): run \`npm run build -- --with-sea\` and read its output`,
-        );
-      }
-    }
-    if (!ready())
-      throw new Error('dist-bin/ is still incomplete after the build: run `npm run build -- --with-sea`');
+    if (r.error || r.status !== 0)
+      throw new Error(`${problem}; the build failed: run \`${buildCommand(backends)}\` and read its output`);
+    const still = distProblem(ROOT, backends);
+    if (still !== undefined) throw new Error(`${still} (the build the tests ran did not fix it)`);
   }
   return JSON.parse(readFileSync(info, 'utf8')) as BuildInfo;
+}
+
+export function ensureBuilt(): BuildInfo {
+  return ensureFresh(testBackends());
+}
+
+/**
+ * dist-bin/, checked fresh for the tests (ensureBuilt): what a test that execs the compiled plugins gives as CNI_PATH
+ * or joins a plugin name to (the default back-end only: dist-bin/<plugin>). Every test that uses dist-bin goes through
+ * this or ensureBuilt.
+ */
+export function distBin(): string {
+  ensureFresh([defaultBackend()]);
+  return DIST;
 }
 
 /** Directory whose files are named after the plugins, for one back-end (the default one is dist-bin itself). */
@@ -98,16 +113,7 @@ export function goAvailable(name = 'loopback'): boolean {
 
 /** The plugin links of dist-bin (every hard link of cnikit except the cnitool command). */
 export function distPlugins(): string[] {
-  const ino = statSync(join(DIST, 'cnikit')).ino;
-  return readdirSync(DIST)
-    .filter(
-      (n) =>
-        n !== 'cnikit' &&
-        n !== 'cnitool' &&
-        statSync(join(DIST, n)).isFile() &&
-        statSync(join(DIST, n)).ino === ino,
-    )
-    .sort();
+  return hardLinksOf(DIST, EXE_FILE).filter((n) => n !== TOOL_FILE);
 }
 
 /**

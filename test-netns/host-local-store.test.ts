@@ -8,7 +8,7 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, 
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { type CniCommand, cniCall, tempDir } from '@cnikit/testing';
-import { ensureBuilt, ensureLinks, GO_CNI, goAvailable } from './dist.ts';
+import { ensureBuilt, ensureLinks, GO_CNI, goAvailable, testBackends } from './dist.ts';
 
 const info = ensureBuilt();
 
@@ -29,7 +29,7 @@ async function hostLocal(binary: string, command: CniCommand, dataDir: string, i
 }
 
 describe('host-local store path safety (executables)', () => {
-  for (const backend of ['bun', 'sea'] as const) {
+  for (const backend of testBackends()) {
     test(`${backend}: symlinked network directory and lock are refused, nothing is created outside; ADD/DEL work`, async () => {
       const bin = join(ensureLinks(backend, info), 'host-local');
       using t = tempDir('bb-store');

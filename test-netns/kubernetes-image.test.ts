@@ -39,9 +39,10 @@ import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { buildImage } from '../scripts/image.ts';
 import { releaseVersion } from '../scripts/release.ts';
+import { distBin } from './dist.ts';
 
 const ROOT = join(import.meta.dirname, '..');
-const DIST = join(ROOT, 'dist-bin');
+const DIST = distBin();
 const VERSION = releaseVersion(ROOT);
 const work = mkdtempSync(join(tmpdir(), 'cnikit-k8s-image-'));
 const HOST = join(work, 'host');

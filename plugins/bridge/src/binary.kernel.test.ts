@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
 import { type CniCommand, cniCall, sandboxForFile } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { hostLocal, run } from './testenv.ts';
 
 // The compiled multicall binary, as a runtime runs it: exec with env + stdin, from the host namespace,
 // IPAM resolved through CNI_PATH to the same executable (host-local is a hard link: delegated in-process).
-const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const DIST = distBin();
 const BIN = join(DIST, 'bridge');
 const have = existsSync(BIN) && existsSync(join(DIST, 'host-local'));
 

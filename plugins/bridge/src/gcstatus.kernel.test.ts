@@ -3,10 +3,11 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { cniCall, deleteNamedNetns, eventually, sandboxForFile } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 import { hostLocal, run, tryRun } from './testenv.ts';
 
-const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const DIST = distBin();
 const haveDist = existsSync(join(DIST, 'host-local'));
 
 const env = sandboxForFile({ enterHost: true, containers: 3 });

@@ -11,6 +11,7 @@ import {
   eventually,
   sandboxForFile,
 } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 import { hostLocal, run, snapshot, withoutBridge } from './testenv.ts';
 
@@ -113,7 +114,7 @@ describe('interoperability with the Go reference bridge (Debian 1.1.1)', () => {
   });
 
   test('the Go bridge with cnikit host-local (dist-bin) as its IPAM, and back', async () => {
-    const dist = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+    const dist = distBin();
     assert.ok(
       existsSync(join(dist, 'host-local')),
       'dist-bin/host-local not built (npm test runs npm run build before the tests)',

@@ -14,10 +14,11 @@ import {
   requireKernelFeatures,
   sandboxForFile,
 } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { IPAM_REQUIRED } from './config.ts';
 import { plugin } from './index.ts';
 
-const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const DIST = distBin();
 const env = sandboxForFile({ enterHost: true, containers: 1 });
 
 // biome-ignore lint/suspicious/noExplicitAny: ip -json output

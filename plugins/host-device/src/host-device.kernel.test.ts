@@ -20,10 +20,11 @@ import {
   sandboxForFile,
   tempDir,
 } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 import { sysfs } from './sysfs.ts';
 
-const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const DIST = distBin();
 const GO = '/usr/lib/cni/host-device';
 const env = sandboxForFile({ enterHost: true, containers: 2 });
 

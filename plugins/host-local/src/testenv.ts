@@ -15,6 +15,7 @@ import {
   cniCall,
   cniEnv,
 } from '@cnikit/testing';
+import { DIST, distBin } from '../../../test-netns/dist.ts';
 
 /** The files of a store directory and their contents (byte strings). */
 export function storeFiles(dir: string): Record<string, string> {
@@ -59,9 +60,9 @@ export interface Impl {
 
 /** Our host-local as a separate process (the binary, else from source). */
 export function ourHostLocal(): Impl {
-  const bin = join(repoRoot, 'dist-bin/host-local');
-  if (existsSync(bin) && process.env.CNIKIT_TEST_NO_BINARY !== '1')
-    return { kind: 'binary', target: { binary: bin } };
+  // when dist-bin/ is built, it is checked fresh (rebuilt when its sources changed): never an older host-local
+  if (existsSync(DIST) && process.env.CNIKIT_TEST_NO_BINARY !== '1')
+    return { kind: 'binary', target: { binary: join(distBin(), 'host-local') } };
   return { kind: 'source', target: { source: join(here, 'index.ts') } };
 }
 

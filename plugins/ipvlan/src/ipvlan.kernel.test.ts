@@ -17,9 +17,10 @@ import {
   expectOk,
   sandboxForFile,
 } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
-const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const DIST = distBin();
 const env = sandboxForFile({ enterHost: true, containers: 3 });
 const opts = { path: DIST };
 const c = (i: number) => env.sb.containers[i]!;

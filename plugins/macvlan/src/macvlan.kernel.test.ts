@@ -17,12 +17,13 @@ import {
   expectOk,
   sandboxForFile,
 } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: result JSON of every spec version under test
 type J = any;
 
-const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const DIST = distBin();
 const env = sandboxForFile({ enterHost: true, containers: 3 });
 const opts = { path: DIST };
 

@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import { beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
 import { cniCall, deleteNamedNetns, expectCniError, sandboxForFile } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 import { tempTapName } from './kernel.ts';
 
-const DIST = join(import.meta.dirname, '..', '..', '..', 'dist-bin');
+const DIST = distBin();
 const env = sandboxForFile({ enterHost: true, containers: 2 });
 
 // biome-ignore lint/suspicious/noExplicitAny: ip -json output
