@@ -3,6 +3,10 @@
 //   node scripts/run-tests.mjs            all tests (unit, kernel, black-box)
 //   node scripts/run-tests.mjs --unit     only tests that need no root/kernel (files not named *.kernel.test.ts / in test-netns/)
 //   node scripts/run-tests.mjs FILE...    just these files
+//   node scripts/run-tests.mjs --plugin NAME   the inner loop: that plugin's unit, kernel (here, or in the kernel lab
+//                                         where this kernel lacks a feature), black-box and conformance-row files
+//                                         (scripts/plugin-tests.mjs), on one back-end (dist-bin/ rebuilt with
+//                                         `npm run build` first when its sources changed); repeat for more plugins
 //   node scripts/run-tests.mjs --vm       only the kernel and black-box tests, inside the kernel lab's VM (npm run test:vm)
 //   node scripts/run-tests.mjs --release  only the release tests (*.release.test.ts: `npm run test:release`, slow;
 //                                         every other run leaves them out unless they are named)
@@ -18,7 +22,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Writable } from 'node:stream';
+import { ensureDist } from './dist-sources.mjs';
 import { diffHostState, hostState } from './host-state.mjs';
+import { pluginNames, pluginTestFiles } from './plugin-tests.mjs';
 import { buildTsCache, tsxEntry } from './ts-cache.mjs';
 import { runInVm } from './vm.mjs';
 
@@ -27,7 +33,16 @@ const args = process.argv.slice(2);
 const unitOnly = args.includes('--unit');
 const releaseOnly = args.includes('--release');
 const k8sOnly = args.includes('--k8s');
-const explicit = args.filter((a) => !a.startsWith('--'));
+// --plugin NAME / --plugin=NAME (repeatable): the plugin's files instead of FILE arguments
+const plugins = [];
+const rest = [];
+for (let i = 0; i < args.length; i++) {
+  const a = args[i];
+  if (a === '--plugin') plugins.push(args[++i] ?? '');
+  else if (a.startsWith('--plugin=')) plugins.push(a.slice('--plugin='.length));
+  else rest.push(a);
+}
+const explicit = rest.filter((a) => !a.startsWith('--'));
 
 function walk(dir, out) {
   for (const name of readdirSync(dir)) {
@@ -63,10 +78,35 @@ function finish(status) {
   process.exit(status);
 }
 
-let files = explicit.length
-  ? explicit
-  : ['packages', 'plugins', 'scripts', 'test-netns'].flatMap((d) => walk(join(root, d), [])).sort();
-if (!explicit.length) {
+const known = plugins.length ? pluginNames(root) : [];
+for (const p of plugins) {
+  if (!known.includes(p)) {
+    console.error(
+      `--plugin ${JSON.stringify(p)}: no such plugin (plugins/<name>/src/index.ts): ${known.join(', ')}`,
+    );
+    process.exit(2);
+  }
+}
+const pluginFiles = [...new Set(plugins.flatMap((p) => pluginTestFiles(root, p)))];
+if (plugins.length) {
+  // one back-end (the default) and the plugins' conformance rows only; dist-bin/ made fresh once, here, before any
+  // test file would (and never inside the kernel lab's VM: CNIKIT_DIST_NO_BUILD there)
+  process.env.CNIKIT_TEST_BACKENDS = 'one';
+  process.env.CNIKIT_CONFORMANCE_ROWS = plugins.join(',');
+  console.log(`ℹ --plugin ${plugins.join(' ')}: ${pluginFiles.length} file(s): ${pluginFiles.join(' ')}`);
+  try {
+    ensureDist(root, [process.env.CNIKIT_BACKEND === 'sea' ? 'sea' : 'bun'], (l) => console.log(`ℹ ${l}`));
+  } catch (e) {
+    console.error(e.message);
+    process.exit(1);
+  }
+}
+
+let files =
+  explicit.length || plugins.length
+    ? [...explicit, ...pluginFiles]
+    : ['packages', 'plugins', 'scripts', 'test-netns'].flatMap((d) => walk(join(root, d), [])).sort();
+if (!explicit.length && !plugins.length) {
   files = files.filter(
     (f) => f.endsWith('.release.test.ts') === releaseOnly && f.endsWith('.k8s.test.ts') === k8sOnly,
   );
@@ -217,6 +257,16 @@ function noSkips(counts) {
 const host = await runHere(files);
 if (vmFiles.length === 0) finish(host.status === 0 && noSkips(host.counts) ? 0 : 1);
 console.log(`ℹ kernel lab: ${vmFiles.length} file(s) in the VM (npm run vm)`);
+// dist-bin/ fresh before the VM boots: inside it a stale dist-bin/ is an error (CNIKIT_DIST_NO_BUILD), not a build
+// under emulation into a throw-away overlay
+try {
+  const one = process.env.CNIKIT_TEST_BACKENDS === 'one';
+  const def = process.env.CNIKIT_BACKEND === 'sea' ? 'sea' : 'bun';
+  ensureDist(root, one ? [def] : ['bun', 'sea'], (l) => console.log(`ℹ kernel lab: ${l}`));
+} catch (e) {
+  console.error(e.message);
+  finish(1);
+}
 const vmOut = tally(process.stdout);
 const vmStart = Date.now();
 // TypeScript transpiled here, once, for every process in the VM: there, tsx's entry is the cache's loader
@@ -227,7 +277,7 @@ let vmStatus;
 try {
   vmStatus = await runInVm([process.execPath, ...nodeTestArgs(vmFiles)], {
     cwd: root,
-    env: envFor(vmFiles),
+    env: { ...envFor(vmFiles), CNIKIT_DIST_NO_BUILD: '1' },
     stdout: vmOut,
     binds: [[tsCache.register, tsxEntry(root)]],
     // black-box tests hard-link dist-bin/ files (bridge.test.ts): one overlay copy-up would split dist-bin/bridge from

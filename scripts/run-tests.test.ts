@@ -2,8 +2,12 @@
 // each file's end is announced on stderr as it happens, with what failed in it (scripts/test-progress.mjs).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { test } from 'node:test';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { labRows, pluginNames, pluginTestFiles, pluginTests, SHARED } from './plugin-tests.mjs';
 
 const runner = fileURLToPath(new URL('./run-tests.mjs', import.meta.url));
 const fixture = (name: string) => `scripts/testdata/run-tests-${name}.fixture.ts`;
@@ -77,4 +81,100 @@ test('host state diff: a module default link or a new sysctl key is a note; a ch
       .problems,
     ['links: added sit0 kind=sit UP'],
   );
+});
+
+describe('--plugin NAME: the inner loop (scripts/plugin-tests.mjs)', () => {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+
+  test('every plugin has its own tests and a conformance row; every file the map names exists', () => {
+    const names = pluginNames(root);
+    assert.equal(
+      names.length,
+      readdirSync(join(root, 'plugins')).length,
+      'every plugins/<name> has src/index.ts',
+    );
+    for (const p of names) {
+      const t = pluginTests(root, p);
+      assert.ok(t.unit.length + t.kernel.length > 0, `${p}: no test under plugins/${p}/`);
+      assert.ok(t.conformance, `${p}: no test-netns/conformance/${p}.conflist`);
+      for (const f of pluginTestFiles(root, p)) assert.ok(existsSync(join(root, f)), `${p}: ${f}`);
+    }
+    assert.deepEqual(pluginTests(root, 'bridge').blackBox, ['test-netns/bridge.test.ts']);
+    assert.deepEqual(pluginTests(root, 'host-local').blackBox, ['test-netns/host-local-store.test.ts']);
+    assert.deepEqual(pluginTests(root, 'macvlan').blackBox, ['test-netns/stacked.test.ts']);
+    assert.equal(pluginTests(root, 'macvlan').conformance?.file, 'test-netns/conformance-lab.test.ts');
+    assert.equal(pluginTests(root, 'bridge').conformance?.file, 'test-netns/conformance.test.ts');
+  });
+
+  test('every black-box file is one plugin’s (by name or marker) or listed as shared, with why', () => {
+    const all = readdirSync(join(root, 'test-netns'), { recursive: true })
+      .map(String)
+      .filter((f) => f.endsWith('.test.ts') && !f.endsWith('.release.test.ts') && !f.endsWith('.k8s.test.ts'))
+      .map((f) => `test-netns/${f}`);
+    const claimed = new Set(pluginNames(root).flatMap((p) => pluginTests(root, p).blackBox));
+    assert.deepEqual(
+      all.filter((f) => !claimed.has(f) && !(f in SHARED)),
+      [],
+      'name it test-netns/<plugin>[-…].test.ts, give it a `// cnikit-test-plugins:` line, or add it to SHARED',
+    );
+    for (const f of Object.keys(SHARED)) assert.ok(existsSync(join(root, f)), `SHARED names a missing ${f}`);
+    assert.deepEqual(
+      [...claimed].filter((f) => f in SHARED),
+      [],
+    );
+  });
+
+  test('the lab rows read from conformance-matrix.ts are its LAB_ROWS', async () => {
+    const { LAB_ROWS } = await import('../test-netns/conformance-matrix.ts');
+    assert.deepEqual(labRows(root), Object.keys(LAB_ROWS).sort());
+  });
+
+  test("a new plugin's files are found without a list: its directory, its black-box names, its marker, its row", () => {
+    const r = mkdtempSync(join(tmpdir(), 'cnikit-plugin-tests-'));
+    try {
+      const put = (p: string, text = '') => {
+        mkdirSync(dirname(join(r, p)), { recursive: true });
+        writeFileSync(join(r, p), text);
+      };
+      put('plugins/newp/src/index.ts');
+      put('plugins/newp/src/config.test.ts');
+      put('plugins/newp/src/newp.kernel.test.ts');
+      put('plugins/other/src/index.ts');
+      put('test-netns/newp.test.ts');
+      put('test-netns/newp-extra.test.ts');
+      put('test-netns/newpx.test.ts');
+      put(
+        'test-netns/multi.test.ts',
+        '// cnikit-kernel-features: dummy\n// cnikit-test-plugins: other newp\n',
+      );
+      put('test-netns/conformance/newp.conflist', '{}');
+      put(
+        'test-netns/conformance-matrix.ts',
+        "export const LAB_ROWS: Record<string, string[]> = {\n  newp: ['dummy'],\n};\n",
+      );
+      assert.deepEqual(pluginNames(r), ['newp', 'other']);
+      assert.deepEqual(pluginTests(r, 'newp'), {
+        unit: ['plugins/newp/src/config.test.ts'],
+        kernel: ['plugins/newp/src/newp.kernel.test.ts'],
+        blackBox: ['test-netns/multi.test.ts', 'test-netns/newp-extra.test.ts', 'test-netns/newp.test.ts'],
+        conformance: { file: 'test-netns/conformance-lab.test.ts', row: 'newp' },
+      });
+      assert.equal(pluginTests(r, 'other').conformance, undefined);
+    } finally {
+      rmSync(r, { recursive: true, force: true });
+    }
+  });
+
+  test('an unknown plugin is refused with the list of names (exit 2), before anything is built or run', () => {
+    const r = spawnSync(process.execPath, [runner, '--plugin', 'nope'], {
+      cwd: root,
+      encoding: 'utf8',
+      env: { ...process.env, NODE_OPTIONS: '', NODE_TEST_CONTEXT: undefined },
+    });
+    assert.equal(r.status, 2, r.stdout + r.stderr);
+    assert.match(
+      r.stderr,
+      /--plugin "nope": no such plugin \(plugins\/<name>\/src\/index\.ts\): bandwidth, bridge,/,
+    );
+  });
 });

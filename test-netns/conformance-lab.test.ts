@@ -9,12 +9,12 @@
  */
 import { describe, test } from 'node:test';
 import { requireKernelFeatures, scaled } from '@cnikit/testing';
-import { LAB_CHECKS, LAB_ROWS, runMatrix } from './conformance-matrix.ts';
+import { LAB_CHECKS, LAB_ROWS, runMatrix, selectRows } from './conformance-matrix.ts';
 
 describe('conformance matrix in the kernel lab: dummy, ipvlan, macvlan, vlan, vrf', () => {
   test('every failure is a documented defect, every documented defect still fails', async (t) => {
     requireKernelFeatures(...new Set(Object.values(LAB_ROWS).flat()));
-    await runMatrix(t, Object.keys(LAB_ROWS).sort(), {
+    await runMatrix(t, selectRows(Object.keys(LAB_ROWS).sort()), {
       parallel: 2,
       timeoutSeconds: scaled(30_000) / 1000,
       only: LAB_CHECKS,

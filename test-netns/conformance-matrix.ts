@@ -38,6 +38,17 @@ export const LAB_ROWS: Record<string, KernelFeatureName[]> = {
 };
 
 /**
+ * `rows` restricted to CNIKIT_CONFORMANCE_ROWS (comma-separated plugin names) when it is set: the inner loop's one
+ * row (`node scripts/run-tests.mjs --plugin NAME`).
+ */
+export function selectRows(rows: readonly string[]): string[] {
+  const only = process.env.CNIKIT_CONFORMANCE_ROWS;
+  if (!only) return [...rows];
+  const want = only.split(',').filter(Boolean);
+  return rows.filter((r) => want.includes(r));
+}
+
+/**
  * The checks a lab row runs (`--only`): those whose outcome depends on the link type the plugin makes — ADD in every
  * version against the kernel, a failed ADD, CHECK and tampering, the DEL variants, concurrency, GC, STATUS,
  * determinism. Left out: VERSION (`version.*`), the environment variables (`env.*`) and malformed or oversized stdin

@@ -1,4 +1,5 @@
 // cnikit-kernel-features: macvlan ipvlan vlan
+// cnikit-test-plugins: macvlan ipvlan vlan
 /**
  * macvlan, ipvlan and vlan through the compiled executables (dist-bin), as a runtime runs them, in private
  * namespaces (in the kernel lab: this machine's kernel has none of the three link types):
