@@ -53,9 +53,7 @@ export function distSourcesDigest(root) {
 
 /** The build command that makes dist-bin/ for these back-ends. */
 export function buildCommand(backends) {
-  return backends.includes('sea') && backends.includes('bun')
-    ? 'npm run build -- --with-sea'
-    : 'npm run build';
+  return backends.includes('sea') ? 'npm run build -- --with-sea' : 'npm run build';
 }
 
 /**

@@ -87,11 +87,13 @@ export function binDir(backend: Backend, info: BuildInfo): string {
 
 /**
  * The non-default back-end has only dist-bin/<backend>/cnikit; give it a links dir (hard links per plugin) so it can
- * be driven through CNI_PATH exactly like the default one.
+ * be driven through CNI_PATH exactly like the default one. That back-end is checked fresh first (ensureBuilt may have
+ * checked only the default one: CNIKIT_TEST_BACKENDS=one).
  */
 export function ensureLinks(backend: Backend, info: BuildInfo): string {
   const dir = binDir(backend, info);
   if (dir === DIST) return dir;
+  ensureFresh([info.default, backend]);
   const exe = join(DIST, backend, 'cnikit');
   mkdirSync(dir, { recursive: true });
   for (const n of ['cnikit', ...info.plugins]) {
