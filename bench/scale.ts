@@ -199,8 +199,8 @@ try {
       for (const impl of n % 2 ? [...IMPLS].reverse() : IMPLS) {
         const r = pod(impl, 'probe', probeNs, 18080, true);
         const s = samples[impl]![level]!;
-        r.add.forEach((ms, k) => s.ADD![k]!.push(ms));
-        r.del.forEach((ms, k) => s.DEL![k]!.push(ms));
+        for (const [k, ms] of r.add.entries()) s.ADD![k]!.push(ms);
+        for (const [k, ms] of r.del.entries()) s.DEL![k]!.push(ms);
       }
     }
     if (STRACE && IMPLS.includes('cold')) straced(level);

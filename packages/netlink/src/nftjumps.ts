@@ -319,3 +319,39 @@ export function nftRemoveJumpChains(
     conn.sock.close();
   }
 }
+
+/** What nftChainJumps tells of one iptables-nft chain. */
+export interface ChainJumps {
+  /** Number of rules in the chain (0 when it does not exist). */
+  rules: number;
+  /** The chains its rules jump or go to, in rule order (one entry per such rule). */
+  jumps: string[];
+}
+
+/**
+ * In the calling thread's network namespace: how many rules the iptables-nft chain `family` `table` `chain` holds
+ * and which chains they jump to — one nfnetlink dump of that chain only (never the whole table), no tool process.
+ * Undefined when the kernel does not answer; a missing chain has no rules.
+ */
+export function nftChainJumps(family: 4 | 6, table: string, chain: string): ChainJumps | undefined {
+  const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+  let conn: ReturnType<typeof open>;
+  try {
+    conn = open();
+  } catch {
+    return undefined;
+  }
+  try {
+    const rules = listRules(conn.x, nfproto, table, chain);
+    const jumps: string[] = [];
+    for (const r of rules) {
+      const t = ruleJumpTarget(r.attrs);
+      if (t !== undefined) jumps.push(t);
+    }
+    return { rules: rules.length, jumps };
+  } catch {
+    return undefined;
+  } finally {
+    conn.sock.close();
+  }
+}
