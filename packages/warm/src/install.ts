@@ -27,6 +27,8 @@ export interface ModeInstallOptions {
   extras?: readonly { name: string; src: string }[];
   /** The command line as given (`scripts/install --warm …`), for the hints that tell to run it again. */
   command?: string;
+  /** The executable the units start, when not the installed path (an install under a --root prefix). */
+  unitExe?: string;
 }
 
 export class ModeInstallError extends Error {}
@@ -110,7 +112,7 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
         : { name: n, action: 'link', detail: `hard link to ${to}` },
     );
   }
-  const units = systemdUnits({ exe: dstCold, socket: o.socket });
+  const units = systemdUnits({ exe: o.unitExe ?? dstCold, socket: o.socket });
   const systemdDir = o.systemdDir;
   if (o.mode === 'warm' && systemdDir === undefined) {
     for (const unit of Object.keys(units))
@@ -192,6 +194,7 @@ export interface ModeDefaults {
   out: (l: string) => void;
   extras?: ModeInstallOptions['extras'];
   command?: string;
+  unitExe?: string;
 }
 
 export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): ModeInstallOptions {
@@ -205,6 +208,7 @@ export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): 
     out: defaults.out,
     ...(defaults.extras ? { extras: defaults.extras } : {}),
     ...(defaults.command ? { command: defaults.command } : {}),
+    ...(defaults.unitExe ? { unitExe: defaults.unitExe } : {}),
   };
   let modes = 0;
   for (let i = 0; i < argv.length; i++) {
