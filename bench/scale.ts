@@ -9,12 +9,24 @@
  *
  *   node --conditions=cnikit-source --import tsx bench/scale.ts [--runs=20] [--levels=0,50,100,250] [--json]
  *
- * Reported per implementation, plugin and command: the median at each level and the growth (median at the last
- * level / median at the first), the chain totals, and the load average before and after the run. Target: growth
+ * Reported per implementation, plugin and command: the median wall time at each level and the growth (median at the
+ * last level / median at the first), the same for the CPU time (user + system of the plugin and the tools it ran;
+ * rows `ADD cpu` / `DEL cpu`, much steadier than wall time on a loaded machine; warm: the client's plus what the
+ * service's threads used during the call), the chain totals, and the load
+ * average before and after the run. Target: growth
  * ≤ 1.2× for every plugin's ADD and DEL (machine noise included: read the ratios, not the absolute figures).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns, type NamedNetns } from '@cnikit/testing';
@@ -111,7 +123,21 @@ try {
       spawnSync('sleep', ['0.05']);
     }
   }
-  const exec = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) =>
+  /** CPU ns the warm service's threads have used (schedstat), so a warm call's CPU is the service's share. */
+  const serviceCpu = (): number => {
+    if (!service?.pid) return 0;
+    let ns = 0;
+    for (const t of readdirSync(`/proc/${service.pid}/task`))
+      ns += Number(readFileSync(`/proc/${service.pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    return ns;
+  };
+  const exec = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) => {
+    const c0 = impl === 'warm' ? serviceCpu() : 0;
+    const r = run(impl, cmd, id, ns, conf);
+    if (impl === 'warm') r.cpuMs += (serviceCpu() - c0) / 1e6;
+    return r;
+  };
+  const run = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) =>
     launch(
       join(DIRS[impl], conf.type as string),
       {
@@ -129,17 +155,23 @@ try {
   const pod = (impl: Impl, id: string, ns: NamedNetns, hostPort: number, del: boolean) => {
     const add: number[] = [];
     const dels: number[] = [];
+    const addCpu: number[] = [];
+    const delCpu: number[] = [];
     let prev: unknown;
     const confs = chain(hostPort);
     for (const p of confs) {
       const r = exec(impl, 'ADD', id, ns, { ...p, ...(prev ? { prevResult: prev } : {}) });
       prev = JSON.parse(r.stdout);
       add.push(r.ms);
+      addCpu.push(r.cpuMs);
     }
     if (del)
-      for (const p of [...confs].reverse())
-        dels.unshift(exec(impl, 'DEL', id, ns, { ...p, prevResult: prev }).ms);
-    return { add, del: dels };
+      for (const p of [...confs].reverse()) {
+        const r = exec(impl, 'DEL', id, ns, { ...p, prevResult: prev });
+        dels.unshift(r.ms);
+        delCpu.unshift(r.cpuMs);
+      }
+    return { add, del: dels, addCpu, delCpu };
   };
 
   const probeNs = sb.container;
@@ -194,13 +226,20 @@ try {
     }
     for (const impl of IMPLS) pod(impl, 'probe', probeNs, 18080, true); // warm-up
     for (const impl of IMPLS)
-      samples[impl]![level] = { ADD: PLUGINS.map(() => []), DEL: PLUGINS.map(() => []) };
+      samples[impl]![level] = {
+        ADD: PLUGINS.map(() => []),
+        DEL: PLUGINS.map(() => []),
+        'ADD cpu': PLUGINS.map(() => []),
+        'DEL cpu': PLUGINS.map(() => []),
+      };
     for (let n = 0; n < RUNS; n++) {
       for (const impl of n % 2 ? [...IMPLS].reverse() : IMPLS) {
         const r = pod(impl, 'probe', probeNs, 18080, true);
         const s = samples[impl]![level]!;
         for (const [k, ms] of r.add.entries()) s.ADD![k]!.push(ms);
         for (const [k, ms] of r.del.entries()) s.DEL![k]!.push(ms);
+        for (const [k, ms] of r.addCpu.entries()) s['ADD cpu']![k]!.push(ms);
+        for (const [k, ms] of r.delCpu.entries()) s['DEL cpu']![k]!.push(ms);
       }
     }
     if (STRACE && IMPLS.includes('cold')) straced(level);
@@ -211,7 +250,7 @@ try {
   const med = (xs: number[]) => quantile(xs, 0.5);
   const table: Record<string, unknown>[] = [];
   for (const impl of IMPLS)
-    for (const cmd of ['ADD', 'DEL'])
+    for (const cmd of ['ADD', 'DEL', 'ADD cpu', 'DEL cpu'])
       for (const [k, plugin] of [...PLUGINS.entries(), [PLUGINS.length, 'chain'] as const]) {
         const at = LEVELS.map((l) => {
           const s = samples[impl]![l]![cmd]!;
@@ -234,12 +273,12 @@ try {
     );
     for (const r of table)
       console.log(
-        `  ${String(r.impl).padEnd(5)} ${String(r.plugin).padEnd(10)} ${r.cmd}  ${(r.ms as number[]).map((x) => x.toFixed(1).padStart(9)).join('')}   ${(r.growth as number).toFixed(2)}×`,
+        `  ${String(r.impl).padEnd(5)} ${String(r.plugin).padEnd(10)} ${String(r.cmd).padEnd(7)}  ${(r.ms as number[]).map((x) => x.toFixed(1).padStart(9)).join('')}   ${(r.growth as number).toFixed(2)}×`,
       );
     const goChain = (cmd: string) =>
       table.find((r) => r.impl === 'go' && r.cmd === cmd && r.plugin === 'chain');
     for (const impl of IMPLS.filter((i) => i !== 'go'))
-      for (const cmd of ['ADD', 'DEL']) {
+      for (const cmd of ['ADD', 'DEL', 'ADD cpu', 'DEL cpu']) {
         const ours = table.find((r) => r.impl === impl && r.cmd === cmd && r.plugin === 'chain')!
           .ms as number[];
         const go = goChain(cmd)?.ms as number[] | undefined;
