@@ -150,7 +150,9 @@ const nextSeq = () => {
 
 /** Handles (the raw 8-byte attribute) of the rules of `table` `chain` that jump to `target`. */
 function jumpHandles(x: Exchange, family: number, table: string, chain: string, target: string): Buffer[] {
-  return listRules(x, family, table, chain)
+  // a rule jumping to `target` carries its name: the others (every other container's jump in a chain like
+  // POSTROUTING) are skipped without parsing their attributes
+  return listRules(x, family, table, chain, Buffer.from(target))
     .filter((r) => ruleJumpTarget(r.attrs) === target)
     .map((r) => r.handle);
 }
@@ -174,12 +176,16 @@ export function ruleExprs(rule: Attrs): NftExpr[] {
   return out;
 }
 
-/** The rules of `table` `chain`: handle (raw attribute) and attributes. ENOENT (no such chain) = none. */
+/**
+ * The rules of `table` `chain`: handle (raw attribute) and attributes. ENOENT (no such chain) = none. `mustContain`:
+ * only the rules whose message holds these bytes (a cheap filter before the attributes are parsed).
+ */
 function listRules(
   x: Exchange,
   family: number,
   table: string,
   chain: string,
+  mustContain?: Buffer,
 ): Array<{ handle: Buffer; attrs: Attrs }> {
   const seq = nextSeq();
   const req = nfgen(new NlBuilder(nftType(NFT_MSG_GETRULE), NLM_F_REQUEST | NLM_F_DUMP, 128), family)
@@ -190,6 +196,7 @@ function listRules(
   const out: Array<{ handle: Buffer; attrs: Attrs }> = [];
   for (const m of x.dump(seq)) {
     if ((m.type & 0xff) !== NFT_MSG_NEWRULE) continue;
+    if (mustContain && !m.payload.includes(mustContain)) continue;
     const a = parseAttrs(m.payload, 4);
     if (str(a, NFTA_RULE_CHAIN) !== chain) continue; // older kernels may ignore the chain filter
     const h = a.get(NFTA_RULE_HANDLE);
