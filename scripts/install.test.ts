@@ -241,3 +241,79 @@ describe('scripts/install', () => {
     assert.match(r.stdout, /usage: scripts\/install/);
   });
 });
+
+describe('scripts/install without --warm/--cold: warm by default where systemd runs the host', () => {
+  /** A fake dist-bin with the warm client: cnikit + links, warm/cnikit-client + links. */
+  function warmSource(): string {
+    const src = fakeSource('cold-binary');
+    mkdirSync(join(src, 'warm'));
+    writeFileSync(join(src, 'warm', 'cnikit-client'), 'client-binary', { mode: 0o755 });
+    for (const name of ['bridge', 'host-local', 'loopback'])
+      linkSync(join(src, 'warm', 'cnikit-client'), join(src, 'warm', name));
+    return src;
+  }
+  /** A root prefix; `systemd`: with the directory systemd creates at boot (run/systemd/system). */
+  function root(systemd: boolean): string {
+    const r = join(base, `root-${n++}`);
+    mkdirSync(r);
+    if (systemd) mkdirSync(join(r, 'run', 'systemd', 'system'), { recursive: true });
+    return r;
+  }
+  const run = (args: string[]) => {
+    const r = spawnSync(join(import.meta.dirname, 'install'), args, { encoding: 'utf8' });
+    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+    return r.stdout;
+  };
+  const ino = (p: string) => statSync(p).ino;
+
+  test('systemd runs: the plugin names link to the warm client and the socket/service units are written', () => {
+    const src = warmSource();
+    const r = root(true);
+    const out = run(['--root', r, '--source', src]);
+    const bin = join(r, 'opt', 'cni', 'bin');
+    for (const name of ['bridge', 'host-local', 'loopback'])
+      assert.equal(ino(join(bin, name)), ino(join(bin, 'cnikit-client')), `${name} → cnikit-client`);
+    assert.equal(readFileSync(join(bin, 'cnikit'), 'utf8'), 'cold-binary');
+    const units = join(r, 'etc', 'systemd', 'system');
+    assert.deepEqual(readdirSync(units).sort(), ['cnikit.service', 'cnikit.socket']);
+    // the units name the executable as the booted host sees it, without the prefix
+    assert.match(
+      readFileSync(join(units, 'cnikit.service'), 'utf8'),
+      /^ExecStart=\/opt\/cni\/bin\/cnikit serve --socket \/run\/cnikit\/cnikit.sock /m,
+    );
+    assert.match(
+      readFileSync(join(units, 'cnikit.socket'), 'utf8'),
+      /^ListenStream=\/run\/cnikit\/cnikit.sock$/m,
+    );
+    // under a root prefix systemctl is never run (the host booting from it enables the socket)
+    assert.doesNotMatch(out, /^systemctl /m);
+  });
+
+  test('no systemd: the cold install, no units; --no-socket and a scratch --target stay cold on a systemd host', () => {
+    const src = warmSource();
+    const plain = root(false);
+    assert.match(run(['--root', plain, '--source', src]), /systemd does not run .*: cold mode/);
+    const bin = join(plain, 'opt', 'cni', 'bin');
+    for (const name of ['bridge', 'host-local', 'loopback'])
+      assert.equal(ino(join(bin, name)), ino(join(bin, 'cnikit')), `${name} → cnikit`);
+    assert.deepEqual(readdirSync(plain).sort(), ['opt']);
+
+    const opted = root(true);
+    assert.match(run(['--root', opted, '--no-socket', '--source', src]), /--no-socket: cold mode/);
+    const ob = join(opted, 'opt', 'cni', 'bin');
+    assert.equal(ino(join(ob, 'bridge')), ino(join(ob, 'cnikit')));
+    assert.deepEqual(readdirSync(opted).sort(), ['opt', 'run']);
+
+    const scratch = target();
+    assert.match(run(['--root', root(true), '--target', scratch, '--source', src]), /is not .*: cold mode/);
+    assert.equal(ino(join(scratch, 'bridge')), ino(join(scratch, 'cnikit')));
+  });
+
+  test('--dry-run on a systemd host prints the warm plan and writes nothing', () => {
+    const r = root(true);
+    const out = run(['--root', r, '--dry-run', '--source', warmSource()]);
+    assert.match(out, /would switch .*opt\/cni\/bin to warm mode/);
+    assert.match(out, /cnikit\.socket: write unit/);
+    assert.deepEqual(readdirSync(r), ['run']);
+  });
+});

@@ -46,6 +46,7 @@ import { fileURLToPath } from 'node:url';
 import { fsyncDir, tmpName } from '@cnikit/sys/atomic';
 import { CLIENT_FILE, EXE_FILE, hardLinksOf, placeCopy, placeLink, TOOL_FILE } from '@cnikit/sys/layout';
 import { modeCli } from '@cnikit/warm/install';
+import { defaultPlan, enableSocket } from './install-default.ts';
 
 export const MAIN = EXE_FILE;
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -257,7 +258,8 @@ function printLine(line: string): void {
 }
 
 const USAGE =
-  'usage: scripts/install [--dry-run] [--target DIR] [--source DIR] [--backend bun|sea]\n' +
+  'usage: scripts/install [--dry-run] [--root DIR] [--no-socket] [--target DIR] [--source DIR] [--backend bun|sea]\n' +
+  '       (warm mode with systemd socket activation when systemd runs the host, else cold; --no-socket: cold)\n' +
   '       scripts/install --from cnikit-linux-<arch>-v<version>.tgz [--warm] [--target DIR] [--dry-run]   (a release tarball)\n' +
   '       scripts/install --warm|--cold [--target DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]   (warm mode: packages/warm)\n';
 
@@ -395,11 +397,29 @@ export function cli(argv: string[], staged?: { dir: string; given: readonly stri
         command: ['scripts/install', ...given].map(shellWord).join(' '),
       });
     }
-    const opts = parseArgs(argv);
+    if (argv.includes('--help') || argv.includes('-h')) {
+      process.stdout.write(USAGE);
+      return 0;
+    }
+    // neither: warm through systemd socket activation when systemd runs the host, else cold (install-default.ts)
+    const auto = defaultPlan(argv);
+    if (auto.mode === 'warm') {
+      const code = modeCli(auto.argv, {
+        source: join(ROOT, 'dist-bin'),
+        out: printLine,
+        extras,
+        command: ['scripts/install', ...given].map(shellWord).join(' '),
+        ...(auto.unitExe ? { unitExe: auto.unitExe } : {}),
+      });
+      if (code !== 0 || !auto.enable) return code;
+      return enableSocket(printLine) ? 0 : 1;
+    }
+    const opts = parseArgs(auto.argv);
     if (opts === 'help') {
       process.stdout.write(USAGE);
       return 0;
     }
+    if (auto.why) printLine(auto.why);
     install({ ...opts, extras });
     return 0;
   } catch (err) {

@@ -115,7 +115,7 @@ export {
   parseNftJson,
   supportsNFTables,
 } from './nftables.ts';
-export { natChainsMayExist, probeKernel, removeJumpChainsFast } from './probe.ts';
+export { natChainsInPlace, natChainsMayExist, probeKernel, removeJumpChainsFast } from './probe.ts';
 export {
   gcSpoofCheck,
   iifnameOf,

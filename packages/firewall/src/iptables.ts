@@ -4,6 +4,7 @@
  * with one `iptables-save -t <table>` per table touched) so that "unique" and "tolerant" operations
  * only emit what is needed, and then applied atomically: iptables-restore is all-or-nothing.
  */
+import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
 import { parseCidr } from './cidr.ts';
 import { runTool, ToolError, type ToolOptions } from './exec.ts';
 
@@ -324,7 +325,14 @@ type Op =
       position: number;
     }
   | { kind: 'delete'; table: string; chain: string; rule: string[] }
-  | { kind: 'deleteMatching'; table: string; chain: string; match: (r: SavedRule) => boolean }
+  | {
+      kind: 'deleteMatching';
+      table: string;
+      chain: string;
+      match: (r: SavedRule) => boolean;
+      /** The predicate only picks rules that jump (or go) to this chain. */
+      jumpsTo?: string;
+    }
   | { kind: 'flush'; table: string; chain: string; create: boolean }
   | { kind: 'deleteChain'; table: string; chain: string };
 
@@ -403,10 +411,15 @@ export class IptablesBatch {
     return this;
   }
 
-  deleteRulesWhere(table: string, chain: string, match: (r: SavedRule) => boolean): this {
+  /**
+   * `jumpsTo`: the predicate only ever picks rules jumping (or going) to that chain — a chain that does not exist
+   * then means nothing to delete, without reading the table (see commit).
+   */
+  deleteRulesWhere(table: string, chain: string, match: (r: SavedRule) => boolean, jumpsTo?: string): this {
     checkName('table', table);
     checkName('chain', chain);
-    this.ops.push({ kind: 'deleteMatching', table, chain, match });
+    if (jumpsTo !== undefined) checkName('chain', jumpsTo);
+    this.ops.push({ kind: 'deleteMatching', table, chain, match, ...(jumpsTo ? { jumpsTo } : {}) });
     return this;
   }
 
@@ -444,6 +457,13 @@ export class IptablesBatch {
     return this;
   }
 
+  /**
+   * The restore script worked out from the existence of the chains alone (no table read), or undefined when the
+   * batch needs the rules of an existing chain (see renderBlindOps). Empty when nothing must change.
+   */
+  renderBlind(): string | undefined {
+    return renderBlindOps(this.ops, this.family, this.opts);
+  }
   /** Tables touched by this batch, in first-use order. */
   tables(): string[] {
     return [...new Set(this.ops.map((o) => o.table))];
@@ -577,6 +597,18 @@ export class IptablesBatch {
    */
   commit(): CommitResult {
     let execs = 0;
+    const blind = this.renderBlind();
+    if (blind === '') return { script: '', execs: 0 };
+    if (blind !== undefined) {
+      const args = ['--noflush', '--wait'];
+      const r = runTool(restoreTool(this.family), args, { ...this.opts, input: blind });
+      execs++;
+      if (r.status === 0) {
+        this.ops = [];
+        return { script: blind, execs };
+      }
+      // the kernel changed under us (or the guess was wrong): nothing was applied; read and render below
+    }
     const read = () => {
       const raw = new Map<string, string>();
       for (const t of this.tables()) {
@@ -609,6 +641,168 @@ export class IptablesBatch {
   }
 }
 
+/** The chain a rule specification jumps or goes to (`-j X` / `-g X`), if any. */
+function specTarget(rule: readonly string[]): string | undefined {
+  for (let i = 0; i < rule.length - 1; i++)
+    if (rule[i] === '-j' || rule[i] === '-g' || rule[i] === '--jump' || rule[i] === '--goto')
+      return rule[i + 1];
+  return undefined;
+}
+
+/**
+ * The restore script of a batch worked out WITHOUT reading any table (no iptables-save, whose cost grows with every
+ * container's rules), or undefined when that cannot be decided. Only for tables held by nf_tables (iptables-nft:
+ * no legacy x_tables table of that name is loaded), whose chains' existence one nfnetlink GET answers each. A
+ * container's own chain that does not exist yet is known to be empty, and no rule anywhere can jump to it (the
+ * kernel refuses a jump to a missing chain): so `appendUnique` into a new chain or of a jump to a new chain, a
+ * `deleteRulesWhere` with `jumpsTo` a missing chain, `flushChain`/`deleteChain` of a missing chain are decided by
+ * existence alone. Any other rule-level operation on an existing chain needs its rules: undefined.
+ */
+function renderBlindOps(ops: readonly Op[], family: IPFamily, opts: ToolOptions): string | undefined {
+  const probe = (): Map<string, Map<string, boolean>> | undefined => {
+    const out = new Map<string, Map<string, boolean>>();
+    for (const op of ops) {
+      if (!out.has(op.table)) {
+        if (xtablesTableLoaded(family, op.table) !== false) return undefined;
+        out.set(op.table, new Map());
+      }
+      const m = out.get(op.table)!;
+      const names = [op.chain];
+      if (op.kind === 'append' || op.kind === 'insert' || op.kind === 'delete') {
+        const t = specTarget(op.rule);
+        if (t) names.push(t);
+      }
+      if (op.kind === 'deleteMatching' && op.jumpsTo) names.push(op.jumpsTo);
+      for (const c of names) {
+        if (m.has(c) || BUILTIN.has(c)) continue;
+        const e = nftExists(family === 6 ? 'ip6' : 'ip', op.table, c);
+        if (e === undefined) return undefined;
+        m.set(c, e);
+      }
+    }
+    return out;
+  };
+  let before: Map<string, Map<string, boolean>> | undefined;
+  try {
+    before = opts.netns !== undefined ? withNetns(opts.netns, probe) : probe();
+  } catch {
+    return undefined;
+  }
+  if (!before) return undefined;
+  const addedRules = new Map<string, { key: string; text: string }[]>();
+  const perTable = new Map<string, string[]>();
+  const emit = (t: string, line: string) => {
+    const l = perTable.get(t) ?? [];
+    l.push(line);
+    perTable.set(t, l);
+  };
+  /** Chains that exist now (built-in chains always count), per table. */
+  const exists = (t: string, c: string) => BUILTIN.has(c) || before.get(t)?.get(c) === true;
+  const existed = (t: string, c: string) => before.get(t)?.get(c) === true;
+  /** Chains known to hold exactly the rules added by this batch (created or flushed by it), with those rules. */
+  const known = new Map<string, { key: string; text: string }[]>();
+  const setExists = (t: string, c: string, v: boolean) => before.get(t)!.set(c, v);
+  /** Chains this batch creates (they did not exist before it): no rule outside this batch jumps to them. */
+  const created = new Set<string>();
+  const fmt = (rule: readonly string[]) => rule.map(quoteRuleArg).join(' ');
+  for (const op of ops) {
+    const id = `${op.table} ${op.chain}`;
+    const mine = known.get(id);
+    switch (op.kind) {
+      case 'ensureChain':
+        if (!exists(op.table, op.chain)) {
+          emit(op.table, `:${op.chain} - [0:0]`);
+          setExists(op.table, op.chain, true);
+          known.set(id, []);
+          created.add(id);
+        }
+        break;
+      case 'append':
+      case 'insert': {
+        const key = normalizeRule(op.rule);
+        const target = specTarget(op.rule);
+        if (op.unique) {
+          if (mine) {
+            if (mine.some((r) => r.key === key)) break;
+          } else if (!(target && created.has(`${op.table} ${target}`))) return undefined;
+          // a jump to a chain that did not exist before this batch: it can only be among this batch's own rules
+          else if (added(op.table, op.chain, key)) break;
+        }
+        const text = fmt(op.rule);
+        if (op.kind === 'append') emit(op.table, `-A ${op.chain} ${text}`);
+        else emit(op.table, `-I ${op.chain} ${op.position} ${text}`);
+        record(op.table, op.chain, key, text);
+        if (mine) {
+          if (op.kind === 'append') mine.push({ key, text });
+          else mine.splice(op.position - 1, 0, { key, text });
+        }
+        break;
+      }
+      case 'delete': {
+        if (!exists(op.table, op.chain)) break;
+        const key = normalizeRule(op.rule);
+        if (!mine) return undefined;
+        const idx = mine.findIndex((r) => r.key === key);
+        if (idx < 0) break;
+        emit(op.table, `-D ${op.chain} ${mine[idx]!.text}`);
+        mine.splice(idx, 1);
+        break;
+      }
+      case 'deleteMatching': {
+        if (!exists(op.table, op.chain)) break;
+        if (mine) {
+          for (let i = 0; i < mine.length; ) {
+            const r = mine[i]!;
+            if (op.match(savedRule(op.chain, r.text))) {
+              emit(op.table, `-D ${op.chain} ${r.text}`);
+              mine.splice(i, 1);
+            } else i++;
+          }
+          break;
+        }
+        if (op.jumpsTo && !existed(op.table, op.jumpsTo) && !added(op.table, op.chain, undefined, op.jumpsTo))
+          break;
+        return undefined;
+      }
+      case 'flush':
+        if (!exists(op.table, op.chain)) {
+          if (op.create) {
+            emit(op.table, `:${op.chain} - [0:0]`);
+            setExists(op.table, op.chain, true);
+            known.set(id, []);
+            created.add(id);
+          }
+          break;
+        }
+        if (mine?.length === 0) break;
+        emit(op.table, `-F ${op.chain}`);
+        known.set(id, []);
+        break;
+      case 'deleteChain':
+        if (!exists(op.table, op.chain)) break;
+        if (mine?.length !== 0) emit(op.table, `-F ${op.chain}`);
+        emit(op.table, `-X ${op.chain}`);
+        setExists(op.table, op.chain, false);
+        known.delete(id);
+        break;
+    }
+  }
+  let script = '';
+  for (const [t, lines] of perTable) script += `*${t}\n${lines.join('\n')}\nCOMMIT\n`;
+  return script;
+
+  // rules this batch added so far, per chain (to keep "unique" right within one batch)
+  function record(t: string, c: string, key: string, text: string): void {
+    const id = `${t} ${c}`;
+    const l = addedRules.get(id) ?? [];
+    l.push({ key, text });
+    addedRules.set(id, l);
+  }
+  function added(t: string, c: string, key?: string, jumpsTo?: string): boolean {
+    const l = addedRules.get(`${t} ${c}`) ?? [];
+    return l.some((r) => (key !== undefined ? r.key === key : specTarget(splitRuleText(r.text)) === jumpsTo));
+  }
+}
 function builtinChains(table: string): string[] {
   switch (table) {
     case 'filter':

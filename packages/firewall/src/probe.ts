@@ -4,6 +4,7 @@
  */
 import {
   type JumpChain,
+  nftChainJumps,
   nftExists,
   nftRemoveJumpChains,
   type Sync,
@@ -45,6 +46,32 @@ export function removeJumpChainsFast(
   return probeKernel(
     opts,
     () => xtablesTableLoaded(family, table) === false && nftRemoveJumpChains(family, table, pairs) === true,
+    false,
+  );
+}
+
+/**
+ * For iptables-nft (no legacy x_tables `table` of `family` loaded): true when every chain of `chains` holds exactly
+ * `rules` rules (when given) and a rule jumping to each chain of `jumpsTo`, read with one nfnetlink dump of each of
+ * those chains (never the whole table, no tool process). False when not, or when it cannot be told (legacy tables,
+ * no answer): the caller then takes its full path.
+ */
+export function natChainsInPlace(
+  family: IPFamily,
+  table: string,
+  chains: ReadonlyArray<{ chain: string; rules?: number; jumpsTo?: readonly string[] }>,
+  opts: ToolOptions,
+): boolean {
+  return probeKernel(
+    opts,
+    () =>
+      xtablesTableLoaded(family, table) === false &&
+      chains.every((c) => {
+        const j = nftChainJumps(family, table, c.chain);
+        if (!j) return false;
+        if (c.rules !== undefined && j.rules !== c.rules) return false;
+        return (c.jumpsTo ?? []).every((t) => j.jumps.includes(t));
+      }),
     false,
   );
 }

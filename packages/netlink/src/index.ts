@@ -95,8 +95,10 @@ export {
   xtablesTableLoaded,
 } from './nftexists.ts';
 export {
+  type ChainJumps,
   type JumpChain,
   type NftExpr,
+  nftChainJumps,
   nftRemoveJumpChains,
   nftRemoveRulesWhere,
   ruleExprs,

@@ -150,7 +150,9 @@ const nextSeq = () => {
 
 /** Handles (the raw 8-byte attribute) of the rules of `table` `chain` that jump to `target`. */
 function jumpHandles(x: Exchange, family: number, table: string, chain: string, target: string): Buffer[] {
-  return listRules(x, family, table, chain)
+  // a rule jumping to `target` carries its name: the others (every other container's jump in a chain like
+  // POSTROUTING) are skipped without parsing their attributes
+  return listRules(x, family, table, chain, Buffer.from(target))
     .filter((r) => ruleJumpTarget(r.attrs) === target)
     .map((r) => r.handle);
 }
@@ -174,12 +176,16 @@ export function ruleExprs(rule: Attrs): NftExpr[] {
   return out;
 }
 
-/** The rules of `table` `chain`: handle (raw attribute) and attributes. ENOENT (no such chain) = none. */
+/**
+ * The rules of `table` `chain`: handle (raw attribute) and attributes. ENOENT (no such chain) = none. `mustContain`:
+ * only the rules whose message holds these bytes (a cheap filter before the attributes are parsed).
+ */
 function listRules(
   x: Exchange,
   family: number,
   table: string,
   chain: string,
+  mustContain?: Buffer,
 ): Array<{ handle: Buffer; attrs: Attrs }> {
   const seq = nextSeq();
   const req = nfgen(new NlBuilder(nftType(NFT_MSG_GETRULE), NLM_F_REQUEST | NLM_F_DUMP, 128), family)
@@ -190,6 +196,7 @@ function listRules(
   const out: Array<{ handle: Buffer; attrs: Attrs }> = [];
   for (const m of x.dump(seq)) {
     if ((m.type & 0xff) !== NFT_MSG_NEWRULE) continue;
+    if (mustContain && !m.payload.includes(mustContain)) continue;
     const a = parseAttrs(m.payload, 4);
     if (str(a, NFTA_RULE_CHAIN) !== chain) continue; // older kernels may ignore the chain filter
     const h = a.get(NFTA_RULE_HANDLE);
@@ -313,6 +320,42 @@ export function nftRemoveJumpChains(
     }
     transaction(conn.x, fills, nfproto, types);
     return true;
+  } catch {
+    return undefined;
+  } finally {
+    conn.sock.close();
+  }
+}
+
+/** What nftChainJumps tells of one iptables-nft chain. */
+export interface ChainJumps {
+  /** Number of rules in the chain (0 when it does not exist). */
+  rules: number;
+  /** The chains its rules jump or go to, in rule order (one entry per such rule). */
+  jumps: string[];
+}
+
+/**
+ * In the calling thread's network namespace: how many rules the iptables-nft chain `family` `table` `chain` holds
+ * and which chains they jump to — one nfnetlink dump of that chain only (never the whole table), no tool process.
+ * Undefined when the kernel does not answer; a missing chain has no rules.
+ */
+export function nftChainJumps(family: 4 | 6, table: string, chain: string): ChainJumps | undefined {
+  const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+  let conn: ReturnType<typeof open>;
+  try {
+    conn = open();
+  } catch {
+    return undefined;
+  }
+  try {
+    const rules = listRules(conn.x, nfproto, table, chain);
+    const jumps: string[] = [];
+    for (const r of rules) {
+      const t = ruleJumpTarget(r.attrs);
+      if (t !== undefined) jumps.push(t);
+    }
+    return { rules: rules.length, jumps };
   } catch {
     return undefined;
   } finally {

@@ -15,7 +15,7 @@ import {
 import { DEFAULT_SOCKET } from './protocol.ts';
 import { SERVICE_UNIT, SOCKET_UNIT, systemdUnits } from './systemd.ts';
 
-export { TOOL_FILE };
+export { SOCKET_UNIT, TOOL_FILE };
 export const SYSTEM_TARGET = SYSTEM_BIN_DIR;
 export const SYSTEM_UNITS = '/etc/systemd/system';
 
@@ -37,6 +37,8 @@ export interface ModeInstallOptions {
   extras?: readonly { name: string; src: string }[];
   /** The command line as given (`scripts/install --warm …`), for the hints that tell to run it again. */
   command?: string;
+  /** The executable the units start, when not the installed path (an install under a --root prefix). */
+  unitExe?: string;
 }
 
 export class ModeInstallError extends Error {}
@@ -102,7 +104,7 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
         : { name: n, action: 'link', detail: `hard link to ${to}` },
     );
   }
-  const units = systemdUnits({ exe: dstCold, socket: o.socket });
+  const units = systemdUnits({ exe: o.unitExe ?? dstCold, socket: o.socket });
   const systemdDir = o.systemdDir;
   if (o.mode === 'warm' && systemdDir === undefined) {
     for (const unit of Object.keys(units))
@@ -184,6 +186,7 @@ export interface ModeDefaults {
   out: (l: string) => void;
   extras?: ModeInstallOptions['extras'];
   command?: string;
+  unitExe?: string;
 }
 
 export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): ModeInstallOptions {
@@ -197,6 +200,7 @@ export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): 
     out: defaults.out,
     ...(defaults.extras ? { extras: defaults.extras } : {}),
     ...(defaults.command ? { command: defaults.command } : {}),
+    ...(defaults.unitExe ? { unitExe: defaults.unitExe } : {}),
   };
   let modes = 0;
   for (let i = 0; i < argv.length; i++) {

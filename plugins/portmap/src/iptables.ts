@@ -16,6 +16,7 @@ import {
   hasRule,
   type IPFamily,
   IptablesBatch,
+  natChainsInPlace,
   natChainsMayExist,
   parseCidr,
   probeKernel,
@@ -97,9 +98,36 @@ export function iptablesDnatRules(a: PortMapArgs): {
   return { chain, entryRules, rules };
 }
 
+/**
+ * The shared chains and jumps every container's forwarding relies on are in place already (the usual case after
+ * the first container): CNI-HOSTPORT-SETMARK and CNI-HOSTPORT-MASQ with their one rule each, POSTROUTING jumping to
+ * CNI-HOSTPORT-MASQ (when `snat`), PREROUTING and OUTPUT jumping to CNI-HOSTPORT-DNAT. Told from one nfnetlink dump
+ * of each of those chains: the per-call work then does not depend on how many containers have rules in the table.
+ */
+function sharedChainsInPlace(a: PortMapArgs, family: IPFamily): boolean {
+  const masq = a.snat && a.externalSetMarkChain === undefined;
+  return natChainsInPlace(
+    family,
+    'nat',
+    [
+      ...(masq
+        ? [
+            { chain: HOSTPORT_SETMARK_CHAIN, rules: 1 },
+            { chain: HOSTPORT_MASQ_CHAIN, rules: 1 },
+            { chain: 'POSTROUTING', jumpsTo: [HOSTPORT_MASQ_CHAIN] },
+          ]
+        : []),
+      { chain: 'PREROUTING', jumpsTo: [HOSTPORT_DNAT_CHAIN] },
+      { chain: 'OUTPUT', jumpsTo: [HOSTPORT_DNAT_CHAIN] },
+    ],
+    a,
+  );
+}
+
 function setupIptables(a: PortMapArgs, family: IPFamily): void {
   const b = new IptablesBatch(family, a);
-  if (a.snat && a.externalSetMarkChain === undefined) {
+  const needShared = !sharedChainsInPlace(a, family);
+  if (needShared && a.snat && a.externalSetMarkChain === undefined) {
     const mark = markDef(a.markMasqBit);
     b.ensureChain('nat', HOSTPORT_SETMARK_CHAIN);
     b.appendUnique('nat', HOSTPORT_SETMARK_CHAIN, [
@@ -124,12 +152,13 @@ function setupIptables(a: PortMapArgs, family: IPFamily): void {
     ]);
   }
   b.ensureChain('nat', HOSTPORT_DNAT_CHAIN);
-  for (const entry of ['PREROUTING', 'OUTPUT']) {
-    b.appendUnique('nat', entry, ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', HOSTPORT_DNAT_CHAIN]);
-  }
+  if (needShared)
+    for (const entry of ['PREROUTING', 'OUTPUT']) {
+      b.appendUnique('nat', entry, ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', HOSTPORT_DNAT_CHAIN]);
+    }
   const d = iptablesDnatRules(a);
   // a re-ADD replaces the container's rules (the reference keeps stale ones)
-  b.deleteRulesWhere('nat', HOSTPORT_DNAT_CHAIN, (r) => ruleTarget(r) === d.chain);
+  b.deleteRulesWhere('nat', HOSTPORT_DNAT_CHAIN, (r) => ruleTarget(r) === d.chain, d.chain);
   b.flushChain('nat', d.chain, { create: true });
   for (const r of d.rules) b.append('nat', d.chain, r);
   for (const r of d.entryRules) b.append('nat', HOSTPORT_DNAT_CHAIN, r);

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, test } from 'node:test';
+import { execStats } from '@cnikit/firewall/testing';
 import { cniRunner, expectCniError, expectOk, sandboxForFile } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
@@ -207,6 +208,55 @@ describe('portmap iptables backend', () => {
       'the DN chain jumps to the external mark chain',
     );
     expectOk(await cni.del(conf()));
+  });
+
+  test('a further container reads no nat table (one iptables-restore per family); a shared rule removed by hand comes back', async () => {
+    flushAll();
+    expectOk(await cni.add(conf()));
+    const shared = natRules(4).filter((l) => !l.includes('CNI-DN-'));
+    const start = execStats.count;
+    expectOk(
+      await cni.add(conf({}, [{ hostPort: 8081, containerPort: 80, protocol: 'tcp' }]), {
+        containerId: 'def',
+      }),
+    );
+    // no iptables-save of a table that grows with every container: the shared chains are seen in place over
+    // nfnetlink, the new container's chain is known to be new
+    assert.equal(execStats.count - start, 2, 'one iptables-restore per family, nothing else');
+    const after = natRules(4);
+    assert.deepEqual(
+      after.filter((l) => !l.includes('CNI-DN-')),
+      shared,
+      'the shared chains keep one rule each and one jump from each entry chain',
+    );
+    assert.equal(after.filter((l) => l.startsWith('-A CNI-HOSTPORT-DNAT ')).length, 3);
+    // a shared jump deleted by hand: the next ADD puts it back (the shared chains are then ensured in full)
+    run('iptables', [
+      '-t',
+      'nat',
+      '-D',
+      'OUTPUT',
+      '-m',
+      'addrtype',
+      '--dst-type',
+      'LOCAL',
+      '-j',
+      'CNI-HOSTPORT-DNAT',
+    ]);
+    expectOk(
+      await cni.add(conf({}, [{ hostPort: 8082, containerPort: 80, protocol: 'tcp' }]), {
+        containerId: 'ghi',
+      }),
+    );
+    assert.deepEqual(
+      natRules(4).filter((l) => !l.includes('CNI-DN-')),
+      shared,
+    );
+    for (const id of ['abc', 'def', 'ghi']) expectOk(await cni.del(conf(), { containerId: id }));
+    assert.deepEqual(
+      natRules(4).filter((l) => l.includes('CNI-DN-')),
+      [],
+    );
   });
 
   test('DEL needs no mappings, no prevResult and no namespace; three DELs succeed; a failed ADD leaves nothing', async () => {

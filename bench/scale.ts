@@ -1,0 +1,296 @@
+/**
+ * Benchmark: does a plugin's cost grow with the number of pods on the node? N pods are kept alive on one bridge in a
+ * private "host" namespace (each pod: its own container namespace and the whole kubelet-style chain, bridge (ipMasq)
+ * + host-local, tuning, portmap (one hostPort per pod), bandwidth, added by the Go reference plugins, whose state
+ * cnikit shares), and at N = 0, 50, 100, 250 (--levels=…) one probe pod is added and deleted again, --runs times,
+ * alternating cnikit cold (dist-bin/), cnikit warm (dist-bin/warm/ against a private `cnikit serve`) and Go
+ * (/usr/lib/cni), each exec timed by a C launcher (posix_spawn + waitpid). The probe shares the fillers' host-local and
+ * tuning data directories, so directory scans see every pod.
+ *
+ *   node --conditions=cnikit-source --import tsx bench/scale.ts [--runs=20] [--levels=0,50,100,250] [--json]
+ *
+ * Reported per implementation, plugin and command: the median wall time at each level and the growth (median at the
+ * last level / median at the first), the same for the CPU time (user + system of the plugin and the tools it ran;
+ * rows `ADD cpu` / `DEL cpu`, much steadier than wall time on a loaded machine; warm: the client's plus what the
+ * service's threads used during the call), the chain totals, and the load
+ * average before and after the run. Target: growth
+ * ≤ 1.2× for every plugin's ADD and DEL (machine noise included: read the ratios, not the absolute figures).
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createSandbox, enterNetns, type NamedNetns } from '@cnikit/testing';
+import { compileLauncher } from './lib/launcher.ts';
+import { quantile } from './lib/side-by-side.ts';
+
+const ROOT = join(import.meta.dirname, '..');
+const arg = (name: string, def: string) =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
+const RUNS = Number(arg('runs', '20'));
+const LEVELS = arg('levels', '0,50,100,250').split(',').map(Number);
+const JSON_OUT = process.argv.includes('--json');
+/** --strace=DIR: after each level, one cold probe chain under strace (execs, netlink and directory reads), in DIR. */
+const STRACE = arg('strace', '');
+const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
+
+type Impl = 'cold' | 'warm' | 'go';
+const IMPLS: Impl[] = (arg('impls', 'cold,warm,go').split(',') as Impl[]).filter((i) =>
+  ['cold', 'warm', 'go'].includes(i),
+);
+const DIRS: Record<Impl, string> = {
+  cold: join(ROOT, 'dist-bin'),
+  warm: join(ROOT, 'dist-bin', 'warm'),
+  go: '/usr/lib/cni',
+};
+const PLUGINS = ['bridge', 'tuning', 'portmap', 'bandwidth'] as const;
+for (const impl of [...IMPLS, 'go' as const])
+  for (const p of [...PLUGINS, 'host-local'])
+    if (!existsSync(join(DIRS[impl], p))) {
+      console.error(
+        `bench-scale: ${join(DIRS[impl], p)} missing (npm run build / apt-get install containernetworking-plugins)`,
+      );
+      process.exit(1);
+    }
+
+type Conf = Record<string, unknown>;
+const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bench-scale-'));
+const runDir = join(scratch, 'run');
+mkdirSync(runDir, { mode: 0o700 });
+const SOCK = join(runDir, 'cnikit.sock');
+const chain = (hostPort: number): Conf[] => [
+  {
+    type: 'bridge',
+    bridge: 'cniscale0',
+    isGateway: true,
+    ipMasq: true,
+    ipam: { type: 'host-local', ranges: [[{ subnet: '10.79.0.0/16' }]], dataDir: join(scratch, 'ipam') },
+  },
+  {
+    type: 'tuning',
+    dataDir: join(scratch, 'tuning'),
+    mtu: 1400,
+    sysctl: { 'net.ipv4.conf.eth0.arp_ignore': '1' },
+  },
+  {
+    type: 'portmap',
+    capabilities: { portMappings: true },
+    runtimeConfig: { portMappings: [{ hostPort, containerPort: 80, protocol: 'tcp' }] },
+  },
+  {
+    type: 'bandwidth',
+    ingressRate: 100_000_000,
+    ingressBurst: 1_000_000,
+    egressRate: 100_000_000,
+    egressBurst: 1_000_000,
+  },
+];
+
+const launch = compileLauncher(scratch);
+let service: ChildProcess | undefined;
+if (IMPLS.includes('warm')) {
+  const fd = openSync(join(scratch, 'service.log'), 'a');
+  try {
+    service = spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', SOCK], {
+      stdio: ['ignore', 'ignore', fd],
+      env: { PATH },
+    });
+  } finally {
+    closeSync(fd);
+  }
+}
+const sb = createSandbox({ prefix: 'cnikit-scale' });
+const inHost = enterNetns(sb.host.path);
+const load0 = loadavg();
+try {
+  if (service) {
+    for (let i = 0; ; i++) {
+      const c = spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', SOCK], {
+        env: { PATH },
+      });
+      if (c.status === 0) break;
+      if (i > 200)
+        throw new Error(`the service did not start: ${readFileSync(join(scratch, 'service.log'), 'utf8')}`);
+      spawnSync('sleep', ['0.05']);
+    }
+  }
+  /** CPU ns the warm service's threads have used (schedstat), so a warm call's CPU is the service's share. */
+  const serviceCpu = (): number => {
+    if (!service?.pid) return 0;
+    let ns = 0;
+    for (const t of readdirSync(`/proc/${service.pid}/task`))
+      ns += Number(readFileSync(`/proc/${service.pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    return ns;
+  };
+  const exec = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) => {
+    const c0 = impl === 'warm' ? serviceCpu() : 0;
+    const r = run(impl, cmd, id, ns, conf);
+    if (impl === 'warm') r.cpuMs += (serviceCpu() - c0) / 1e6;
+    return r;
+  };
+  const run = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) =>
+    launch(
+      join(DIRS[impl], conf.type as string),
+      {
+        CNI_COMMAND: cmd,
+        CNI_CONTAINERID: id,
+        CNI_NETNS: ns.path,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: DIRS[impl],
+        CNIKIT_SOCKET: SOCK,
+        PATH,
+      },
+      JSON.stringify({ cniVersion: '1.0.0', name: 'bench-scale', ...conf }),
+    );
+  /** The whole chain's ADD then DEL for one pod; per-plugin times in PLUGINS order. */
+  const pod = (impl: Impl, id: string, ns: NamedNetns, hostPort: number, del: boolean) => {
+    const add: number[] = [];
+    const dels: number[] = [];
+    const addCpu: number[] = [];
+    const delCpu: number[] = [];
+    let prev: unknown;
+    const confs = chain(hostPort);
+    for (const p of confs) {
+      const r = exec(impl, 'ADD', id, ns, { ...p, ...(prev ? { prevResult: prev } : {}) });
+      prev = JSON.parse(r.stdout);
+      add.push(r.ms);
+      addCpu.push(r.cpuMs);
+    }
+    if (del)
+      for (const p of [...confs].reverse()) {
+        const r = exec(impl, 'DEL', id, ns, { ...p, prevResult: prev });
+        dels.unshift(r.ms);
+        delCpu.unshift(r.cpuMs);
+      }
+    return { add, del: dels, addCpu, delCpu };
+  };
+
+  const probeNs = sb.container;
+  const straced = (level: number) => {
+    mkdirSync(STRACE, { recursive: true });
+    let prev: unknown;
+    const confs = chain(18080);
+    const one = (cmd: 'ADD' | 'DEL', conf: Conf) => {
+      const r = spawnSync(
+        'strace',
+        [
+          '-f',
+          '-tt',
+          '-T',
+          '-s',
+          '200',
+          '-e',
+          'trace=execve,sendto,sendmsg,recvmsg,recvfrom,getdents64,openat,write',
+          '-o',
+          join(STRACE, `${level}-${conf.type}-${cmd}`),
+          join(DIRS.cold, conf.type as string),
+        ],
+        {
+          env: {
+            CNI_COMMAND: cmd,
+            CNI_CONTAINERID: 'probe',
+            CNI_NETNS: probeNs.path,
+            CNI_IFNAME: 'eth0',
+            CNI_PATH: DIRS.cold,
+            PATH,
+          },
+          input: JSON.stringify({ cniVersion: '1.0.0', name: 'bench-scale', ...conf }),
+          encoding: 'utf8',
+        },
+      );
+      if (r.status !== 0) throw new Error(`strace ${conf.type} ${cmd}: ${r.stdout}${r.stderr}`);
+      return r.stdout;
+    };
+    for (const p of confs) prev = JSON.parse(one('ADD', { ...p, ...(prev ? { prevResult: prev } : {}) }));
+    for (const p of [...confs].reverse()) one('DEL', { ...p, prevResult: prev });
+  };
+  let alive = 0;
+  // samples[impl][level][cmd][plugin] = ms[]
+  const samples: Record<string, Record<number, Record<string, number[][]>>> = {};
+  for (const impl of IMPLS) samples[impl] = {};
+  const fillT0 = performance.now();
+  for (const level of LEVELS) {
+    while (alive < level) {
+      const ns = sb.newContainer();
+      pod('go', `filler-${alive}`, ns, 20000 + alive, false);
+      alive++;
+    }
+    for (const impl of IMPLS) pod(impl, 'probe', probeNs, 18080, true); // warm-up
+    for (const impl of IMPLS)
+      samples[impl]![level] = {
+        ADD: PLUGINS.map(() => []),
+        DEL: PLUGINS.map(() => []),
+        'ADD cpu': PLUGINS.map(() => []),
+        'DEL cpu': PLUGINS.map(() => []),
+      };
+    for (let n = 0; n < RUNS; n++) {
+      for (const impl of n % 2 ? [...IMPLS].reverse() : IMPLS) {
+        const r = pod(impl, 'probe', probeNs, 18080, true);
+        const s = samples[impl]![level]!;
+        for (const [k, ms] of r.add.entries()) s.ADD![k]!.push(ms);
+        for (const [k, ms] of r.del.entries()) s.DEL![k]!.push(ms);
+        for (const [k, ms] of r.addCpu.entries()) s['ADD cpu']![k]!.push(ms);
+        for (const [k, ms] of r.delCpu.entries()) s['DEL cpu']![k]!.push(ms);
+      }
+    }
+    if (STRACE && IMPLS.includes('cold')) straced(level);
+    if (!JSON_OUT)
+      console.error(`  level ${level} done (${((performance.now() - fillT0) / 1000).toFixed(0)} s)`);
+  }
+  const load1 = loadavg();
+  const med = (xs: number[]) => quantile(xs, 0.5);
+  const table: Record<string, unknown>[] = [];
+  for (const impl of IMPLS)
+    for (const cmd of ['ADD', 'DEL', 'ADD cpu', 'DEL cpu'])
+      for (const [k, plugin] of [...PLUGINS.entries(), [PLUGINS.length, 'chain'] as const]) {
+        const at = LEVELS.map((l) => {
+          const s = samples[impl]![l]![cmd]!;
+          if (plugin === 'chain') {
+            const n = s[0]!.length;
+            return med(Array.from({ length: n }, (_, i) => s.reduce((a, xs) => a + xs[i]!, 0)));
+          }
+          return med(s[k as number]!);
+        });
+        table.push({ impl, cmd, plugin, ms: at, growth: at.at(-1)! / at[0]! });
+      }
+  if (JSON_OUT) {
+    console.log(JSON.stringify({ levels: LEVELS, runs: RUNS, load: [load0, load1], table }));
+  } else {
+    console.log(
+      `plugin cost vs pods alive on one bridge, ${RUNS} runs per level, medians in ms; load average ${load0.map((x) => x.toFixed(2)).join(' ')} → ${load1.map((x) => x.toFixed(2)).join(' ')}`,
+    );
+    console.log(
+      `  ${'impl'.padEnd(5)} ${'plugin'.padEnd(10)} cmd  ${LEVELS.map((l) => `${l} pods`.padStart(9)).join('')}   growth`,
+    );
+    for (const r of table)
+      console.log(
+        `  ${String(r.impl).padEnd(5)} ${String(r.plugin).padEnd(10)} ${String(r.cmd).padEnd(7)}  ${(r.ms as number[]).map((x) => x.toFixed(1).padStart(9)).join('')}   ${(r.growth as number).toFixed(2)}×`,
+      );
+    const goChain = (cmd: string) =>
+      table.find((r) => r.impl === 'go' && r.cmd === cmd && r.plugin === 'chain');
+    for (const impl of IMPLS.filter((i) => i !== 'go'))
+      for (const cmd of ['ADD', 'DEL', 'ADD cpu', 'DEL cpu']) {
+        const ours = table.find((r) => r.impl === impl && r.cmd === cmd && r.plugin === 'chain')!
+          .ms as number[];
+        const go = goChain(cmd)?.ms as number[] | undefined;
+        if (go)
+          console.log(
+            `  ${impl}/go chain ${cmd}: ${ours.map((x, i) => (x / go[i]!).toFixed(2)).join(' ')} (per level)`,
+          );
+      }
+  }
+} finally {
+  inHost.restore();
+  service?.kill('SIGTERM');
+  sb.destroy();
+  rmSync(scratch, { recursive: true, force: true });
+}
