@@ -93,6 +93,32 @@ describe('deploy/kubernetes', () => {
     assert.equal(kustomization.images[0]?.newTag, `v${version}`, 'the image tag is the release version');
   });
 
+  test('kustomization: only fields kubectl 1.20 (kustomize v2.0.3) knows; the labels are in each manifest', () => {
+    // `labels:` (kustomize >= 4.1) stops kubectl 1.20 with `json: unknown field "labels"`; commonLabels would
+    // also rewrite the DaemonSet's immutable selector. So each manifest carries its labels itself
+    // (scripts/deploy-kubernetes.k8s.test.ts renders the directory with kubectl 1.20.2).
+    const v203 = [
+      'apiVersion',
+      'kind',
+      'namespace',
+      'resources',
+      'images',
+      'commonLabels',
+      'commonAnnotations',
+    ];
+    assert.deepEqual(
+      Object.keys(kustomization).filter((k) => !v203.includes(k)),
+      [],
+      'fields kubectl 1.20 refuses',
+    );
+    for (const { file, doc } of all)
+      assert.deepEqual(
+        (doc.metadata as { labels?: Record<string, string> }).labels,
+        { 'app.kubernetes.io/name': 'cnikit', 'app.kubernetes.io/part-of': 'cnikit' },
+        `${file}: ${doc.kind} ${doc.metadata.name}`,
+      );
+  });
+
   test('every manifest is valid against the Kubernetes API schema of its kind', () => {
     const models: Record<string, new (d: never) => { validate(): void }> = {
       'apps/v1 DaemonSet': DaemonSet as never,
