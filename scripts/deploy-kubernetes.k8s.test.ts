@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { type ControlPlane, startControlPlane } from './k8s/control-plane.ts';
+// @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries, UPSTREAM_VERSION } from './k8s-build.mjs';
 
 const ROOT = join(import.meta.dirname, '..');
