@@ -63,6 +63,7 @@ options:
                          network of NETCONFPATH; if the runtime cannot be asked, nothing is released
   --dry-run              gc --from-cri: print what would be released, change nothing
   --grace SECONDS        gc --from-cri: keep what is younger than this (default 60: a sandbox in creation)
+  --json                 gc --from-cri: print the report as one JSON object
   --cache-dir DIR        result cache directory (default: CNI_CACHE_DIR, else /var/lib/cni)
   --timeout SECONDS      give up (and kill the running plugin) after this long
   --exec                 run every plugin as a process, even cnikit's own (which run in-process)
@@ -148,8 +149,8 @@ async function run(argv: readonly string[], io: ToolIO): Promise<number> {
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   if (values['dry-run'] && values['from-cri'] === undefined)
     throw new UsageError('--dry-run is for gc --from-cri');
-  if (values.grace !== undefined && values['from-cri'] === undefined)
-    throw new UsageError('--grace is for gc --from-cri');
+  if ((values.grace !== undefined || values.json) && values['from-cri'] === undefined)
+    throw new UsageError('--grace and --json are for gc --from-cri');
   if (values['from-cri'] !== undefined) {
     if (command !== 'gc') throw new UsageError('--from-cri is for gc only');
     if (netnsArg !== undefined || values['netns-create'] !== undefined || values.keep)
@@ -290,7 +291,7 @@ async function gcFromCri(
     dryRun: values['dry-run'] === true,
     ...(graceMs !== undefined ? { graceMs } : {}),
   });
-  io.stdout.write(formatCriGcReport(report));
+  io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : formatCriGcReport(report));
   const failed = report.networks.some(
     (n) => n.errors.length > 0 || (!report.dryRun && n.released.length < n.stale.length),
   );
@@ -308,6 +309,7 @@ function parse(argv: readonly string[]) {
       keep: { type: 'string', multiple: true },
       'from-cri': { type: 'string' },
       'dry-run': { type: 'boolean' },
+      json: { type: 'boolean' },
       grace: { type: 'string' },
       'cache-dir': { type: 'string' },
       timeout: { type: 'string' },

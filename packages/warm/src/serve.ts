@@ -51,6 +51,7 @@ import {
   watchdogSet,
 } from '@cnikit/sys';
 import { Conn, TimeoutError } from './conn.ts';
+import { type GcLoop, gcLoopFromEnv } from './cri-gc-loop.ts';
 import { fallbacksPath, readFallbacks } from './fallbacks.ts';
 import {
   Metrics,
@@ -292,6 +293,8 @@ export class Service {
   /** Counters and histograms of the requests (issue 28), served on opts.metrics. */
   #metrics: Metrics | undefined;
   #metricsServer: import('node:http').Server | undefined;
+  /** The periodic CNI GC from the CRI sandboxes (CNIKIT_GC_INTERVAL), run between connections. */
+  #gc: GcLoop | undefined;
   /** The batched OTLP export of traced requests. */
   #batcher: TraceBatcher | undefined;
   /** The service's own OTLP traces endpoint (its environment), for calls whose environment and config name none. */
@@ -322,6 +325,7 @@ export class Service {
     this.#metrics = metrics;
     this.#batcher = new TraceBatcher((exported, dropped) => metrics.countSpans(exported, dropped));
     this.#traceEndpoint = traceEndpoint(process.env);
+    this.#gc = gcLoopFromEnv(process.env, log);
     this.#homeFd = openSync('/proc/thread-self/ns/net', 'r');
     setCloexec(this.#homeFd, true);
     this.#exe = fileId('/proc/self/exe');
@@ -420,6 +424,7 @@ export class Service {
       }
       // let signal handlers and timers run between connections
       await new Promise((r) => setImmediate(r));
+      this.#gc?.tick();
       if (this.#tainted) {
         await this.stopResidents();
         this.reexec('a request exceeded its deadline', 'deadline');
@@ -429,6 +434,7 @@ export class Service {
       }
     }
     closeFd(this.#listenFd);
+    this.#gc?.stop();
     await this.stopResidents();
     await this.#batcher?.drain(1000);
     this.#metricsServer?.close();
@@ -459,7 +465,7 @@ export class Service {
     } catch (e) {
       log(`cannot read the client fallback record: ${errorReason(e)}`);
     }
-    return m.render();
+    return m.render() + (this.#gc?.render() ?? '');
   }
 
   /** Tells the watchdog thread what to exec: this image with the counters as they are now (reason: watchdog). */
