@@ -103,7 +103,7 @@ describe('periodic GC from the CRI', () => {
       ['{"kind":"host-local"}', 2],
     ]);
     assert.equal(metric(text, 'cnikit_serve_gc_sandboxes')?.[0]?.[1], 3);
-    const last = metric(text, 'cnikit_serve_gc_last_success_timestamp_seconds')?.[0]?.[1] ?? 0;
+    const last = Number(metric(text, 'cnikit_serve_gc_last_success_timestamp_seconds')?.[0]?.[1]);
     assert.ok(Math.abs(last - Date.now() / 1000) < 30, String(last));
     assert.deepEqual(logs, ['gc: released 3 stale attachment(s) of vanished sandboxes']);
     loop.tick(1000 + 59_999);
