@@ -190,10 +190,12 @@ export class GcLoop {
 export function gcLoopFromEnv(
   env: Readonly<Record<string, string | undefined>>,
   log: (line: string) => void,
+  // a define of the build (process.env.CNIKIT_BUNDLED is replaced by "1" in the compiled executable)
+  bundled = process.env.CNIKIT_BUNDLED === '1',
 ): GcLoop | undefined {
   const opts = parseGcEnv(env);
   if (!opts) return undefined;
-  if (env.CNIKIT_BUNDLED !== '1') {
+  if (!bundled) {
     log('warning: CNIKIT_GC_INTERVAL needs the compiled cnikit executable: periodic GC off');
     return undefined;
   }
