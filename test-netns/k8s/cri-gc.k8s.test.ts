@@ -85,6 +85,7 @@ const pods: Record<'ready' | 'notready' | 'gone1' | 'gone2', string> = {
   gone2: '',
 };
 let leaked: Record<string, string> = {};
+const ORPHAN = 'f'.repeat(64);
 let kept: Record<string, string> = {};
 
 before(async () => {
@@ -125,6 +126,8 @@ before(async () => {
   // gone: the runtime lost the sandbox, its reservation and cached result stay behind
   leaked = { ...filesOf(pods.gone1), ...filesOf(pods.gone2) };
   assert.equal(Object.keys(leaked).length, 4, JSON.stringify(leaked));
+  // and a reservation without a cached result (only the plugins' GC can release it)
+  leaked[`networks/${NET}/10.244.0.200`] = `${ORPHAN}\r\neth0`;
   for (const id of [pods.gone1, pods.gone2]) {
     await node.cri.stopPodSandbox(id);
     await node.cri.removePodSandbox(id);
@@ -151,10 +154,13 @@ describe('gc --from-cri on containerd 1.6', () => {
     assert.equal(r.status, 0, r.stderr);
     const lines = r.stdout.trim().split('\n');
     assert.equal(lines[0], '2 pod sandbox(es) from runtime.v1.RuntimeService');
-    const expected = [pods.gone1, pods.gone2].flatMap((id) => [
-      `would release cached attachment of ${id} eth0 (network ${NET})`,
-      ...addrOf(leaked, id).map((a) => `would release address ${a} of ${id} eth0 (network ${NET})`),
-    ]);
+    const expected = [
+      ...[pods.gone1, pods.gone2].flatMap((id) => [
+        `would release cached attachment of ${id} eth0 (network ${NET})`,
+        ...addrOf(leaked, id).map((a) => `would release address ${a} of ${id} eth0 (network ${NET})`),
+      ]),
+      `would release address 10.244.0.200 of ${ORPHAN} eth0 (network ${NET})`,
+    ];
     assert.deepEqual(lines.slice(1).sort(), expected.sort());
     assert.deepEqual(state(), before);
   });
@@ -170,7 +176,7 @@ describe('gc --from-cri on containerd 1.6', () => {
   test("the real run releases exactly the vanished sandboxes' addresses and results; the others keep theirs", () => {
     const r = gc(['--from-cri', p.socket]);
     assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
-    assert.equal(r.stdout.split('\n').filter((l) => l.startsWith('released ')).length, 4, r.stdout);
+    assert.equal(r.stdout.split('\n').filter((l) => l.startsWith('released ')).length, 5, r.stdout);
     const after = state();
     for (const name of Object.keys(leaked)) assert.equal(after[name], undefined, `${name} released`);
     for (const [name, text] of Object.entries(kept)) assert.equal(after[name], text, `${name} kept`);
@@ -209,7 +215,7 @@ describe('gc --from-cri on containerd 1.6', () => {
         req.on('error', reject);
         req.end();
       });
-      assert.match(text, /^cnikit_serve_gc_released_total\{kind="host-local"\} 2$/m);
+      assert.match(text, /^cnikit_serve_gc_released_total\{kind="host-local"\} 3$/m);
       assert.match(text, /^cnikit_serve_gc_released_total\{kind="cache"\} 2$/m);
       assert.match(text, /^cnikit_serve_gc_runs_total\{result="error"\} 0$/m);
       assert.match(text, /^cnikit_serve_gc_sandboxes 2$/m);
