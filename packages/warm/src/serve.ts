@@ -147,6 +147,7 @@ export const SERVE_USAGE =
   '       (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock; metrics: $CNIKIT_METRICS_ADDRESS or metrics.sock beside it;\n' +
   "        --dhcp-daemon: also the dhcp plugin's daemon, `dhcp daemon FLAGS` in this process, default socket /run/cni/dhcp.sock;\n" +
   '        or $CNIKIT_DHCP_DAEMON=1 and $CNIKIT_DHCP_DAEMON_FLAGS)\n' +
+  '       periodic CNI GC from the CRI sandboxes: $CNIKIT_GC_INTERVAL (10m, 90s, off), $CNIKIT_CRI_SOCKET, $CNIKIT_GC_GRACE\n' +
   '       cnikit serve --check [--socket PATH]                          (exit 0 when the service answers)\n';
 
 export function parseServeArgs(
