@@ -12,7 +12,6 @@ import {
   chmodSync,
   copyFileSync,
   linkSync,
-  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
