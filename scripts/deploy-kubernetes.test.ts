@@ -10,6 +10,7 @@ import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
+import { parseGcEnv } from '../packages/warm/src/cri-gc-loop.ts';
 import { checkConflist, parseInstallCniArgs, renderTemplate } from '../packages/warm/src/install-cni.ts';
 import { parseServeArgs } from '../packages/warm/src/serve.ts';
 import { discoverPlugins } from './build.ts';
@@ -75,6 +76,7 @@ interface Container {
   readinessProbe?: { exec: { command: string[] } };
   livenessProbe?: { exec: { command: string[] } };
   securityContext?: { privileged?: boolean };
+  ports?: { name?: string; containerPort: number; protocol?: string }[];
 }
 
 describe('deploy/kubernetes', () => {
@@ -91,6 +93,32 @@ describe('deploy/kubernetes', () => {
       );
     const version = JSON.parse(readFileSync(join(DIR, '..', '..', 'package.json'), 'utf8')).version;
     assert.equal(kustomization.images[0]?.newTag, `v${version}`, 'the image tag is the release version');
+  });
+
+  test('kustomization: only fields kubectl 1.20 (kustomize v2.0.3) knows; the labels are in each manifest', () => {
+    // `labels:` (kustomize >= 4.1) stops kubectl 1.20 with `json: unknown field "labels"`; commonLabels would
+    // also rewrite the DaemonSet's immutable selector. So each manifest carries its labels itself
+    // (scripts/deploy-kubernetes.k8s.test.ts renders the directory with kubectl 1.20.2).
+    const v203 = [
+      'apiVersion',
+      'kind',
+      'namespace',
+      'resources',
+      'images',
+      'commonLabels',
+      'commonAnnotations',
+    ];
+    assert.deepEqual(
+      Object.keys(kustomization).filter((k) => !v203.includes(k)),
+      [],
+      'fields kubectl 1.20 refuses',
+    );
+    for (const { file, doc } of all)
+      assert.deepEqual(
+        (doc.metadata as { labels?: Record<string, string> }).labels,
+        { 'app.kubernetes.io/name': 'cnikit', 'app.kubernetes.io/part-of': 'cnikit' },
+        `${file}: ${doc.kind} ${doc.metadata.name}`,
+      );
   });
 
   test('every manifest is valid against the Kubernetes API schema of its kind', () => {
@@ -293,5 +321,42 @@ describe('deploy/kubernetes', () => {
       '-timeout',
       '5s',
     ]);
+  });
+
+  test('the metrics port and annotations are the ones docs/observability.md describes', () => {
+    const doc = readFileSync(join(DIR, '..', '..', 'docs', 'observability.md'), 'utf8');
+    const m = /the DaemonSet uses `([^`]+)` with the annotations ((?:`[^`]+: "[^"]*"`(?:, | and )?)+)/.exec(
+      doc,
+    );
+    assert.ok(m, "docs/observability.md names the DaemonSet's metrics address and annotations");
+    const documented = Object.fromEntries(
+      [...(m[2] as string).matchAll(/`([^`:]+): "([^"]*)"`/g)].map((x) => [x[1], x[2]]),
+    );
+    const tpl = (ds.spec.template as unknown as { metadata: { annotations?: Record<string, string> } })
+      .metadata;
+    assert.deepEqual(tpl.annotations, documented);
+    const serve = ds.spec.template.spec.containers.find((c) => c.name === 'serve') as Container;
+    const opts = parseServeArgs(serve.command.slice(3), {});
+    assert.ok(opts !== 'help' && !('error' in opts), JSON.stringify(opts));
+    assert.equal(opts.metricsArg, m[1]);
+    assert.deepEqual(opts.metrics, {
+      kind: 'tcp',
+      host: '::',
+      port: Number(documented['prometheus.io/port']),
+    });
+    assert.deepEqual(serve.ports, [{ name: 'metrics', containerPort: opts.metrics.port, protocol: 'TCP' }]);
+  });
+
+  test('periodic GC from the CRI: on by default through the ConfigMap, on the containerd socket', () => {
+    const serve = ds.spec.template.spec.containers.find((c) => c.name === 'serve') as Container;
+    const env: Record<string, string | undefined> = {};
+    for (const e of serve.env ?? []) {
+      const ref = e.valueFrom?.configMapKeyRef;
+      if (!ref) continue;
+      assert.equal(ref.name, cm.metadata.name);
+      assert.equal(ref.optional, true, `${e.name}: a ConfigMap without the key still starts`);
+      env[e.name] = cm.data[ref.key];
+    }
+    assert.deepEqual(parseGcEnv(env), { intervalMs: 600_000, socket: '/run/containerd/containerd.sock' });
   });
 });

@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
 import { discoverPlugins } from './build.ts';
-import { imageName } from './image.ts';
+import { imageIndexName } from './image.ts';
 import { ROOT } from './readme-snippets.ts';
 import { ARCHES, releaseVersion, sbomName, tarballName, tarballReadme } from './release.ts';
 
@@ -206,7 +206,7 @@ describe('docs/release.md lists what `npm run release` writes', () => {
       .filter((n) => n !== 'SHA256SUMS')
       .flatMap((n) => (n.includes('<arch>') ? ARCHES.map((a) => n.replaceAll('<arch>', a)) : [n]))
       .map((n) => n.replaceAll('<version>', v));
-    const made = ARCHES.flatMap((a) => [tarballName(a, v), sbomName(a, v), imageName(a, v)]);
+    const made = [...ARCHES.flatMap((a) => [tarballName(a, v), sbomName(a, v)]), imageIndexName(v)];
     assert.deepEqual([...named].sort(), [...made].sort(), 'the files of release/ (scripts/release.ts)');
     const sums = /release\/SHA256SUMS .*for the (\w+) files above/.exec(block)?.[1] ?? '';
     assert.equal(number(sums), made.length, `SHA256SUMS "for the ${sums} files above"`);

@@ -264,3 +264,113 @@ export function buildImage(o: {
     files: names,
   };
 }
+
+/** The release's image: one archive, one tag, both architectures. */
+export function imageIndexName(version: string): string {
+  return `cnikit-image-v${version}.oci.tar`;
+}
+
+export interface ImageIndexResult {
+  file: string;
+  bytes: number;
+  ref: string;
+  /** The multi-platform image index's digest (what a registry's tag points at after `skopeo copy --all`). */
+  digest: string;
+  manifests: { architecture: string; os: string; digest: string }[];
+}
+
+/**
+ * One multi-architecture image from the per-architecture archives of buildImage: an OCI image layout whose
+ * index.json names (org.opencontainers.image.ref.name, io.containerd.image.name) a single image index; that index
+ * lists one manifest per architecture with its platform. `ctr -n k8s.io images import` and `podman load` take the
+ * platform of the machine from it, `skopeo copy --all` pushes the index and every manifest.
+ */
+export function buildImageIndex(o: {
+  archives: readonly string[];
+  version: string;
+  epoch: number;
+  work: string;
+  out: string;
+}): ImageIndexResult {
+  const oci = join(o.work, 'image-index-oci');
+  const blobs = join(oci, 'blobs', 'sha256');
+  rmSync(oci, { recursive: true, force: true });
+  mkdirSync(blobs, { recursive: true });
+  const ref = imageRef(o.version);
+  const manifests: Array<Record<string, unknown> & { platform: { architecture: string; os: string } }> = [];
+  for (const archive of o.archives) {
+    const dir = join(o.work, 'image-index-part');
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    run('tar', ['-xf', archive, '-C', dir]);
+    const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8')) as {
+      manifests: Array<Record<string, unknown> & { platform?: { architecture: string; os: string } }>;
+    };
+    if (index.manifests.length !== 1 || !index.manifests[0]?.platform)
+      throw new Error(`${archive}: expected one manifest with a platform, got ${index.manifests.length}`);
+    const { annotations: _names, ...desc } = index.manifests[0];
+    if (manifests.some((m) => m.platform.architecture === desc.platform?.architecture))
+      throw new Error(`${archive}: a second image for ${desc.platform?.architecture}`);
+    manifests.push(desc as (typeof manifests)[number]);
+    for (const f of readdirSync(join(dir, 'blobs', 'sha256')))
+      copyFileSync(join(dir, 'blobs', 'sha256', f), join(blobs, f));
+    rmSync(dir, { recursive: true, force: true });
+  }
+  if (manifests.length === 0) throw new Error('buildImageIndex: no archives');
+  const order = ['amd64', 'arm64'];
+  manifests.sort((a, b) => order.indexOf(a.platform.architecture) - order.indexOf(b.platform.architecture));
+  const indexBytes = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.index.v1+json',
+      manifests,
+      annotations: {
+        'org.opencontainers.image.title': 'cnikit',
+        'org.opencontainers.image.version': o.version,
+        'org.opencontainers.image.created': new Date(o.epoch * 1000).toISOString().replace(/\.000Z$/, 'Z'),
+      },
+    }),
+  );
+  const h = sha256(indexBytes);
+  writeFileSync(join(blobs, h), indexBytes);
+  writeFileSync(
+    join(oci, 'index.json'),
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.index.v1+json',
+      manifests: [
+        {
+          mediaType: 'application/vnd.oci.image.index.v1+json',
+          digest: `sha256:${h}`,
+          size: indexBytes.length,
+          annotations: { 'org.opencontainers.image.ref.name': ref, 'io.containerd.image.name': ref },
+        },
+      ],
+    }),
+  );
+  writeFileSync(join(oci, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
+  for (const p of [oci, join(oci, 'blobs'), blobs]) chmodSync(p, 0o755);
+  for (const f of readdirSync(blobs)) chmodSync(join(blobs, f), 0o644);
+  for (const f of ['index.json', 'oci-layout']) chmodSync(join(oci, f), 0o644);
+  const outFile = join(o.out, imageIndexName(o.version));
+  const tmp = `${outFile}.tmp-${process.pid}`;
+  reproducibleTar(
+    oci,
+    ['oci-layout', 'index.json', ...walk(oci).filter((n) => n.startsWith('blobs'))],
+    o.epoch,
+    tmp,
+  );
+  renameSync(tmp, outFile);
+  rmSync(oci, { recursive: true, force: true });
+  return {
+    file: outFile,
+    bytes: statSync(outFile).size,
+    ref,
+    digest: `sha256:${h}`,
+    manifests: manifests.map((m) => ({
+      architecture: m.platform.architecture,
+      os: m.platform.os,
+      digest: m.digest as string,
+    })),
+  };
+}

@@ -5,7 +5,9 @@
  *                                                     cnikit, a hard link per plugin name and cnitool, cnikit-client
  *                                                     (warm mode), LICENSE, README.md
  *   release/cnikit-linux-<arch>-v<version>.cdx.json   CycloneDX SBOM of what the executable and the client carry
- *   release/cnikit-image-linux-<arch>-v<version>.oci.tar  the DaemonSet's image (scripts/image.ts, deploy/kubernetes/)
+ *   release/cnikit-image-v<version>.oci.tar     the DaemonSet's image: one OCI image index of every architecture built
+ *                                              (scripts/image.ts buildImageIndex; the per-architecture archives stay
+ *                                              in build/release/<arch>/)
  *   release/SHA256SUMS                                `sha256sum -c` format
  *
  * Every plugin directory the build finds is in the tarball (discoverPlugins: no list kept here). The executables are
@@ -41,7 +43,7 @@ import { TOOL_NAME } from '@cnikit/build/runtime';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
 import { buildClient } from '@cnikit/warm/build-client';
 import { discoverPlugins, extras } from './build.ts';
-import { buildImage } from './image.ts';
+import { buildImage, buildImageIndex } from './image.ts';
 import {
   ARCHES,
   type ArchName,
@@ -257,7 +259,7 @@ async function releaseArch(
     version: o.version,
     epoch: o.source.epoch,
     work,
-    out: o.out,
+    out: work,
   });
   log(`${relative(ROOT, image.file)}: ${(image.bytes / 1e6).toFixed(1)} MB (${image.ref})`);
   const bytes = statSync(tarball).size;
@@ -327,7 +329,17 @@ export async function release(opts: ReleaseOptions): Promise<ArchResult[]> {
   for (const arch of opts.arches) {
     results.push(await releaseArch(archSpec(arch), { version, source, plugins, meta, bunVersion, out }));
   }
-  const files = results.flatMap((r) => [r.tarball, r.sbom, r.image]);
+  const index = buildImageIndex({
+    archives: results.map((r) => r.image),
+    version,
+    epoch: source.epoch,
+    work: WORK,
+    out,
+  });
+  log(
+    `${relative(ROOT, index.file)}: ${(index.bytes / 1e6).toFixed(1)} MB (${index.ref}: ${index.manifests.map((m) => `${m.os}/${m.architecture}`).join(', ')}; index ${index.digest})`,
+  );
+  const files = [...results.flatMap((r) => [r.tarball, r.sbom]), index.file];
   writeFileSync(join(out, 'SHA256SUMS'), sha256sums(out, files));
   log(`${relative(ROOT, out) || out}/SHA256SUMS; ${((performance.now() - t0) / 1000).toFixed(1)} s in all`);
   return results;

@@ -355,14 +355,20 @@ export class PrivateNode {
   }
 
   /** `cnikit serve` from the installed executable in the node's namespaces, on the default socket. */
-  async startServe(executable = join(this.paths.binDir, 'cnikit')): Promise<string> {
+  async startServe(
+    executable = join(this.paths.binDir, 'cnikit'),
+    env: Record<string, string> = {},
+  ): Promise<string> {
     const logFile = join(this.paths.root, `serve-${Date.now()}.log`);
     const log = openSync(logFile, 'a');
     try {
       this.serveProc = spawn(
         'nsenter',
         ['-t', String(this.pid), '-n', '-m', '--', executable, 'serve', '--verbose'],
-        { stdio: ['ignore', log, log], env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' } },
+        {
+          stdio: ['ignore', log, log],
+          env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...env },
+        },
       );
     } finally {
       closeSync(log);

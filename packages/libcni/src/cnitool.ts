@@ -4,6 +4,7 @@
  *
  *   cnitool [options] add|check|del|gc|status NETWORK NETNS
  *   cnitool [options] add|check|del|gc|status NETWORK --netns-create NAME
+ *   cnitool [options] gc --from-cri SOCKET [--dry-run] [NETWORK]
  *
  * Like the reference: the network is loaded from NETCONFPATH (default /etc/cni/net.d) with LoadNetworkConf, plugins
  * are found in CNI_PATH, the interface is `-i/--ifname`, else CNI_IFNAME, else eth0; CNI_ARGS (`K=V;K2=V2`) and
@@ -13,7 +14,8 @@
  *
  * Additions: `--netns-create NAME` uses /run/netns/NAME, creating it for `add` (`ip netns add`) when it does not
  * exist and removing it after a successful `del`; `--keep NETNS` (gc, repeatable) keeps the attachment of that
- * namespace; `--cache-dir DIR` (or CNI_CACHE_DIR) instead of /var/lib/cni; `--exec` runs every plugin as a process
+ * namespace; `gc --from-cri SOCKET` takes the valid attachments from the CRI runtime's pod sandboxes (cri-gc.ts),
+ * `--dry-run` only prints what it would release; `--cache-dir DIR` (or CNI_CACHE_DIR) instead of /var/lib/cni; `--exec` runs every plugin as a process
  * even when it is this executable; `--timeout SECONDS`; `-v` tells how each plugin runs. Errors are printed as text on stderr (for a plugin error:
  * its code, message, details and stderr); the exit status is 1 for a failed operation and 2 for a usage error.
  */
@@ -26,6 +28,7 @@ import { formatResult, type Invoker } from '@cnikit/skel/invoke';
 import { CniConfig } from './api.ts';
 import type { RuntimeConf } from './cache.ts';
 import { loadNetworkConf } from './conf.ts';
+import { criGc, formatCriGcReport } from './cri-gc.ts';
 import { LibcniError, PluginError } from './errors.ts';
 
 export const DEFAULT_NET_DIR = '/etc/cni/net.d';
@@ -45,6 +48,7 @@ export interface ToolIO {
 
 export const USAGE = `usage: cnitool [options] add|check|del|gc|status NETWORK NETNS
        cnitool [options] add|check|del|gc|status NETWORK --netns-create NAME
+       cnitool [options] gc --from-cri SOCKET [--dry-run] [NETWORK]
 
 Runs the network configuration list NETWORK (from NETCONFPATH, default ${DEFAULT_NET_DIR}) against the network
 namespace NETNS (a path such as /run/netns/ci1). Plugins are looked up in CNI_PATH.
@@ -54,6 +58,12 @@ options:
   --netns-create NAME    use ${NETNS_DIR}/NAME: add creates it if needed, del removes it afterwards
   --keep NETNS           gc: keep the attachment of this namespace (repeatable); without it every
                          cached attachment of NETWORK is deleted, as the reference does
+  --from-cri SOCKET      gc: the valid attachments are the pod sandboxes (ready or not) that the CRI runtime
+                         at SOCKET lists (e.g. /run/containerd/containerd.sock); without NETWORK, every
+                         network of NETCONFPATH; if the runtime cannot be asked, nothing is released
+  --dry-run              gc --from-cri: print what would be released, change nothing
+  --grace SECONDS        gc --from-cri: keep what is younger than this (default 60: a sandbox in creation)
+  --json                 gc --from-cri: print the report as one JSON object
   --cache-dir DIR        result cache directory (default: CNI_CACHE_DIR, else /var/lib/cni)
   --timeout SECONDS      give up (and kill the running plugin) after this long
   --exec                 run every plugin as a process, even cnikit's own (which run in-process)
@@ -137,6 +147,18 @@ async function run(argv: readonly string[], io: ToolIO): Promise<number> {
   if (command === undefined) throw new UsageError('missing command');
   if (!(COMMANDS as readonly string[]).includes(command))
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+  if (values['dry-run'] && values['from-cri'] === undefined)
+    throw new UsageError('--dry-run is for gc --from-cri');
+  if ((values.grace !== undefined || values.json) && values['from-cri'] === undefined)
+    throw new UsageError('--grace and --json are for gc --from-cri');
+  if (values['from-cri'] !== undefined) {
+    if (command !== 'gc') throw new UsageError('--from-cri is for gc only');
+    if (netnsArg !== undefined || values['netns-create'] !== undefined || values.keep)
+      throw new UsageError(
+        'gc --from-cri takes no NETNS, --netns-create or --keep: the CRI says what is valid',
+      );
+    return await gcFromCri(values, network, io);
+  }
   if (network === undefined) throw new UsageError('network name and namespace are required');
   if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
   const created = values['netns-create'];
@@ -236,6 +258,46 @@ async function run(argv: readonly string[], io: ToolIO): Promise<number> {
   }
 }
 
+/** `gc --from-cri SOCKET [--dry-run] [NETWORK]`: the valid attachments are the runtime's sandboxes (cri-gc.ts). */
+async function gcFromCri(
+  values: ReturnType<typeof parse>['values'],
+  network: string | undefined,
+  io: ToolIO,
+): Promise<number> {
+  let graceMs: number | undefined;
+  if (values.grace !== undefined) {
+    const s = Number(values.grace);
+    if (!Number.isFinite(s) || s < 0)
+      throw new UsageError(`invalid --grace ${JSON.stringify(values.grace)}: seconds >= 0`);
+    graceMs = Math.round(s * 1000);
+  }
+  const env = io.env;
+  const cacheDir = values['cache-dir'] || env.CNI_CACHE_DIR || '';
+  const cni = new CniConfig({
+    path: env.CNI_PATH ?? '',
+    cacheDir,
+    inProcess: !values.exec,
+    ...(io.invoker ? { invoker: io.invoker } : {}),
+    env,
+    stderr: io.stderr,
+  });
+  const report = await criGc({
+    socket: values['from-cri'] as string,
+    cni,
+    netDir: env.NETCONFPATH || DEFAULT_NET_DIR,
+    ...(network !== undefined ? { network } : {}),
+    ...(cacheDir ? { cacheDir } : {}),
+    ifName: values.ifname || env.CNI_IFNAME || 'eth0',
+    dryRun: values['dry-run'] === true,
+    ...(graceMs !== undefined ? { graceMs } : {}),
+  });
+  io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : formatCriGcReport(report));
+  const failed = report.networks.some(
+    (n) => n.errors.length > 0 || (!report.dryRun && n.released.length < n.stale.length),
+  );
+  return failed ? 1 : 0;
+}
+
 function parse(argv: readonly string[]) {
   return parseArgs({
     args: [...argv],
@@ -245,6 +307,10 @@ function parse(argv: readonly string[]) {
       ifname: { type: 'string', short: 'i' },
       'netns-create': { type: 'string' },
       keep: { type: 'string', multiple: true },
+      'from-cri': { type: 'string' },
+      'dry-run': { type: 'boolean' },
+      json: { type: 'boolean' },
+      grace: { type: 'string' },
       'cache-dir': { type: 'string' },
       timeout: { type: 'string' },
       exec: { type: 'boolean' },

@@ -28,6 +28,15 @@ export {
   pluginConfFromBytes,
   pluginConfsFromFiles,
 } from './conf.ts';
+export { CriError, type CriSandbox, criVersion, listPodSandboxes } from './cri.ts';
+export {
+  type CriGcOptions,
+  type CriGcReport,
+  criGc,
+  DEFAULT_GC_GRACE_MS,
+  formatCriGcReport,
+  type StaleItem,
+} from './cri-gc.ts';
 export {
   AbortedError,
   CacheError,

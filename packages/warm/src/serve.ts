@@ -52,6 +52,7 @@ import {
 } from '@cnikit/sys';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
 import { Conn, TimeoutError } from './conn.ts';
+import { type GcLoop, gcLoopFromEnv } from './cri-gc-loop.ts';
 import { fallbacksPath, readFallbacks } from './fallbacks.ts';
 import {
   Metrics,
@@ -147,6 +148,7 @@ export const SERVE_USAGE =
   '       (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock; metrics: $CNIKIT_METRICS_ADDRESS or metrics.sock beside it;\n' +
   "        --dhcp-daemon: also the dhcp plugin's daemon, `dhcp daemon FLAGS` in this process, default socket /run/cni/dhcp.sock;\n" +
   '        or $CNIKIT_DHCP_DAEMON=1 and $CNIKIT_DHCP_DAEMON_FLAGS)\n' +
+  '       periodic CNI GC from the CRI sandboxes: $CNIKIT_GC_INTERVAL (10m, 90s, off), $CNIKIT_CRI_SOCKET, $CNIKIT_GC_GRACE\n' +
   '       cnikit serve --check [--socket PATH]                          (exit 0 when the service answers)\n';
 
 export function parseServeArgs(
@@ -293,6 +295,8 @@ export class Service {
   /** Counters and histograms of the requests (issue 28), served on opts.metrics. */
   #metrics: Metrics | undefined;
   #metricsServer: import('node:http').Server | undefined;
+  /** The periodic CNI GC from the CRI sandboxes (CNIKIT_GC_INTERVAL), run between connections. */
+  #gc: GcLoop | undefined;
   /** The batched OTLP export of traced requests. */
   #batcher: TraceBatcher | undefined;
   /** The service's own OTLP traces endpoint (its environment), for calls whose environment and config name none. */
@@ -323,6 +327,7 @@ export class Service {
     this.#metrics = metrics;
     this.#batcher = new TraceBatcher((exported, dropped) => metrics.countSpans(exported, dropped));
     this.#traceEndpoint = traceEndpoint(process.env);
+    this.#gc = gcLoopFromEnv(process.env, log);
     this.#homeFd = openSync('/proc/thread-self/ns/net', 'r');
     setCloexec(this.#homeFd, true);
     this.#exe = fileId('/proc/self/exe');
@@ -421,6 +426,7 @@ export class Service {
       }
       // let signal handlers and timers run between connections
       await new Promise((r) => setImmediate(r));
+      this.#gc?.tick();
       if (this.#tainted) {
         await this.stopResidents();
         this.reexec('a request exceeded its deadline', 'deadline');
@@ -430,6 +436,7 @@ export class Service {
       }
     }
     closeFd(this.#listenFd);
+    this.#gc?.stop();
     await this.stopResidents();
     await this.#batcher?.drain(1000);
     this.#metricsServer?.close();
@@ -460,7 +467,7 @@ export class Service {
     } catch (e) {
       log(`cannot read the client fallback record: ${errorReason(e)}`);
     }
-    return m.render();
+    return m.render() + (this.#gc?.render() ?? '');
   }
 
   /** Tells the watchdog thread what to exec: this image with the counters as they are now (reason: watchdog). */
