@@ -8,7 +8,7 @@ import { KubernetesStore } from './kubernetes.ts';
 import type { Store } from './store.ts';
 
 /** Bound of one CNI call's store work in ms: an unreachable backend fails the call with code 11 within it. */
-export const DEFAULT_DEADLINE_MS = 10_000;
+export const DEFAULT_DEADLINE_MS = 30_000;
 
 export type StoreFactory = (
   conf: ClusterIPAMConf,

@@ -6,7 +6,7 @@
  * an ADD on this node could not get an address).
  *
  * Codes: the backend unreachable or answering 5xx/429 → 11 (try again later) within the call's bound
- * (CNIKIT_CLUSTER_IPAM_TIMEOUT_MS, default 10 s); no rights, no CRD, an unusable kubeconfig → 7; an exhausted pool
+ * (CNIKIT_CLUSTER_IPAM_TIMEOUT_MS, default 30 s); no rights, no CRD, an unusable kubeconfig → 7; an exhausted pool
  * → 11 naming the pool and its size (addresses come back as pods go).
  */
 import {

@@ -56,7 +56,7 @@ export interface KubernetesStoreOptions {
   kubeconfig?: string;
   apiRoot?: string;
   env?: Readonly<Record<string, string | undefined>>;
-  /** The whole operation's bound in ms (default 10 000); each request gets the time left, at most requestMs. */
+  /** The whole operation's bound in ms (default 30 000); each request gets the time left, at most requestMs. */
   deadlineMs?: number;
   requestMs?: number;
 }
@@ -99,8 +99,8 @@ export class KubernetesStore implements Store {
 
   constructor(o: KubernetesStoreOptions) {
     this.conn = connectionFor(o);
-    this.deadline = Date.now() + (o.deadlineMs ?? 10_000);
-    this.requestMs = o.requestMs ?? 5_000;
+    this.deadline = Date.now() + (o.deadlineMs ?? 30_000);
+    this.requestMs = o.requestMs ?? 10_000;
   }
 
   private path(kind: StoreKind, name?: string): string {
