@@ -131,7 +131,7 @@ describe('configuration errors of the IPAM section are raised before any change 
 });
 
 describe('which plugins may be named as IPAM (Plugin.ipam of every plugin in the executable)', () => {
-  test('every main and chained plugin is refused as ipam.type before any change; host-local, static, dhcp are not', async () => {
+  test('every main and chained plugin is refused as ipam.type before any change; host-local, static, dhcp, cluster-ipam are not', async () => {
     await withSandbox(
       async (sb) => {
         const cni = cniRunner(
@@ -139,7 +139,7 @@ describe('which plugins may be named as IPAM (Plugin.ipam of every plugin in the
           { netns: sb.container.path, path: DIST, containerId: 'which-ipam' },
         );
         const hostBefore = sb.snapshot('host').links;
-        const ipams = ['host-local', 'static', 'dhcp'];
+        const ipams = ['host-local', 'static', 'dhcp', 'cluster-ipam'];
         for (const type of info.plugins) {
           const r = await cni.add({ cniVersion: '1.0.0', name: 'wi', type: 'ptp', ipam: { type } });
           if (ipams.includes(type)) {
