@@ -328,7 +328,7 @@ interface RunResult {
 
 function quantile(sorted: number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
 }
 
 async function runScenario(
@@ -345,7 +345,7 @@ async function runScenario(
           stdio: ['pipe', 'pipe', 'inherit'],
           env: { ...process.env, BENCH_WORKER: JSON.stringify(spec) },
         })
-      : spawn(cmd[0], cmd.slice(1), {
+      : spawn(process.execPath, cmd.slice(1), {
           stdio: ['pipe', 'pipe', 'inherit'],
           env: { ...process.env, BENCH_WORKER: JSON.stringify(spec) },
         });
@@ -510,8 +510,8 @@ async function main(): Promise<void> {
       String(r.retries),
     ]),
   ];
-  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  for (const r of rows) console.log(`| ${r.map((c, i) => c.padEnd(w[i])).join(' | ')} |`);
+  const w = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  for (const r of rows) console.log(`| ${r.map((c, i) => c.padEnd(w[i] ?? 0)).join(' | ')} |`);
   for (const r of results)
     if (r.firstError) console.log(`${r.scenario} pool ${r.pool}: first error: ${r.firstError}`);
 }

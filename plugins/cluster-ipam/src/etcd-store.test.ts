@@ -56,9 +56,10 @@ describe('etcd store on a plain etcd', () => {
     const writer = (async () => {
       for (let i = 0; !stop; i++) {
         // rewrite one of the 60, or add / remove one of 20 more
-        if (i % 2 === 0)
-          await store.client.put(store.key('blocks', names[i % 60]), JSON.stringify({ n: names[i % 60], i }));
-        else {
+        if (i % 2 === 0) {
+          const n = names[i % 60] as string;
+          await store.client.put(store.key('blocks', n), JSON.stringify({ n, i }));
+        } else {
           const n = `paged-${String(60 + (i % 20)).padStart(3, '0')}`;
           if ((await store.delete('blocks', n)) === false) await store.create('blocks', n, { n, i });
         }

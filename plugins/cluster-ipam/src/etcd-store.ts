@@ -118,7 +118,8 @@ export class EtcdStore implements Store {
               for (const kv of page.kvs) items.push(this.#decode<T>(kind, kv));
               if (!page.more || page.kvs.length === 0) break;
               // the next page starts just after the last key of this one
-              key = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
+              const last = page.kvs[page.kvs.length - 1] as (typeof page.kvs)[number];
+              key = Buffer.concat([last.key, Buffer.from([0])]);
             }
             return { items, revision: revision ?? '0' };
           } catch (e) {

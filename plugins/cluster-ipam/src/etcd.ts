@@ -93,8 +93,9 @@ const int = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? St
 export function prefixEnd(prefix: Buffer | string): Buffer {
   const p = Buffer.from(typeof prefix === 'string' ? Buffer.from(prefix) : prefix);
   for (let i = p.length - 1; i >= 0; i--) {
-    if (p[i] < 0xff) {
-      p[i]++;
+    const b = p[i] as number;
+    if (b < 0xff) {
+      p[i] = b + 1;
       return p.subarray(0, i + 1);
     }
   }
@@ -259,7 +260,7 @@ export class EtcdClient {
     for (let i = 0; i < this.#endpoints.length; i++) {
       const idx = (this.#current + i) % this.#endpoints.length;
       try {
-        const r = await this.#post(this.#endpoints[idx], path, body, token);
+        const r = await this.#post(this.#endpoints[idx] as Endpoint, path, body, token);
         this.#current = idx;
         return r;
       } catch (e) {

@@ -186,7 +186,7 @@ export async function storeContract(
 
   await t.test('names that are no DNS-1123 subdomain are refused before anything is written', async () => {
     for (const bad of ['UPPER', 'a/b', '', '-lead', 'trail-', 'x'.repeat(254)]) {
-      await assert.rejects(store.create('blocks', bad, {}), undefined, `create "${bad.slice(0, 20)}"`);
+      await assert.rejects(store.create('blocks', bad, {}), Error, `create "${bad.slice(0, 20)}"`);
     }
   });
 }
