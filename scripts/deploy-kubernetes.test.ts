@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
@@ -82,7 +83,7 @@ describe('deploy/kubernetes', () => {
     const yamls = readdirSync(DIR).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml');
     assert.deepEqual([...kustomization.resources].sort(), yamls.sort());
     assert.equal(kustomization.namespace, 'kube-system');
-    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
+    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition']);
     for (const { doc } of all)
       assert.equal(
         doc.metadata.namespace,
@@ -100,6 +101,7 @@ describe('deploy/kubernetes', () => {
       'v1 ServiceAccount': ServiceAccount as never,
       'rbac.authorization.k8s.io/v1 ClusterRole': ClusterRole as never,
       'rbac.authorization.k8s.io/v1 ClusterRoleBinding': ClusterRoleBinding as never,
+      'apiextensions.k8s.io/v1 CustomResourceDefinition': CustomResourceDefinition as never,
     };
     for (const { file, doc } of all) {
       const M = models[`${doc.apiVersion} ${doc.kind}`];
@@ -203,7 +205,7 @@ describe('deploy/kubernetes', () => {
     assert.equal(spec.serviceAccountName, sa.metadata.name);
     assert.equal(sa.metadata.namespace, 'kube-system');
     assert.equal(spec.automountServiceAccountToken, true, 'install-cni reads the mounted token and CA');
-    const role = of('ClusterRole')[0] as Doc & {
+    const role = of('ClusterRole').find((d) => d.metadata.name === 'cnikit') as Doc & {
       rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
     };
     assert.deepEqual(
@@ -211,7 +213,7 @@ describe('deploy/kubernetes', () => {
       [{ apiGroups: [''], resources: ['nodes'], verbs: ['get'] }],
       'get nodes only',
     );
-    const binding = of('ClusterRoleBinding')[0] as Doc & {
+    const binding = of('ClusterRoleBinding').find((d) => d.metadata.name === 'cnikit') as Doc & {
       roleRef: { apiGroup: string; kind: string; name: string };
       subjects: { kind: string; name: string; namespace: string }[];
     };

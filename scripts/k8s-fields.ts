@@ -22,6 +22,10 @@ const KINDS: Record<string, [string, string]> = {
     'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding',
     'IClusterRoleBinding',
   ],
+  'apiextensions.k8s.io/v1 CustomResourceDefinition': [
+    'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition',
+    'ICustomResourceDefinition',
+  ],
 };
 
 let cached: { checker: ts.TypeChecker; types: Map<string, ts.Type> } | undefined;

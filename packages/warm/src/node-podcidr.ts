@@ -10,11 +10,17 @@
  * - A node whose subnet is not allocated yet is asked again (bounded attempts and wait), then the install stops
  *   with an error naming the node, before anything is written.
  */
-import { readFileSync } from 'node:fs';
-import { request } from 'node:https';
 import { InstallCniError } from './install-cni-error.ts';
+import {
+  closeConnection,
+  inClusterConnection,
+  type KubeConnection,
+  kubeRequest,
+  SERVICE_ACCOUNT_DIR,
+  TLS_ERRORS,
+} from './kube.ts';
 
-export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+export { SERVICE_ACCOUNT_DIR };
 
 export interface NodePodCidrOptions {
   /** Service-account token file (default `${SERVICE_ACCOUNT_DIR}/token`; env CNIKIT_SA_TOKEN_FILE). */
@@ -42,39 +48,6 @@ function refersTo(template: string, name: string): boolean {
   return new RegExp(`\\$\\{${name}(?::-[^}]*)?\\}`).test(template);
 }
 
-function getJson(
-  url: URL,
-  token: string,
-  ca: Buffer,
-  timeoutMs: number,
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'GET',
-        ca,
-        rejectUnauthorized: true,
-        headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-        timeout: timeoutMs,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolvePromise({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
-        );
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-const TLS_ERRORS = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|altnames/i;
-
 /**
  * `env` with POD_CIDR / POD_CIDRS filled from the Node object where `template` refers to them and env leaves them
  * unset or empty. Returns `env` itself when nothing is needed (no API call).
@@ -90,7 +63,6 @@ export async function withNodePodCidr(
   if (want.length === 0) return env;
   const node = env.NODE_NAME;
   const host = env.KUBERNETES_SERVICE_HOST;
-  const port = env.KUBERNETES_SERVICE_PORT || '443';
   const needs = want.join(' and ');
   if (!node)
     throw new InstallCniError(
@@ -100,27 +72,37 @@ export async function withNodePodCidr(
     throw new InstallCniError(
       `${needs} not set and KUBERNETES_SERVICE_HOST is not set (not in a cluster?): cannot read node ${node}'s pod subnet; nothing was written`,
     );
-  const tokenFile = o.tokenFile ?? env.CNIKIT_SA_TOKEN_FILE ?? `${SERVICE_ACCOUNT_DIR}/token`;
   const caFile = o.caFile ?? env.CNIKIT_SA_CA_FILE ?? `${SERVICE_ACCOUNT_DIR}/ca.crt`;
-  let token: string;
-  let ca: Buffer;
+  let conn: KubeConnection;
   try {
-    token = readFileSync(tokenFile, 'utf8').trim();
-    ca = readFileSync(caFile);
+    conn = inClusterConnection(env, { ...(o.tokenFile ? { tokenFile: o.tokenFile } : {}), caFile });
   } catch (e) {
-    throw new InstallCniError(
-      `cannot read the service-account credentials: ${(e as Error).message}; nothing was written`,
-    );
+    throw new InstallCniError(`${(e as Error).message}; nothing was written`);
   }
-  const url = new URL(
-    `https://${host.includes(':') ? `[${host}]` : host}:${port}/api/v1/nodes/${encodeURIComponent(node)}`,
-  );
+  const url = new URL(`${conn.server}/api/v1/nodes/${encodeURIComponent(node)}`);
+  try {
+    return await askNode(conn, url, node, needs, want, env, caFile, o);
+  } finally {
+    closeConnection(conn);
+  }
+}
+
+async function askNode(
+  conn: KubeConnection,
+  url: URL,
+  node: string,
+  needs: string,
+  want: string[],
+  env: Readonly<Record<string, string | undefined>>,
+  caFile: string,
+  o: NodePodCidrOptions,
+): Promise<Readonly<Record<string, string | undefined>>> {
   const attempts = Math.max(1, o.attempts ?? 5);
   const delay = o.retryDelayMs ?? 2000;
   let last = '';
   for (let i = 1; i <= attempts; i++) {
     try {
-      const r = await getJson(url, token, ca, o.timeoutMs ?? 10_000);
+      const r = await kubeRequest(conn, 'GET', url.pathname, undefined, o.timeoutMs ?? 10_000);
       if (r.status === 401 || r.status === 403)
         throw new Fatal(
           `GET ${url.pathname}: HTTP ${r.status} (${r.status === 403 ? 'forbidden: the service account needs "get" on nodes (ClusterRole cnikit)' : 'unauthorized: token rejected'})`,

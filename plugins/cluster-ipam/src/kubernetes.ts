@@ -1,0 +1,234 @@
+/**
+ * The Store on the Kubernetes API: one cluster-scoped custom resource per object, group ipam.cnikit.dev
+ * (deploy/kubernetes/cluster-ipam-crds.yaml): kind `blocks` → IPAMBlock (ipamblocks), `allocations` → IPAMAllocation
+ * (ipamallocations). version = metadata.resourceVersion; update is a PUT carrying it (409 on a conflict), delete
+ * sends it as a precondition; create is a POST (409 AlreadyExists when the name is taken).
+ *
+ * Prefix listing: the API server selects by label, not by name prefix, so every object carries the labels
+ * `ipam.cnikit.dev/p<k>` = its first k dot-separated name segments (a 63-character label value, or `h-` + a hash of
+ * them when longer); a prefix ending in '.' is one label-selected list, anything else a full list filtered here.
+ *
+ * Failures: no answer, 429 or 5xx → StoreUnavailableError (CNI code 11), each request bounded by the time left of
+ * the operation's deadline (never a hang); 401/403 → StoreConfigError naming the user and the verb/resource that
+ * is denied; a collection that does not exist (no CRD) → StoreConfigError naming the CRD to install.
+ */
+import { createHash } from 'node:crypto';
+import {
+  closeConnection,
+  inClusterConnection,
+  KubeConfigError,
+  type KubeConnection,
+  KubeUnreachableError,
+  kubeconfigConnection,
+  kubeRequest,
+} from '@cnikit/warm/kube';
+import { type Store, type StoredObject, type StoreKind, StoreUnavailableError } from './store.ts';
+
+export const GROUP = 'ipam.cnikit.dev';
+export const VERSION = 'v1alpha1';
+export const RESOURCES: Record<StoreKind, { plural: string; kind: string }> = {
+  blocks: { plural: 'ipamblocks', kind: 'IPAMBlock' },
+  allocations: { plural: 'ipamallocations', kind: 'IPAMAllocation' },
+};
+const LABEL = `${GROUP}/p`;
+const MAX_SEGMENT_LABELS = 4;
+
+/** Missing rights, a missing CRD, an unusable kubeconfig: the CNI call fails with code 7 and this text. */
+export class StoreConfigError extends Error {
+  override name = 'StoreConfigError';
+}
+
+function labelValue(prefixSegments: string): string {
+  if (prefixSegments.length <= 63 && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(prefixSegments))
+    return prefixSegments;
+  return `h-${createHash('sha256').update(prefixSegments).digest('hex').slice(0, 40)}`;
+}
+
+export function labelsFor(name: string): Record<string, string> {
+  const parts = name.split('.');
+  const out: Record<string, string> = {};
+  for (let k = 1; k < parts.length && k <= MAX_SEGMENT_LABELS; k++)
+    out[`${LABEL}${k}`] = labelValue(parts.slice(0, k).join('.'));
+  return out;
+}
+
+export interface KubernetesStoreOptions {
+  kubeconfig?: string;
+  apiRoot?: string;
+  env?: Readonly<Record<string, string | undefined>>;
+  /** The whole operation's bound in ms (default 30 000); each request gets the time left, at most requestMs. */
+  deadlineMs?: number;
+  requestMs?: number;
+}
+
+interface KubeObject<T> {
+  metadata: { name: string; resourceVersion: string; labels?: Record<string, string> };
+  spec: T;
+}
+
+interface KubeStatus {
+  kind?: string;
+  reason?: string;
+  message?: string;
+  details?: { name?: string; kind?: string };
+}
+
+/** The connection for a configuration: its kubeconfig (with k8s_api_root), else the service account. */
+export function connectionFor(o: KubernetesStoreOptions): KubeConnection {
+  try {
+    if (o.kubeconfig) return kubeconfigConnection(o.kubeconfig, o.apiRoot ? { apiRoot: o.apiRoot } : {});
+    const env = o.env ?? process.env;
+    if (env.KUBERNETES_SERVICE_HOST) {
+      const c = inClusterConnection(env);
+      if (o.apiRoot) c.server = o.apiRoot.replace(/\/+$/, '');
+      return c;
+    }
+  } catch (e) {
+    if (e instanceof KubeConfigError) throw new StoreConfigError(e.message);
+    throw e;
+  }
+  throw new StoreConfigError(
+    'no Kubernetes credentials: set kubernetes.kubeconfig in the ipam configuration (or its flat file), or run in a pod with a service account',
+  );
+}
+
+export class KubernetesStore implements Store {
+  private readonly conn: KubeConnection;
+  private readonly deadline: number;
+  private readonly requestMs: number;
+
+  constructor(o: KubernetesStoreOptions) {
+    this.conn = connectionFor(o);
+    this.deadline = Date.now() + (o.deadlineMs ?? 30_000);
+    this.requestMs = o.requestMs ?? 10_000;
+  }
+
+  private path(kind: StoreKind, name?: string): string {
+    return `/apis/${GROUP}/${VERSION}/${RESOURCES[kind].plural}${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
+  }
+
+  private async call(
+    method: string,
+    kind: StoreKind,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: unknown }> {
+    const left = this.deadline - Date.now();
+    const what = `${method} ${RESOURCES[kind].plural}.${GROUP}`;
+    if (left <= 0)
+      throw new StoreUnavailableError(`Kubernetes API ${this.conn.server}: out of time before ${what}`);
+    let r: { status: number; body: string };
+    try {
+      r = await kubeRequest(this.conn, method, path, body, Math.min(left, this.requestMs));
+    } catch (e) {
+      if (e instanceof KubeUnreachableError)
+        throw new StoreUnavailableError(`Kubernetes API unreachable (${e.message}) during ${what}`);
+      if (e instanceof KubeConfigError) throw new StoreConfigError(e.message);
+      throw e;
+    }
+    let json: unknown;
+    try {
+      json = r.body === '' ? undefined : JSON.parse(r.body);
+    } catch {
+      json = undefined;
+    }
+    const st = (json ?? {}) as KubeStatus;
+    if (r.status === 401)
+      throw new StoreConfigError(
+        `Kubernetes API ${this.conn.server}: unauthorized (HTTP 401): the credentials of ${this.conn.source} are rejected`,
+      );
+    if (r.status === 403)
+      throw new StoreConfigError(
+        `Kubernetes API: forbidden (HTTP 403) for ${this.conn.source}${this.conn.user ? ` (user ${this.conn.user})` : ''}: ${st.message ?? what}; the ClusterRole cnikit-cluster-ipam (deploy/kubernetes/cluster-ipam-rbac.yaml) grants it`,
+      );
+    if (r.status === 404 && st.kind !== 'Status')
+      throw new StoreConfigError(
+        `the CustomResourceDefinition ${RESOURCES[kind].plural}.${GROUP} is not installed (${method} ${path}: HTTP 404); apply deploy/kubernetes/cluster-ipam-crds.yaml`,
+      );
+    if (r.status === 429 || r.status >= 500 || r.status === 0)
+      throw new StoreUnavailableError(
+        `Kubernetes API ${this.conn.server}: HTTP ${r.status} during ${what}${st.message ? `: ${st.message}` : ''}`,
+      );
+    return { status: r.status, json };
+  }
+
+  private fail(what: string, status: number, json: unknown): never {
+    const st = (json ?? {}) as KubeStatus;
+    throw new StoreConfigError(
+      `Kubernetes API: ${what}: HTTP ${status}${st.message ? `: ${st.message}` : ''}`,
+    );
+  }
+
+  private toStored<T>(o: KubeObject<T>): StoredObject<T> {
+    return { name: o.metadata.name, spec: o.spec, version: o.metadata.resourceVersion };
+  }
+
+  async list<T>(kind: StoreKind, prefix = ''): Promise<StoredObject<T>[]> {
+    let query = '';
+    if (prefix.endsWith('.')) {
+      const segs = prefix.slice(0, -1).split('.');
+      if (segs.length <= MAX_SEGMENT_LABELS)
+        query = `?labelSelector=${encodeURIComponent(`${LABEL}${segs.length}=${labelValue(segs.join('.'))}`)}`;
+    }
+    const { status, json } = await this.call('GET', kind, `${this.path(kind)}${query}`);
+    if (status !== 200) this.fail(`list ${RESOURCES[kind].plural}`, status, json);
+    const items = ((json as { items?: KubeObject<T>[] }).items ?? []).filter((o) =>
+      o.metadata.name.startsWith(prefix),
+    );
+    return items.map((o) => this.toStored(o));
+  }
+
+  async get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined> {
+    const { status, json } = await this.call('GET', kind, this.path(kind, name));
+    if (status === 404) return undefined;
+    if (status !== 200) this.fail(`get ${RESOURCES[kind].plural}/${name}`, status, json);
+    return this.toStored(json as KubeObject<T>);
+  }
+
+  async create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined> {
+    const body = {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: RESOURCES[kind].kind,
+      metadata: { name, labels: labelsFor(name) },
+      spec,
+    };
+    const { status, json } = await this.call('POST', kind, this.path(kind), body);
+    if (status === 409) return undefined;
+    if (status !== 201 && status !== 200) this.fail(`create ${RESOURCES[kind].plural}/${name}`, status, json);
+    return this.toStored(json as KubeObject<T>);
+  }
+
+  async update<T>(
+    kind: StoreKind,
+    name: string,
+    spec: T,
+    version: string,
+  ): Promise<StoredObject<T> | undefined> {
+    const body = {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: RESOURCES[kind].kind,
+      metadata: { name, labels: labelsFor(name), resourceVersion: version },
+      spec,
+    };
+    const { status, json } = await this.call('PUT', kind, this.path(kind, name), body);
+    if (status === 409 || status === 404) return undefined;
+    if (status !== 200) this.fail(`update ${RESOURCES[kind].plural}/${name}`, status, json);
+    return this.toStored(json as KubeObject<T>);
+  }
+
+  async delete(kind: StoreKind, name: string, version?: string): Promise<boolean> {
+    const body = {
+      apiVersion: 'v1',
+      kind: 'DeleteOptions',
+      ...(version !== undefined ? { preconditions: { resourceVersion: version } } : {}),
+    };
+    const { status, json } = await this.call('DELETE', kind, this.path(kind, name), body);
+    if (status === 404 || status === 409) return false;
+    if (status !== 200 && status !== 202) this.fail(`delete ${RESOURCES[kind].plural}/${name}`, status, json);
+    return true;
+  }
+
+  async close(): Promise<void> {
+    closeConnection(this.conn);
+  }
+}

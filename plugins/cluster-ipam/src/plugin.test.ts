@@ -1,0 +1,139 @@
+// The plugin's verbs in-process over an in-memory Store (the Kubernetes backend has its own *.k8s.test.ts):
+// result shape, DEL idempotence, CHECK, GC scope, STATUS 50 on exhaustion, and the codes of store failures.
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { cniRunner, expectCniError, expectOk } from '@cnikit/testing';
+import { registerStore } from './backend.ts';
+import { plugin } from './index.ts';
+import { StoreConfigError } from './kubernetes.ts';
+import { MemoryStore } from './memory-store.ts';
+import { StoreUnavailableError } from './store.ts';
+
+let store = new MemoryStore();
+const use = (s: MemoryStore) => {
+  store = s;
+  registerStore('kubernetes', () => store);
+};
+use(store);
+afterEach(() => use(new MemoryStore()));
+
+const run = cniRunner(plugin, {
+  containerId: 'c1',
+  ifName: 'net1',
+  netns: '/var/run/netns/x',
+  env: { NODENAME: 'node-a', CNI_ARGS: 'K8S_POD_NAMESPACE=ns;K8S_POD_NAME=pod;K8S_POD_UID=uid-1' },
+});
+const conf = (ipam: Record<string, unknown> = {}) => ({
+  cniVersion: '1.1.0',
+  name: 'macvlan-net',
+  type: 'macvlan',
+  ipam: {
+    type: 'cluster-ipam',
+    range: '192.168.2.224/29',
+    gateway: '192.168.2.225',
+    routes: [{ dst: '0.0.0.0/0' }],
+    kubernetes: { kubeconfig: '/unused' },
+    ...ipam,
+  },
+});
+
+describe('cluster-ipam verbs', () => {
+  test('ADD answers an address of the range with the gateway; the record names pod, node, attachment', async () => {
+    const r = expectOk(await run.add(conf()));
+    assert.equal(r.ips!.length, 1);
+    assert.match(r.ips![0]!.address, /^192\.168\.2\.22[6-9]\/29$|^192\.168\.2\.230\/29$/);
+    assert.equal(r.ips![0]!.gateway, '192.168.2.225');
+    assert.deepEqual(r.routes, [{ dst: '0.0.0.0/0' }]);
+    const [rec] = await store.list<Record<string, unknown>>('allocations');
+    assert.equal(rec!.spec.containerID, 'c1');
+    assert.equal(rec!.spec.ifName, 'net1');
+    assert.equal(rec!.spec.podNamespace, 'ns');
+    assert.equal(rec!.spec.podName, 'pod');
+    assert.equal(rec!.spec.podUID, 'uid-1');
+    assert.equal(rec!.spec.node, 'node-a');
+    // CHECK with the prevResult passes; without the record it fails
+    expectOk(await run.check({ ...conf(), prevResult: r }));
+    expectOk(await run.del(conf()));
+    assert.equal((await store.list('allocations')).length, 0);
+    expectOk(await run.del(conf()));
+    expectCniError(
+      await run.check({ ...conf(), prevResult: r }),
+      999,
+      /no address of container c1 interface net1 in pool 192\.168\.2\.224\/29/,
+    );
+  });
+
+  test('CHECK fails when the record holds another address than prevResult', async () => {
+    const r = expectOk(await run.add(conf()));
+    const other = {
+      ...r,
+      ips: [{ address: '192.168.2.230/29' === r.ips![0]!.address ? '192.168.2.229/29' : '192.168.2.230/29' }],
+    };
+    expectCniError(await run.check({ ...conf(), prevResult: other }), 999, /is not in prevResult/);
+  });
+
+  test('exhaustion: ADD fails with 11 naming the pool and its size; STATUS 50; a DEL makes room again', async () => {
+    // 6 usable, the gateway excluded: 5
+    for (let i = 0; i < 5; i++) expectOk(await run.add(conf(), { containerId: `c${i}` }));
+    expectCniError(
+      await run.add(conf(), { containerId: 'c9' }),
+      11,
+      /pool 192\.168\.2\.224\/29 \(192\.168\.2\.225-192\.168\.2\.230, 5 addresses\) is exhausted/,
+    );
+    expectCniError(
+      await run.status(conf()),
+      50,
+      /pool 192\.168\.2\.224\/29 .*5 addresses.* is exhausted: 5 addresses allocated/,
+    );
+    expectOk(await run.del(conf(), { containerId: 'c2' }));
+    expectOk(await run.status(conf()));
+    expectOk(await run.add(conf(), { containerId: 'c9' }));
+  });
+
+  test('GC removes this node’s invalid attachments only', async () => {
+    expectOk(await run.add(conf(), { containerId: 'keep' }));
+    expectOk(await run.add(conf(), { containerId: 'drop' }));
+    expectOk(await run.add(conf(), { containerId: 'elsewhere', env: { NODENAME: 'node-b' } }));
+    expectOk(
+      await run.gc({
+        ...conf(),
+        'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'net1' }],
+      }),
+    );
+    const left = (await store.list<{ containerID: string }>('allocations'))
+      .map((r) => r.spec.containerID)
+      .sort();
+    assert.deepEqual(left, ['elsewhere', 'keep']);
+  });
+
+  test('store unreachable → 11; no rights / no CRD → 7; STATUS → 50 with the reason', async () => {
+    const failing = (e: Error) => {
+      const s = new MemoryStore();
+      s.list = async () => {
+        throw e;
+      };
+      return s;
+    };
+    use(failing(new StoreUnavailableError('Kubernetes API unreachable (connect ECONNREFUSED)')));
+    expectCniError(await run.add(conf()), 11, /cluster-ipam ADD: Kubernetes API unreachable/);
+    expectCniError(await run.del(conf()), 11, /cluster-ipam DEL/);
+    expectCniError(await run.status(conf()), 50, /unreachable/);
+    use(
+      failing(
+        new StoreConfigError('the CustomResourceDefinition ipamblocks.ipam.cnikit.dev is not installed'),
+      ),
+    );
+    expectCniError(await run.add(conf()), 7, /ipamblocks\.ipam\.cnikit\.dev is not installed/);
+  });
+
+  test('static addresses only (no range): no store call', async () => {
+    const r = expectOk(
+      await run.add({
+        ...conf(),
+        ipam: { type: 'cluster-ipam', addresses: [{ address: '10.9.9.9/24', gateway: '10.9.9.1' }] },
+      }),
+    );
+    assert.deepEqual(r.ips, [{ address: '10.9.9.9/24', gateway: '10.9.9.1' }]);
+    assert.equal(store.calls.list, 0);
+  });
+});
