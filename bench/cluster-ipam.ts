@@ -18,12 +18,15 @@
  * duplicates (the same address handed out twice, from the answers and from the stored state).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { Allocator } from '../plugins/cluster-ipam/src/allocator.ts';
+import { parseConf } from '../plugins/cluster-ipam/src/config.ts';
 import { EtcdStore } from '../plugins/cluster-ipam/src/etcd-store.ts';
 import { startTestEtcd } from '../plugins/cluster-ipam/src/etcd-testenv.ts';
+import { KubernetesStore } from '../plugins/cluster-ipam/src/kubernetes.ts';
 import type { Store } from '../plugins/cluster-ipam/src/store.ts';
 import { type ControlPlane, startControlPlane } from '../scripts/k8s/control-plane.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
@@ -48,6 +51,10 @@ interface WorkerSpec {
   net: string;
   kubeconfig?: string;
   etcd?: { host: string };
+  /** 'allocator': cluster-ipam's allocator (allocator.ts); 'records': the storage layer alone (see below). */
+  driver: 'allocator' | 'records';
+  /** No new ADD starts after this many ms from the start signal; waiting ones give up. */
+  budgetMs: number;
 }
 
 interface WorkerResult {
@@ -55,7 +62,12 @@ interface WorkerResult {
   ips: string[];
   errors: string[];
   retries: number;
+  /** ADDs not started, or given up, when the time budget ran out. */
+  unfinished: number;
 }
+
+class OutOfBudget extends Error {}
+let budgetEnd = Number.POSITIVE_INFINITY;
 
 // ---------------------------------------------------------------------------------------------------------------
 // addresses: 10.10.0.0/19, the pool is range_start 10.10.0.1 .. range_start + size - 1
@@ -138,6 +150,7 @@ async function whereaboutsAdd(
       }
     } else throw new Error(`GET lease: HTTP ${got.status}`);
     retries++;
+    if (Date.now() > budgetEnd) throw new OutOfBudget();
     await jitter();
   }
   try {
@@ -257,6 +270,45 @@ function cnikitAdder(
   };
 }
 
+/** cluster-ipam's allocator over a store: one ADD = allocate() for a pod, as the plugin's ADD does. */
+function allocatorAdder(
+  spec: WorkerSpec,
+  store: Store,
+): (podName: string, containerID: string) => Promise<{ ip: string; retries: number }> {
+  const conf = parseConf(
+    {
+      name: spec.net,
+      cniVersion: '1.1.0',
+      ipam: {
+        type: 'cluster-ipam',
+        range: RANGE,
+        range_start: ipOf(1),
+        range_end: ipOf(spec.pool),
+        network_name: spec.net,
+      },
+    },
+    { args: '', command: 'ADD', env: { NODENAME: spec.node } },
+    { flatFiles: [] },
+  );
+  const allocator = new Allocator(store, {
+    net: conf.net,
+    overlapping: conf.overlapping,
+    pools: conf.pools,
+    node: spec.node,
+  });
+  return async (podName, containerID) => {
+    const [a] = await allocator.allocate({
+      containerID,
+      ifName: 'net1',
+      podNamespace: 'default',
+      podName,
+      podUID: `uid-${containerID}`,
+    });
+    if (!a) throw new Error('no address');
+    return { ip: a.ip, retries: 0 };
+  };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // a node process
 
@@ -267,7 +319,16 @@ async function worker(spec: WorkerSpec): Promise<void> {
     const kube = new KubeClient(spec.kubeconfig as string, { maxSockets: spec.perNode * 2 });
     close = async () => kube.close();
     if (spec.scenario === 'whereabouts') add = (p, c) => whereaboutsAdd(kube, spec, p, c);
-    else {
+    else if (spec.driver === 'allocator') {
+      // one store for the node's process, as the warm service keeps it (its bound: the whole run)
+      const store = new KubernetesStore({ kubeconfig: spec.kubeconfig as string, deadlineMs: 3_600_000 });
+      add = allocatorAdder(spec, store);
+      const prev = close;
+      close = async () => {
+        await store.close();
+        await prev();
+      };
+    } else {
       const records = new BenchKubeRecords(kube);
       add = cnikitAdder(spec, (n, b) => records.create(n, b));
     }
@@ -276,20 +337,28 @@ async function worker(spec: WorkerSpec): Promise<void> {
   } else {
     const store: Store = new EtcdStore({ endpoints: spec.etcd?.host as string, prefix: '/bench/' });
     close = () => store.close();
-    add = cnikitAdder(spec, async (n, b) => (await store.create('allocations', n, b)) !== undefined);
+    add =
+      spec.driver === 'allocator'
+        ? allocatorAdder(spec, store)
+        : cnikitAdder(spec, async (n, b) => (await store.create('allocations', n, b)) !== undefined);
     await Promise.all(Array.from({ length: spec.perNode }, () => store.get('allocations', 'warm-up')));
   }
   process.stdout.write('ready\n');
   await new Promise<void>((resolve) => {
     createInterface({ input: process.stdin }).once('line', () => resolve());
   });
-  const res: WorkerResult = { latencies: [], ips: [], errors: [], retries: 0 };
+  budgetEnd = Date.now() + spec.budgetMs;
+  const res: WorkerResult = { latencies: [], ips: [], errors: [], retries: 0, unfinished: 0 };
   let next = 0;
   await Promise.all(
     Array.from({ length: spec.perNode }, async () => {
       for (;;) {
         const i = next++;
         if (i >= spec.adds) return;
+        if (Date.now() > budgetEnd) {
+          res.unfinished++;
+          continue;
+        }
         const podName = `pod-${spec.nodeIndex}-${i}`;
         const t0 = performance.now();
         try {
@@ -298,7 +367,8 @@ async function worker(spec: WorkerSpec): Promise<void> {
           res.ips.push(r.ip);
           res.retries += r.retries;
         } catch (e) {
-          res.errors.push((e as Error).message);
+          if (e instanceof OutOfBudget) res.unfinished++;
+          else res.errors.push((e as Error).message);
         }
       }
     }),
@@ -323,6 +393,8 @@ interface RunResult {
   storedDuplicates: number;
   stored: number;
   retries: number;
+  unfinished: number;
+  driver: string;
   firstError?: string;
 }
 
@@ -386,6 +458,8 @@ async function runScenario(
     storedDuplicates: dup(inStore),
     stored: inStore.length,
     retries: results.reduce((s, x) => s + x.r.retries, 0),
+    unfinished: results.reduce((s, x) => s + x.r.unfinished, 0),
+    driver: base.scenario === 'whereabouts' ? 'baseline' : base.driver,
     ...(errors.length ? { firstError: errors[0] } : {}),
   };
 }
@@ -400,6 +474,8 @@ async function main(): Promise<void> {
   const pools = arg('pools', '1000,4096').split(',').map(Number);
   const only = arg('only', 'whereabouts,cnikit-k8s,cnikit-etcd').split(',') as Scenario[];
   const json = process.argv.includes('--json');
+  const budgetMs = Number(arg('budget', '240')) * 1000;
+  const driver = arg('driver', 'allocator') as WorkerSpec['driver'];
 
   const needK8s = only.some((s) => s !== 'cnikit-etcd');
   const dir = mkdtempSync(join(tmpdir(), 'cnikit-bench-cluster-ipam-'));
@@ -416,11 +492,16 @@ async function main(): Promise<void> {
         join(ROOT, 'plugins', 'cluster-ipam', 'testdata', 'whereabouts-crds.yaml'),
         'utf8',
       );
-      for (const y of [crds, BENCH_CRD]) {
+      const ours = readFileSync(join(ROOT, 'deploy', 'kubernetes', 'cluster-ipam-crds.yaml'), 'utf8');
+      for (const y of [crds, BENCH_CRD, ours]) {
         const r = cp.kubectl(['apply', '-f', '-'], y);
         if (r.status !== 0) throw new Error(`kubectl apply: ${r.stderr}`);
       }
-      for (const c of ['ippools.whereabouts.cni.cncf.io', `allocations.${BENCH_GROUP}`]) {
+      for (const c of [
+        'ippools.whereabouts.cni.cncf.io',
+        `allocations.${BENCH_GROUP}`,
+        'ipamallocations.ipam.cnikit.dev',
+      ]) {
         cp.kubectl(['wait', '--for=condition=Established', `crd/${c}`, '--timeout=60s']);
       }
     }
@@ -441,6 +522,8 @@ async function main(): Promise<void> {
           pool,
           net,
           totalAdds,
+          driver,
+          budgetMs,
           ...(cp ? { kubeconfig: cp.kubeconfig } : {}),
           ...(etcd ? { etcd: { host: etcd.host } } : {}),
         };
@@ -456,7 +539,10 @@ async function main(): Promise<void> {
             return Object.keys(p.spec.allocations ?? {}).map((o) => ipOf(Number(o)));
           }
           if (scenario === 'cnikit-k8s') {
-            const l = kubectlJson(['-n', NS, 'get', `allocations.${BENCH_GROUP}`]);
+            const l =
+              driver === 'allocator'
+                ? kubectlJson(['get', 'ipamallocations.ipam.cnikit.dev'])
+                : kubectlJson(['-n', NS, 'get', `allocations.${BENCH_GROUP}`]);
             return l.items
               .filter((o: { metadata: { name: string } }) => o.metadata.name.startsWith(`${net}.`))
               .map((o: { spec: { ip: string } }) => o.spec.ip);
@@ -479,6 +565,7 @@ async function main(): Promise<void> {
   } finally {
     await etcd?.stop();
     await cp?.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
   if (json) {
     process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
@@ -487,31 +574,37 @@ async function main(): Promise<void> {
   const rows = [
     [
       'backend',
+      'driver',
       'pool',
       'ADDs ok',
       'failed',
+      'unfinished',
       'total s',
       'ADDs/s',
       'p50 ms',
       'p99 ms',
       'duplicates',
-      'retries',
     ],
     ...results.map((r) => [
       r.scenario,
+      r.driver,
       String(r.pool),
       String(r.adds),
       String(r.failed),
+      String(r.unfinished),
       r.totalS.toFixed(1),
       r.addsPerS.toFixed(1),
       r.p50.toFixed(0),
       r.p99.toFixed(0),
-      `${r.duplicates} / ${r.storedDuplicates} stored`,
-      String(r.retries),
+      `${r.duplicates} (${r.storedDuplicates} in store of ${r.stored})`,
     ]),
   ];
   const w = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  for (const r of rows) console.log(`| ${r.map((c, i) => c.padEnd(w[i] ?? 0)).join(' | ')} |`);
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(w[i] ?? 0)).join(' | ')} |`;
+  rows.forEach((r, i) => {
+    console.log(line(r));
+    if (i === 0) console.log(line(r.map((_, j) => '-'.repeat(w[j] ?? 1))));
+  });
   for (const r of results)
     if (r.firstError) console.log(`${r.scenario} pool ${r.pool}: first error: ${r.firstError}`);
 }

@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { EtcdClient, type EtcdClientOptions, EtcdError, EtcdUnavailableError, prefixEnd } from './etcd.ts';
+import { StoreConfigError } from './kubernetes.ts';
 import { type Store, type StoredObject, type StoreKind, StoreUnavailableError } from './store.ts';
 
 /** Whereabouts' etcd keys, as they appear in the IPAM configuration. */
@@ -68,9 +69,11 @@ function checkName(name: string): void {
     throw new Error(`invalid object name "${name}" (a DNS-1123 subdomain)`);
 }
 
+/** etcd's failures as the contract's: unavailable → StoreUnavailableError (code 11), refused → StoreConfigError (7). */
 function unavailable<T>(p: Promise<T>): Promise<T> {
   return p.catch((e) => {
     if (e instanceof EtcdUnavailableError) throw new StoreUnavailableError(e.message);
+    if (e instanceof EtcdError) throw new StoreConfigError(e.message);
     throw e;
   });
 }

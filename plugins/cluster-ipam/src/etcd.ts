@@ -26,6 +26,8 @@ export interface EtcdClientOptions {
   tls?: boolean;
   /** The bound on one request, connection included (default 5000 ms). */
   timeoutMs?: number;
+  /** An absolute end (epoch ms) for every request of this client: each gets min(timeoutMs, time left). */
+  deadline?: number;
 }
 
 export interface KeyValue {
@@ -163,6 +165,7 @@ function parseEndpoints(e: string | string[], tls: boolean): Endpoint[] {
 export class EtcdClient {
   readonly #endpoints: Endpoint[];
   readonly #timeoutMs: number;
+  readonly #deadline?: number;
   readonly #httpAgent: http.Agent;
   readonly #httpsAgent: https.Agent;
   readonly #username?: string;
@@ -175,6 +178,7 @@ export class EtcdClient {
     const tls = opts.tls ?? (opts.cert !== undefined || opts.key !== undefined || opts.ca !== undefined);
     this.#endpoints = parseEndpoints(opts.endpoints, tls);
     this.#timeoutMs = opts.timeoutMs ?? 5000;
+    if (opts.deadline !== undefined) this.#deadline = opts.deadline;
     this.#username = opts.username;
     this.#password = opts.password;
     if ((opts.username === undefined) !== (opts.password === undefined))
@@ -193,6 +197,10 @@ export class EtcdClient {
   #post(ep: Endpoint, path: string, body: unknown, token?: string): Promise<Record<string, unknown>> {
     const data = Buffer.from(JSON.stringify(body));
     const mod = ep.secure ? https : http;
+    const left = this.#deadline === undefined ? this.#timeoutMs : this.#deadline - Date.now();
+    const timeoutMs = Math.min(this.#timeoutMs, left);
+    if (timeoutMs <= 0)
+      return Promise.reject(new EtcdUnavailableError(`etcd ${ep.url.host}: out of time before ${path}`));
     return new Promise((resolve, reject) => {
       let settled = false;
       const fail = (e: Error) => {
@@ -245,10 +253,23 @@ export class EtcdClient {
         },
       );
       const timer = setTimeout(
-        () => fail(new EtcdUnavailableError(`etcd ${ep.url.host}: no answer within ${this.#timeoutMs} ms`)),
-        this.#timeoutMs,
+        () => fail(new EtcdUnavailableError(`etcd ${ep.url.host}: no answer within ${timeoutMs} ms`)),
+        timeoutMs,
       );
-      req.on('error', (e) => fail(new EtcdUnavailableError(`etcd ${ep.url.host}: ${e.message}`)));
+      req.on('error', (e: NodeJS.ErrnoException) => {
+        // a certificate etcd or we refuse is a configuration to fix, not an outage to wait out
+        const tls =
+          /CERT|SELF_SIGNED|ERR_SSL|ERR_TLS|HOSTNAME_MISMATCH/.test(e.code ?? '') ||
+          /certificate|alert/i.test(e.message);
+        fail(
+          tls
+            ? new EtcdError(
+                `etcd ${ep.url.host}: TLS: ${e.message} (etcd_ca_cert_file, etcd_cert_file, etcd_key_file)`,
+                0,
+              )
+            : new EtcdUnavailableError(`etcd ${ep.url.host}: ${e.message}`),
+        );
+      });
       req.end(data);
     });
   }
