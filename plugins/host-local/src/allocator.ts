@@ -7,7 +7,7 @@
  * costs O(files in the directory) for the (format-imposed) scan plus O(taken candidates visited).
  */
 import { equal, formatIP, type IP, next } from '@cnikit/ip';
-import { type Range, type RangeSet, rangeContains, rangeFor, rangeSetString } from './range.ts';
+import { type Range, type RangeSet, rangeContains, rangeFor, rangeSetSize, rangeSetString } from './range.ts';
 import { byName, type Entry, entryIP, reservationKey, type Store } from './store.ts';
 
 export class RangeIter {
@@ -55,7 +55,15 @@ export class RangeIter {
   }
 }
 
-export class AllocError extends Error {}
+export class AllocError extends Error {
+  /** Extra text for the CNI error's `details` (the reference's message stays as it is). */
+  constructor(
+    message: string,
+    readonly details = '',
+  ) {
+    super(message);
+  }
+}
 
 export interface Allocation {
   ip: IP;
@@ -160,7 +168,10 @@ export class AddSession {
     for (let c = iter.next(); c; c = iter.next()) {
       if (this.reserve(c.ip, rangeID)) return c;
     }
-    throw new AllocError(`no IP addresses available in range set: ${rangeSetString(set)}`);
+    throw new AllocError(
+      `no IP addresses available in range set: ${rangeSetString(set)}`,
+      `range set ${rangeSetString(set)} has ${rangeSetSize(set)} addresses, all allocated`,
+    );
   }
 
   /**

@@ -3,7 +3,7 @@
  * test scenarios (host_local_test.go, allocator_test.go, config_test.go) plus GC/STATUS and hostile input.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { ALL_VERSIONS, decodeRequest, type RequestBase } from '@cnikit/skel';
@@ -357,33 +357,43 @@ describe('round-robin allocation table (reference allocator_test.go)', () => {
     });
   });
 
-  const full: Array<{ subnets: string[]; ipmap: string[]; set: string }> = [
-    { subnets: ['10.0.0.0/30'], ipmap: ['10.0.0.2'], set: '10.0.0.1-10.0.0.2' },
+  const full: Array<{ subnets: string[]; ipmap: string[]; set: string; size: number }> = [
+    { subnets: ['10.0.0.0/30'], ipmap: ['10.0.0.2'], set: '10.0.0.1-10.0.0.2', size: 1 },
     {
       subnets: ['10.0.0.0/29'],
       ipmap: ['10.0.0.2', '10.0.0.3', '10.0.0.4', '10.0.0.5', '10.0.0.6'],
       set: '10.0.0.1-10.0.0.6',
+      size: 5,
     },
     {
       subnets: ['10.0.0.0/30', '10.0.1.0/30'],
       ipmap: ['10.0.0.2', '10.0.1.2'],
       set: '10.0.0.1-10.0.0.2,10.0.1.1-10.0.1.2',
+      size: 2,
     },
   ];
   full.forEach((tc, idx) => {
-    test(`out of IPs ${idx}: meaningful error`, async () => {
+    test(`out of IPs ${idx}: meaningful error (the reference's msg; details name the set and its size); STATUS 50`, async () => {
       using tmp = tempDir();
       const dir = join(tmp.path, 'mynet');
       mkdirSync(dir, { recursive: true });
       for (const ip of tc.ipmap) writeFileSync(join(dir, ip), 'id');
-      const r = await hl.call('ADD', net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] }), {
-        containerId: 'ID',
-      });
+      const conf = net(tmp.path, { ranges: [tc.subnets.map((subnet) => ({ subnet }))] });
+      const r = await hl.call('ADD', conf, { containerId: 'ID' });
       assert.deepEqual(r.json, {
         code: 999,
         msg: `failed to allocate for range 0: no IP addresses available in range set: ${tc.set}`,
+        details: `range set ${tc.set} has ${tc.size} addresses, all allocated`,
       });
       assert.deepEqual(Object.keys(reservations(dir)).sort(), [...tc.ipmap].sort());
+      const st = await hl.call('STATUS', conf);
+      assert.deepEqual(st.json, {
+        code: 50,
+        msg: `host-local: no IP addresses available in range set ${tc.set} (${tc.size} addresses, all allocated)`,
+      });
+      // one address free again: STATUS succeeds
+      rmSync(join(dir, tc.ipmap[0]!));
+      assert.equal((await hl.call('STATUS', conf)).code, 0);
     });
   });
 
@@ -785,6 +795,18 @@ describe('GC (spec 1.1.0)', () => {
 });
 
 describe('STATUS (spec 1.1.0)', () => {
+  test('code 50 as soon as one range set of several is full (an ADD needs one address of each)', async () => {
+    using tmp = tempDir();
+    const conf = net(tmp.path, { ranges: [[{ subnet: '10.1.2.0/24' }], [{ subnet: '10.9.0.0/30' }]] });
+    assert.equal((await hl.call('ADD', conf, { containerId: 'a' })).code, 0);
+    const st = await hl.call('STATUS', conf);
+    assert.equal(st.json.code, 50);
+    assert.match(st.json.msg, /range set 10\.9\.0\.1-10\.9\.0\.2 \(1 addresses, all allocated\)/);
+    // IPv6: sizes beyond 2^53 are counted exactly
+    const v6 = net(tmp.path, { subnet: 'fd00::/64' }, { name: 'v6' });
+    assert.equal((await hl.call('STATUS', v6)).code, 0);
+  });
+
   test('succeeds with a usable store (created if missing)', async () => {
     using tmp = tempDir();
     const r = await hl.call('STATUS', net(tmp.path, { subnet: '10.1.2.0/24' }));

@@ -26,7 +26,7 @@ import {
 import { AddSession, AllocError, type CursorChange, restoreCursors } from './allocator.ts';
 import { type IPAMConfig, parseConf } from './config.ts';
 import { parseResolvConf } from './dns.ts';
-import { rangeContains } from './range.ts';
+import { type RangeSet, rangeContains, rangeSetFree, rangeSetSize, rangeSetString } from './range.ts';
 import { type Entry, entryIP, reservationKey, Store } from './store.ts';
 
 function add(req: Request<IPAMConfig>): Result {
@@ -56,7 +56,14 @@ function add(req: Request<IPAMConfig>): Result {
         } catch (err) {
           session.rollback();
           if (err instanceof AllocError)
-            throw internalError(`failed to allocate for range ${idx}: ${err.message}`, err);
+            throw new CniError(
+              ErrorCode.Internal,
+              `failed to allocate for range ${idx}: ${err.message}`,
+              err.details,
+              {
+                cause: err,
+              },
+            );
           if (CniError.is(err)) {
             throw new CniError(err.code, `failed to allocate for range ${idx}: ${err.msg}`, err.details);
           }
@@ -219,15 +226,21 @@ function gc(req: Request<IPAMConfig>): void {
 /**
  * STATUS: the configuration must load, and the store must be usable: `<dataDir>/<name>` exists or can be
  * created, is a directory, its `lock` file can be opened, and a file can be created, written and removed
- * in it. Any failure of the store → code 50 (plugin not available) with the reason.
+ * in it. Any failure of the store → code 50 (plugin not available) with the reason. A range set with no free
+ * address left (an ADD needs one of each) → code 50 naming the set and its size.
  */
 function status(req: Request<IPAMConfig>): void {
   const conf = req.conf;
   let store: Store | undefined;
+  let full: RangeSet | undefined;
   try {
     store = Store.open(conf.dataDir, conf.name);
     const s = store;
-    s.withLock(() => s.dropTemp(s.writeTemp('status')));
+    s.withLock(() => {
+      s.dropTemp(s.writeTemp('status'));
+      const { names } = s.scan();
+      full = conf.ranges.find((set) => rangeSetFree(set, names) <= 0n);
+    });
   } catch (err) {
     throw new CniError(
       ErrorCode.PluginNotAvailable,
@@ -240,6 +253,11 @@ function status(req: Request<IPAMConfig>): void {
   } finally {
     store?.close();
   }
+  if (full)
+    throw new CniError(
+      ErrorCode.PluginNotAvailable,
+      `host-local: no IP addresses available in range set ${rangeSetString(full)} (${rangeSetSize(full)} addresses, all allocated)`,
+    );
 }
 
 export const plugin: Plugin<IPAMConfig> = {

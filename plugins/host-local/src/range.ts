@@ -12,6 +12,7 @@ import {
   type IP,
   network,
   next,
+  parseIP,
   prev,
 } from '@cnikit/ip';
 
@@ -160,6 +161,28 @@ export function rangeSetString(set: RangeSet): string {
 export function rangeFor(set: RangeSet, addr: IP): Range | undefined {
   for (const r of set) if (rangeContains(r, addr)) return r;
   return undefined;
+}
+
+/** How many addresses an ADD can get from the set: every range's addresses but its gateway (bigint: IPv6). */
+export function rangeSetSize(set: RangeSet): bigint {
+  let n = 0n;
+  for (const r of set) {
+    n += r.rangeEnd.value - r.rangeStart.value + 1n;
+    if (rangeContains(r, r.gateway)) n -= 1n;
+  }
+  return n;
+}
+
+/** Addresses of the set still free, given the taken names of the store directory (canonical address texts). */
+export function rangeSetFree(set: RangeSet, taken: Iterable<string>): bigint {
+  let used = 0n;
+  for (const name of taken) {
+    const ip = parseIP(name);
+    if (!ip || formatIP(ip) !== name) continue;
+    const r = rangeFor(set, ip);
+    if (r && compare(ip, r.gateway) !== 0) used++;
+  }
+  return rangeSetSize(set) - used;
 }
 
 export function rangeSetsOverlap(a: RangeSet, b: RangeSet): boolean {
