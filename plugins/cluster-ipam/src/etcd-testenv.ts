@@ -146,7 +146,8 @@ export async function startTestEtcd(
     );
   }
   mkdirSync(join(dir, 'data'), { recursive: true, mode: 0o700 });
-  const clientOptions: EtcdClientOptions = { endpoints: host, timeoutMs: 3000 };
+  // generous: the machine running the tests may be loaded (setup must not fail on a slow answer)
+  const clientOptions: EtcdClientOptions = { endpoints: host, timeoutMs: 15_000 };
   if (tls) {
     clientOptions.ca = readFileSync(tls.ca);
     clientOptions.cert = readFileSync(tls.cert);
