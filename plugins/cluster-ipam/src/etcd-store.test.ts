@@ -6,9 +6,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { Allocator } from './allocator.ts';
+import { openStore } from './backend.ts';
+import { parseConf } from './config.ts';
 import { EtcdClient, EtcdError, prefixEnd } from './etcd.ts';
+import './etcd-backend.ts';
 import { EtcdStore, etcdOptionsFromConfig, etcdStoreFromConfig } from './etcd-store.ts';
 import { startTestEtcd, type TestEtcd } from './etcd-testenv.ts';
+import { StoreConfigError } from './kubernetes.ts';
 import { StoreUnavailableError } from './store.ts';
 import { storeContract } from './store-contract.ts';
 
@@ -310,5 +315,83 @@ describe('etcd stopped, frozen and restarted under the store', () => {
     await assert.rejects(store.get('blocks', 'x'), /StoreUnavailableError|127\.0\.0\.1:1.*ECONNREFUSED/);
     assert.ok(Date.now() - t0 < 1000);
     await store.close();
+  });
+});
+
+describe('cluster-ipam on etcd: "datastore": "etcd" opens this store, the allocator runs on it', () => {
+  let etcd: TestEtcd;
+  before(async () => {
+    etcd = await startTestEtcd();
+  });
+  after(async () => {
+    await etcd?.stop();
+  });
+
+  const confFor = (ipam: Record<string, unknown>, node: string) =>
+    parseConf(
+      { name: 'n', cniVersion: '1.1.0', ipam: { type: 'cluster-ipam', datastore: 'etcd', ...ipam } },
+      { args: '', command: 'ADD', env: { NODENAME: node } },
+      { flatFiles: [] },
+    );
+
+  test('4 nodes × 15 concurrent ADDs on a 60-address pool: 60 distinct addresses, one record each, then exhaustion', async () => {
+    const ipam = { etcd_host: etcd.host, range: '10.30.0.0/26', range_end: '10.30.0.60' };
+    const nodes = ['node-a', 'node-b', 'node-c', 'node-d'];
+    const stores = nodes.map((n) => openStore(confFor(ipam, n), {}));
+    try {
+      assert.ok(stores.every((s) => s instanceof EtcdStore));
+      const results = await Promise.all(
+        nodes.flatMap((n, i) => {
+          const conf = confFor(ipam, n);
+          const a = new Allocator(stores[i] as EtcdStore, {
+            net: conf.net,
+            overlapping: conf.overlapping,
+            pools: conf.pools,
+            node: n,
+          });
+          return Array.from({ length: 15 }, (_, j) =>
+            a.allocate({ containerID: `c-${n}-${j}`, ifName: 'eth0' }),
+          );
+        }),
+      );
+      const ips = results.map((r) => r[0]?.ip);
+      assert.equal(new Set(ips).size, 60, 'every address once');
+      const records = await (stores[0] as EtcdStore).list<{ ip: string; node: string }>('allocations');
+      assert.deepEqual(records.map((r) => r.spec.ip).sort(), [...ips].sort());
+      const conf = confFor(ipam, 'node-a');
+      const a = new Allocator(stores[0] as EtcdStore, {
+        net: conf.net,
+        overlapping: conf.overlapping,
+        pools: conf.pools,
+        node: 'node-a',
+      });
+      await assert.rejects(a.allocate({ containerID: 'one-more', ifName: 'eth0' }), /exhausted/);
+    } finally {
+      for (const s of stores) await s.close();
+    }
+  });
+
+  test('an unreadable etcd_ca_cert_file is a configuration error naming the key; no etcd is a StoreUnavailableError', async () => {
+    assert.throws(
+      () =>
+        openStore(
+          confFor(
+            { etcd_host: etcd.host, range: '10.31.0.0/24', etcd_ca_cert_file: '/nonexistent/ca.pem' },
+            'x',
+          ),
+          {},
+        ),
+      (e: Error) =>
+        e instanceof StoreConfigError &&
+        /etcd_ca_cert_file: cannot read \/nonexistent\/ca\.pem/.test(e.message),
+    );
+    const s = openStore(confFor({ etcd_host: '127.0.0.1:1', range: '10.31.0.0/24' }, 'x'), {
+      CNIKIT_CLUSTER_IPAM_TIMEOUT_MS: '2000',
+    });
+    try {
+      await assert.rejects(s.list('blocks'), StoreUnavailableError);
+    } finally {
+      await s.close();
+    }
   });
 });
