@@ -11,6 +11,7 @@
  * Running the import twice is harmless.
  */
 import { formatIP, type IP, network, parseCIDR, parseIP } from '@cnikit/ip';
+import { nameKey, recordName } from './pool.ts';
 import type { Store } from './store.ts';
 
 /** How the importer reads the API: GET of a path, JSON answer (see kube-client in the tests). */
@@ -65,22 +66,9 @@ export interface ImportedAllocationSpec {
   imported: string;
 }
 
-// The allocator's names (pool.ts): the network's part from network_name, then the address.
-function nameKey(text: string): string {
-  const cleaned = text
-    .toLowerCase()
-    .replace(/[^a-z0-9-]+/g, '-')
-    .replace(/^-+|-+$/g, '');
-  if (cleaned === text && cleaned !== '' && cleaned.length <= 63) return cleaned;
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return `${cleaned.slice(0, 40) || 'net'}-${h.toString(16).padStart(8, '0')}`;
-}
-
+/** The record name the allocator gives the address (pool.ts; enable_overlapping_ranges, the default). */
 export function recordNameFor(networkName: string, ip: IP): string {
-  const w = ip.family === 4 ? 8 : 32;
-  const hex = (v: bigint, n: number) => v.toString(16).padStart(n, '0');
-  return `${nameKey(networkName || 'default')}.${ip.family}-${hex(ip.value >> 8n, w - 2)}.${hex(ip.value & 0xffn, 2)}`;
+  return recordName(nameKey(networkName || 'default'), ip.family, ip.value);
 }
 
 /** whereabouts' normalizeRange: ':' and '/' become '-', a trailing ':' gets a '0'. */
