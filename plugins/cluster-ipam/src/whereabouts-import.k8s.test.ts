@@ -73,6 +73,7 @@ interface DriverOut {
     skipped: Array<{ source: string; reason: string }>;
   };
   records: Array<{ name: string; spec: Record<string, unknown> }>;
+  allocated: string[];
 }
 
 function runImport(args: string[] = []): DriverOut {
@@ -246,4 +247,17 @@ test('IPPools and OverlappingRangeIPReservations made with kubectl become record
   const dry = runImport(['--dry-run']);
   assert.equal(dry.report.existing.length, 4);
   assert.equal(dry.records.length, first.records.length);
+
+  // after the switch: cluster-ipam on 10.20.0.1-10.20.0.8 hands out every free address but the imported ones
+  const after = runImport(['--allocate=10.20.0.1-10.20.0.8/24']);
+  const handed = after.allocated.filter((x) => !x.startsWith('error'));
+  assert.deepEqual([...handed].sort(), [
+    '10.20.0.1',
+    '10.20.0.2',
+    '10.20.0.3',
+    '10.20.0.4',
+    '10.20.0.7',
+    '10.20.0.8',
+  ]);
+  assert.match(after.allocated[after.allocated.length - 1] ?? '', /^error: .*exhausted/);
 });

@@ -4,6 +4,8 @@
  *   BENCH-free: argv = kubeconfig etcd-host prefix [--dry-run] [--seed name=json]
  */
 import { KubeClient } from '../../../bench/lib/kube-client.ts';
+import { Allocator } from '../src/allocator.ts';
+import { parseConf } from '../src/config.ts';
 import { EtcdStore } from '../src/etcd-store.ts';
 import { importWhereabouts } from '../src/whereabouts-import.ts';
 
@@ -19,8 +21,33 @@ try {
     dryRun: rest.includes('--dry-run'),
     fallbackNode: 'unknown-node',
   });
+  // --allocate=<range>: ADDs through the allocator on that range until it is exhausted
+  const allocated: string[] = [];
+  const range = rest.find((x) => x.startsWith('--allocate='))?.slice('--allocate='.length);
+  if (range) {
+    const conf = parseConf(
+      { name: 'n', cniVersion: '1.1.0', ipam: { type: 'cluster-ipam', range } },
+      { args: '', command: 'ADD', env: { NODENAME: 'node-new' } },
+      { flatFiles: [] },
+    );
+    const a = new Allocator(store, {
+      net: conf.net,
+      overlapping: conf.overlapping,
+      pools: conf.pools,
+      node: 'node-new',
+    });
+    for (let i = 0; i < 300; i++) {
+      try {
+        const [r] = await a.allocate({ containerID: `after-switch-${i}`, ifName: 'eth0' });
+        if (r) allocated.push(r.ip);
+      } catch (e) {
+        allocated.push(`error: ${(e as Error).message}`);
+        break;
+      }
+    }
+  }
   const records = await store.list('allocations');
-  process.stdout.write(`${JSON.stringify({ report, records })}\n`);
+  process.stdout.write(`${JSON.stringify({ report, records, allocated })}\n`);
 } finally {
   kube.close();
   await store.close();
