@@ -1,0 +1,612 @@
+/**
+ * Cluster-wide IPAM under load: 1000 ADDs spread over 10 "node" processes, each running --per-node ADDs at a time,
+ * against a real kube-apiserver (scripts/k8s/control-plane.ts, private network namespace) and a real etcd
+ * (Debian's, loopback port of its own), for a pool of 1000 addresses (addresses = pods) and of 4096.
+ *
+ *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts [--adds=1000] [--nodes=10] [--per-node=10]
+ *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-etcd] [--json]
+ *
+ * Side by side in one run:
+ *   whereabouts   whereabouts' algorithm, written here from its source: every ADD is one leader election on the
+ *                 cluster-wide Lease "whereabouts" (coordination.k8s.io/v1; client-go semantics: lease 1500 ms,
+ *                 retry 500 ms with jitter 1.2, released on cancel), then a LIST of the IPPools (its connectivity
+ *                 check), a GET of the one IPPool holding every allocation, the lowest free offset, and a JSON
+ *                 patch of the IPPool with a resourceVersion test (422 -> read again, up to 100 times), then the
+ *                 release of the Lease. whereabouts' own CRDs (plugins/cluster-ipam/testdata/whereabouts-crds.yaml).
+ *   cnikit-k8s    cnikit on the Kubernetes API, cnikit-etcd cnikit on etcd (see CNIKIT_DRIVER below).
+ * Reported: total wall time from the start signal to the last ADD, ADDs/s, p50/p99 of one ADD, failed ADDs,
+ * duplicates (the same address handed out twice, from the answers and from the stored state).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Allocator } from '../plugins/cluster-ipam/src/allocator.ts';
+import { parseConf } from '../plugins/cluster-ipam/src/config.ts';
+import { EtcdStore } from '../plugins/cluster-ipam/src/etcd-store.ts';
+import { startTestEtcd } from '../plugins/cluster-ipam/src/etcd-testenv.ts';
+import { KubernetesStore } from '../plugins/cluster-ipam/src/kubernetes.ts';
+import type { Store } from '../plugins/cluster-ipam/src/store.ts';
+import { type ControlPlane, startControlPlane } from '../scripts/k8s/control-plane.ts';
+// @ts-expect-error: a JavaScript module of scripts/ without declarations
+import { k8sBinaries } from '../scripts/k8s-build.mjs';
+import { KubeClient } from './lib/kube-client.ts';
+
+const ROOT = join(import.meta.dirname, '..');
+const NS = 'kube-system'; // whereabouts' namespace when the kubeconfig's context names none
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type Scenario = 'whereabouts' | 'cnikit-k8s' | 'cnikit-etcd';
+
+interface WorkerSpec {
+  scenario: Scenario;
+  node: string;
+  nodeIndex: number;
+  nodes: number;
+  adds: number;
+  perNode: number;
+  pool: number;
+  /** The run's network name: names the IPPool / the records. */
+  net: string;
+  kubeconfig?: string;
+  etcd?: { host: string };
+  /** 'allocator': cluster-ipam's allocator (allocator.ts); 'records': the storage layer alone (see below). */
+  driver: 'allocator' | 'records';
+  /** No new ADD starts after this many ms from the start signal; waiting ones give up. */
+  budgetMs: number;
+}
+
+interface WorkerResult {
+  latencies: number[];
+  ips: string[];
+  errors: string[];
+  retries: number;
+  /** ADDs not started, or given up, when the time budget ran out. */
+  unfinished: number;
+}
+
+class OutOfBudget extends Error {}
+let budgetEnd = Number.POSITIVE_INFINITY;
+
+// ---------------------------------------------------------------------------------------------------------------
+// addresses: 10.10.0.0/19, the pool is range_start 10.10.0.1 .. range_start + size - 1
+
+const FIRST = (10 << 24) | (10 << 16); // 10.10.0.0, the range's network address: whereabouts' offset 0
+const ipOf = (offset: number) => {
+  const v = FIRST + offset;
+  return `${(v >>> 24) & 255}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
+};
+const RANGE = '10.10.0.0/19';
+
+// ---------------------------------------------------------------------------------------------------------------
+// whereabouts' algorithm
+
+const LEASE_MS = 1500; // leader_lease_duration
+const RETRY_MS = 500; // leader_retry_period
+const JITTER = 1.2; // client-go's JitterFactor for the elector's retry loop
+const DATASTORE_RETRIES = 100;
+
+const jitter = () => sleep(RETRY_MS + Math.random() * JITTER * RETRY_MS);
+
+/** One ADD the way whereabouts does it on the Kubernetes API. */
+async function whereaboutsAdd(
+  kube: KubeClient,
+  spec: WorkerSpec,
+  podName: string,
+  containerID: string,
+): Promise<{ ip: string; retries: number }> {
+  const identity = `default/${podName}`;
+  const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/whereabouts`;
+  const now = () => new Date().toISOString().replace(/Z$/, '000Z'); // MicroTime
+  let retries = 0;
+  // leader election (client-go tryAcquireOrRenew in a jittered loop)
+  let lease: { metadata: { resourceVersion: string }; spec: Record<string, unknown> } | undefined;
+  let observedRaw = '';
+  let observedAt = 0;
+  for (;;) {
+    const got = await kube.request('GET', leasePath);
+    if (got.status === 404) {
+      const made = await kube.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name: 'whereabouts', namespace: NS },
+        spec: {
+          holderIdentity: identity,
+          leaseDurationSeconds: Math.trunc(LEASE_MS / 1000),
+          acquireTime: now(),
+          renewTime: now(),
+          leaseTransitions: 0,
+        },
+      });
+      if (made.status === 201) {
+        lease = made.body;
+        break;
+      }
+    } else if (got.status === 200) {
+      const cur = got.body.spec ?? {};
+      const raw = JSON.stringify(cur);
+      if (raw !== observedRaw) {
+        observedRaw = raw;
+        observedAt = Date.now();
+      }
+      const heldByOther =
+        cur.holderIdentity && cur.holderIdentity !== identity && observedAt + LEASE_MS > Date.now();
+      if (!heldByOther) {
+        const upd = await kube.request('PUT', leasePath, {
+          ...got.body,
+          spec: {
+            holderIdentity: identity,
+            leaseDurationSeconds: Math.trunc(LEASE_MS / 1000),
+            acquireTime: now(),
+            renewTime: now(),
+            leaseTransitions: (cur.leaseTransitions ?? 0) + (cur.holderIdentity === identity ? 0 : 1),
+          },
+        });
+        if (upd.status === 200) {
+          lease = upd.body;
+          break;
+        }
+      }
+    } else throw new Error(`GET lease: HTTP ${got.status}`);
+    retries++;
+    if (Date.now() > budgetEnd) throw new OutOfBudget();
+    await jitter();
+  }
+  try {
+    // IPManagementKubernetesUpdate
+    const pools = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${NS}/ippools`;
+    const name = `${spec.net}-${RANGE.replaceAll('/', '-')}`;
+    for (let j = 0; j < DATASTORE_RETRIES; j++) {
+      const status = await kube.request('GET', pools); // "Status": a LIST of every IPPool
+      if (status.status !== 200) throw new Error(`LIST ippools: HTTP ${status.status}`);
+      const got = await kube.request('GET', `${pools}/${name}`);
+      if (got.status === 404) {
+        await kube.request('POST', pools, {
+          apiVersion: 'whereabouts.cni.cncf.io/v1alpha1',
+          kind: 'IPPool',
+          metadata: { name, namespace: NS },
+          spec: { range: RANGE, allocations: {} },
+        });
+        retries++;
+        continue; // "pool initialized": once more, to read its resourceVersion
+      }
+      if (got.status !== 200) throw new Error(`GET ippool: HTTP ${got.status}`);
+      const allocations: Record<string, unknown> = got.body.spec.allocations ?? {};
+      let offset = -1;
+      for (let o = 1; o <= spec.pool; o++) {
+        if (!(String(o) in allocations)) {
+          offset = o;
+          break;
+        }
+      }
+      if (offset < 0) throw new Error(`pool ${RANGE} exhausted`);
+      const path = `/spec/allocations/${offset}`;
+      const patch = [
+        { op: 'test', path: '/metadata/resourceVersion', value: got.body.metadata.resourceVersion },
+        { op: 'test', path, value: null },
+        { op: 'add', path, value: { id: containerID, podref: `default/${podName}`, ifname: 'net1' } },
+      ];
+      const r = await kube.request('PATCH', `${pools}/${name}`, patch, 'application/json-patch+json');
+      if (r.status === 200) return { ip: ipOf(offset), retries };
+      if (r.status !== 422)
+        throw new Error(`PATCH ippool: HTTP ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
+      retries++;
+    }
+    throw new Error(`no update of the IPPool after ${DATASTORE_RETRIES} tries`);
+  } finally {
+    // ReleaseOnCancel: an empty holder, 1 s
+    if (lease)
+      await kube.request('PUT', leasePath, {
+        ...lease,
+        spec: {
+          leaseDurationSeconds: 1,
+          acquireTime: now(),
+          renewTime: now(),
+          leaseTransitions: lease.spec.leaseTransitions,
+        },
+      });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// cnikit
+//
+// CNIKIT_DRIVER: until the cluster-ipam allocator is merged into this branch, the cnikit side is the storage
+// layer alone: one allocation record per address, taken by create-if-absent (the Store contract), each node
+// scanning from its own start (offset node × pool / nodes) so nodes rarely meet. No lock, no whole-pool object.
+
+const BENCH_GROUP = 'bench.cnikit.dev';
+const BENCH_CRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: allocations.${BENCH_GROUP}
+spec:
+  group: ${BENCH_GROUP}
+  names: { kind: Allocation, listKind: AllocationList, plural: allocations, singular: allocation }
+  scope: Namespaced
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`;
+
+/** Create-if-absent of one custom resource per record (the bench's stand-in for the Kubernetes Store). */
+class BenchKubeRecords {
+  constructor(readonly kube: KubeClient) {}
+  async create(name: string, spec: unknown): Promise<boolean> {
+    const r = await this.kube.request('POST', `/apis/${BENCH_GROUP}/v1alpha1/namespaces/${NS}/allocations`, {
+      apiVersion: `${BENCH_GROUP}/v1alpha1`,
+      kind: 'Allocation',
+      metadata: { name },
+      spec,
+    });
+    if (r.status === 201) return true;
+    if (r.status === 409) return false;
+    throw new Error(`POST allocation: HTTP ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
+  }
+}
+
+function cnikitAdder(
+  spec: WorkerSpec,
+  create: (name: string, body: unknown) => Promise<boolean>,
+): (podName: string, containerID: string) => Promise<{ ip: string; retries: number }> {
+  let cursor = Math.floor((spec.nodeIndex * spec.pool) / spec.nodes);
+  return async (podName, containerID) => {
+    let retries = 0;
+    for (let tried = 0; tried < spec.pool; tried++) {
+      const offset = 1 + (cursor++ % spec.pool);
+      const ip = ipOf(offset);
+      const name = `${spec.net}.${ip}`;
+      const body = { ip, containerID, ifName: 'net1', podNamespace: 'default', podName, node: spec.node };
+      if (await create(name, body)) return { ip, retries };
+      retries++;
+    }
+    throw new Error(`pool ${RANGE} exhausted`);
+  };
+}
+
+/** cluster-ipam's allocator over a store: one ADD = allocate() for a pod, as the plugin's ADD does. */
+function allocatorAdder(
+  spec: WorkerSpec,
+  store: Store,
+): (podName: string, containerID: string) => Promise<{ ip: string; retries: number }> {
+  const conf = parseConf(
+    {
+      name: spec.net,
+      cniVersion: '1.1.0',
+      ipam: {
+        type: 'cluster-ipam',
+        range: RANGE,
+        range_start: ipOf(1),
+        range_end: ipOf(spec.pool),
+        network_name: spec.net,
+      },
+    },
+    { args: '', command: 'ADD', env: { NODENAME: spec.node } },
+    { flatFiles: [] },
+  );
+  const allocator = new Allocator(store, {
+    net: conf.net,
+    overlapping: conf.overlapping,
+    pools: conf.pools,
+    node: spec.node,
+  });
+  return async (podName, containerID) => {
+    const [a] = await allocator.allocate({
+      containerID,
+      ifName: 'net1',
+      podNamespace: 'default',
+      podName,
+      podUID: `uid-${containerID}`,
+    });
+    if (!a) throw new Error('no address');
+    return { ip: a.ip, retries: 0 };
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// a node process
+
+async function worker(spec: WorkerSpec): Promise<void> {
+  let add: (podName: string, containerID: string) => Promise<{ ip: string; retries: number }>;
+  let close = async () => {};
+  if (spec.scenario === 'whereabouts' || spec.scenario === 'cnikit-k8s') {
+    const kube = new KubeClient(spec.kubeconfig as string, { maxSockets: spec.perNode * 2 });
+    close = async () => kube.close();
+    if (spec.scenario === 'whereabouts') add = (p, c) => whereaboutsAdd(kube, spec, p, c);
+    else if (spec.driver === 'allocator') {
+      // one store for the node's process, as the warm service keeps it (its bound: the whole run)
+      const store = new KubernetesStore({ kubeconfig: spec.kubeconfig as string, deadlineMs: 3_600_000 });
+      add = allocatorAdder(spec, store);
+      const prev = close;
+      close = async () => {
+        await store.close();
+        await prev();
+      };
+    } else {
+      const records = new BenchKubeRecords(kube);
+      add = cnikitAdder(spec, (n, b) => records.create(n, b));
+    }
+    // perNode connections open before the start signal (TLS handshakes are not part of an ADD)
+    await Promise.all(Array.from({ length: spec.perNode }, () => kube.request('GET', '/version')));
+  } else {
+    const store: Store = new EtcdStore({ endpoints: spec.etcd?.host as string, prefix: '/bench/' });
+    close = () => store.close();
+    add =
+      spec.driver === 'allocator'
+        ? allocatorAdder(spec, store)
+        : cnikitAdder(spec, async (n, b) => (await store.create('allocations', n, b)) !== undefined);
+    await Promise.all(Array.from({ length: spec.perNode }, () => store.get('allocations', 'warm-up')));
+  }
+  process.stdout.write('ready\n');
+  await new Promise<void>((resolve) => {
+    createInterface({ input: process.stdin }).once('line', () => resolve());
+  });
+  budgetEnd = Date.now() + spec.budgetMs;
+  const res: WorkerResult = { latencies: [], ips: [], errors: [], retries: 0, unfinished: 0 };
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: spec.perNode }, async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= spec.adds) return;
+        if (Date.now() > budgetEnd) {
+          res.unfinished++;
+          continue;
+        }
+        const podName = `pod-${spec.nodeIndex}-${i}`;
+        const t0 = performance.now();
+        try {
+          const r = await add(podName, `ctr-${spec.nodeIndex}-${i}`);
+          res.latencies.push(performance.now() - t0);
+          res.ips.push(r.ip);
+          res.retries += r.retries;
+        } catch (e) {
+          if (e instanceof OutOfBudget) res.unfinished++;
+          else res.errors.push((e as Error).message);
+        }
+      }
+    }),
+  );
+  await close();
+  process.stdout.write(`${JSON.stringify(res)}\n`);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// the run
+
+interface RunResult {
+  scenario: Scenario;
+  pool: number;
+  adds: number;
+  totalS: number;
+  addsPerS: number;
+  p50: number;
+  p99: number;
+  failed: number;
+  duplicates: number;
+  storedDuplicates: number;
+  stored: number;
+  retries: number;
+  unfinished: number;
+  driver: string;
+  firstError?: string;
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
+}
+
+async function runScenario(
+  base: Omit<WorkerSpec, 'node' | 'nodeIndex' | 'adds'> & { totalAdds: number },
+  netns: string | undefined,
+  stored: () => Promise<string[]>,
+): Promise<RunResult> {
+  const procs = Array.from({ length: base.nodes }, (_, n) => {
+    const adds = Math.floor(base.totalAdds / base.nodes) + (n < base.totalAdds % base.nodes ? 1 : 0);
+    const spec: WorkerSpec = { ...base, node: `node-${n}`, nodeIndex: n, adds };
+    const cmd = [process.execPath, ...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--worker'];
+    const p = netns
+      ? spawn('ip', ['netns', 'exec', netns, ...cmd], {
+          stdio: ['pipe', 'pipe', 'inherit'],
+          env: { ...process.env, BENCH_WORKER: JSON.stringify(spec) },
+        })
+      : spawn(process.execPath, cmd.slice(1), {
+          stdio: ['pipe', 'pipe', 'inherit'],
+          env: { ...process.env, BENCH_WORKER: JSON.stringify(spec) },
+        });
+    const lines = createInterface({ input: p.stdout as NonNullable<typeof p.stdout> });
+    const ready = new Promise<void>((resolve, reject) => {
+      lines.once('line', (l) => (l === 'ready' ? resolve() : reject(new Error(`worker: ${l}`))));
+      p.once('exit', (c) => reject(new Error(`worker exited ${c} before ready`)));
+    });
+    const done = new Promise<WorkerResult>((resolve, reject) => {
+      lines.on('line', (l) => {
+        if (l !== 'ready') resolve(JSON.parse(l));
+      });
+      p.once('exit', (c) => reject(new Error(`worker exited ${c} without a result`)));
+    });
+    return { p, ready, done };
+  });
+  await Promise.all(procs.map((x) => x.ready));
+  const t0 = performance.now();
+  for (const x of procs) x.p.stdin?.write('go\n');
+  const results = await Promise.all(procs.map((x) => x.done.then((r) => ({ r, t: performance.now() }))));
+  const totalMs = Math.max(...results.map((x) => x.t)) - t0;
+  for (const x of procs) x.p.stdin?.end();
+  const lat = results.flatMap((x) => x.r.latencies).sort((a, b) => a - b);
+  const ips = results.flatMap((x) => x.r.ips);
+  const errors = results.flatMap((x) => x.r.errors);
+  const dup = (list: string[]) => list.length - new Set(list).size;
+  const inStore = await stored();
+  return {
+    scenario: base.scenario,
+    pool: base.pool,
+    adds: ips.length,
+    totalS: totalMs / 1000,
+    addsPerS: ips.length / (totalMs / 1000),
+    p50: quantile(lat, 0.5),
+    p99: quantile(lat, 0.99),
+    failed: errors.length,
+    duplicates: dup(ips),
+    storedDuplicates: dup(inStore),
+    stored: inStore.length,
+    retries: results.reduce((s, x) => s + x.r.retries, 0),
+    unfinished: results.reduce((s, x) => s + x.r.unfinished, 0),
+    driver: base.scenario === 'whereabouts' ? 'baseline' : base.driver,
+    ...(errors.length ? { firstError: errors[0] } : {}),
+  };
+}
+
+async function main(): Promise<void> {
+  if (process.argv.includes('--worker')) return worker(JSON.parse(process.env.BENCH_WORKER as string));
+  const arg = (name: string, def: string) =>
+    process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
+  const totalAdds = Number(arg('adds', '1000'));
+  const nodes = Number(arg('nodes', '10'));
+  const perNode = Number(arg('per-node', '10'));
+  const pools = arg('pools', '1000,4096').split(',').map(Number);
+  const only = arg('only', 'whereabouts,cnikit-k8s,cnikit-etcd').split(',') as Scenario[];
+  const json = process.argv.includes('--json');
+  const budgetMs = Number(arg('budget', '240')) * 1000;
+  const driver = arg('driver', 'allocator') as WorkerSpec['driver'];
+
+  const needK8s = only.some((s) => s !== 'cnikit-etcd');
+  const dir = mkdtempSync(join(tmpdir(), 'cnikit-bench-cluster-ipam-'));
+  const netns = `cnikit-bench-ipam-${process.pid}`;
+  let cp: ControlPlane | undefined;
+  let etcd: Awaited<ReturnType<typeof startTestEtcd>> | undefined;
+  const results: RunResult[] = [];
+  try {
+    if (needK8s) {
+      const { dir: cacheDir } = await k8sBinaries();
+      const binDir = join(cacheDir, 'bin');
+      cp = await startControlPlane({ binDir, dir: join(dir, 'cp'), netns });
+      const crds = readFileSync(
+        join(ROOT, 'plugins', 'cluster-ipam', 'testdata', 'whereabouts-crds.yaml'),
+        'utf8',
+      );
+      const ours = readFileSync(join(ROOT, 'deploy', 'kubernetes', 'cluster-ipam-crds.yaml'), 'utf8');
+      for (const y of [crds, BENCH_CRD, ours]) {
+        const r = cp.kubectl(['apply', '-f', '-'], y);
+        if (r.status !== 0) throw new Error(`kubectl apply: ${r.stderr}`);
+      }
+      for (const c of [
+        'ippools.whereabouts.cni.cncf.io',
+        `allocations.${BENCH_GROUP}`,
+        'ipamallocations.ipam.cnikit.dev',
+      ]) {
+        cp.kubectl(['wait', '--for=condition=Established', `crd/${c}`, '--timeout=60s']);
+      }
+    }
+    if (only.includes('cnikit-etcd')) etcd = await startTestEtcd();
+    const kubectlJson = (args: string[]) => {
+      if (!cp) throw new Error('no control plane');
+      const r = cp.kubectl([...args, '-o', 'json']);
+      if (r.status !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+      return JSON.parse(r.stdout);
+    };
+    for (const pool of pools) {
+      for (const scenario of only) {
+        const net = `b${pool}-${scenario.replace('cnikit-', 'c')}`;
+        const base = {
+          scenario,
+          nodes,
+          perNode,
+          pool,
+          net,
+          totalAdds,
+          driver,
+          budgetMs,
+          ...(cp ? { kubeconfig: cp.kubeconfig } : {}),
+          ...(etcd ? { etcd: { host: etcd.host } } : {}),
+        };
+        const stored = async (): Promise<string[]> => {
+          if (scenario === 'whereabouts') {
+            const p = kubectlJson([
+              '-n',
+              NS,
+              'get',
+              'ippools.whereabouts.cni.cncf.io',
+              `${net}-${RANGE.replaceAll('/', '-')}`,
+            ]);
+            return Object.keys(p.spec.allocations ?? {}).map((o) => ipOf(Number(o)));
+          }
+          if (scenario === 'cnikit-k8s') {
+            const l =
+              driver === 'allocator'
+                ? kubectlJson(['get', 'ipamallocations.ipam.cnikit.dev'])
+                : kubectlJson(['-n', NS, 'get', `allocations.${BENCH_GROUP}`]);
+            return l.items
+              .filter((o: { metadata: { name: string } }) => o.metadata.name.startsWith(`${net}.`))
+              .map((o: { spec: { ip: string } }) => o.spec.ip);
+          }
+          const s = new EtcdStore({ endpoints: etcd?.host as string, prefix: '/bench/' });
+          try {
+            return (await s.list<{ ip: string }>('allocations', `${net}.`)).map((o) => o.spec.ip);
+          } finally {
+            await s.close();
+          }
+        };
+        process.stderr.write(
+          `cluster-ipam bench: ${scenario}, pool ${pool}, ${totalAdds} ADDs on ${nodes} nodes ...\n`,
+        );
+        const r = await runScenario(base, scenario === 'cnikit-etcd' ? undefined : netns, stored);
+        results.push(r);
+        process.stderr.write(`  ${JSON.stringify(r)}\n`);
+      }
+    }
+  } finally {
+    await etcd?.stop();
+    await cp?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  if (json) {
+    process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+    return;
+  }
+  const rows = [
+    [
+      'backend',
+      'driver',
+      'pool',
+      'ADDs ok',
+      'failed',
+      'unfinished',
+      'total s',
+      'ADDs/s',
+      'p50 ms',
+      'p99 ms',
+      'duplicates',
+    ],
+    ...results.map((r) => [
+      r.scenario,
+      r.driver,
+      String(r.pool),
+      String(r.adds),
+      String(r.failed),
+      String(r.unfinished),
+      r.totalS.toFixed(1),
+      r.addsPerS.toFixed(1),
+      r.p50.toFixed(0),
+      r.p99.toFixed(0),
+      `${r.duplicates} (${r.storedDuplicates} in store of ${r.stored})`,
+    ]),
+  ];
+  const w = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(w[i] ?? 0)).join(' | ')} |`;
+  rows.forEach((r, i) => {
+    console.log(line(r));
+    if (i === 0) console.log(line(r.map((_, j) => '-'.repeat(w[j] ?? 1))));
+  });
+  for (const r of results)
+    if (r.firstError) console.log(`${r.scenario} pool ${r.pool}: first error: ${r.firstError}`);
+}
+
+await main();

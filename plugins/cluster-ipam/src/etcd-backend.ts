@@ -1,0 +1,28 @@
+/**
+ * `"datastore": "etcd"`: registers the etcd store (etcd-store.ts) with backend.ts. The configuration's files
+ * (etcd_cert_file, etcd_key_file, etcd_ca_cert_file) are read here: one that cannot be read is a configuration
+ * error (code 7); the whole call is bounded by the plugin's deadline (CNIKIT_CLUSTER_IPAM_TIMEOUT_MS), each
+ * request by 5 s, so an etcd that is down or hung fails the call with code 11 in time.
+ */
+import { deadlineOf, registerStore } from './backend.ts';
+import { EtcdStore, etcdOptionsFromConfig } from './etcd-store.ts';
+import { StoreConfigError } from './kubernetes.ts';
+
+registerStore('etcd', (conf, env) => {
+  const e = conf.etcd;
+  if (!e) throw new StoreConfigError('datastore "etcd" needs etcd_host (host:port)');
+  let opts: ReturnType<typeof etcdOptionsFromConfig>;
+  try {
+    opts = etcdOptionsFromConfig({
+      etcd_host: e.host,
+      ...(e.username !== undefined ? { etcd_username: e.username } : {}),
+      ...(e.password !== undefined ? { etcd_password: e.password } : {}),
+      ...(e.certFile !== undefined ? { etcd_cert_file: e.certFile } : {}),
+      ...(e.keyFile !== undefined ? { etcd_key_file: e.keyFile } : {}),
+      ...(e.caCertFile !== undefined ? { etcd_ca_cert_file: e.caCertFile } : {}),
+    });
+  } catch (err) {
+    throw new StoreConfigError((err as Error).message);
+  }
+  return new EtcdStore({ ...opts, timeoutMs: 5000, deadline: Date.now() + deadlineOf(env) });
+});
