@@ -4,6 +4,7 @@
  */
 import { configError } from '@cnikit/ipam';
 import type { ClusterIPAMConf } from './config.ts';
+import { openEtcdStore } from './etcd-backend.ts';
 import { KubernetesStore } from './kubernetes.ts';
 import type { Store } from './store.ts';
 
@@ -22,10 +23,10 @@ const factories: Record<ClusterIPAMConf['datastore'], StoreFactory | undefined> 
       env,
       deadlineMs: deadlineOf(env),
     }),
-  etcd: undefined,
+  etcd: (conf, env) => openEtcdStore(conf, deadlineOf(env)),
 };
 
-/** Another backend (the etcd one) registers itself here. */
+/** Replaces a backend (tests: an in-memory store). */
 export function registerStore(datastore: ClusterIPAMConf['datastore'], f: StoreFactory): void {
   factories[datastore] = f;
 }

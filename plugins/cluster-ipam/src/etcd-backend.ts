@@ -1,14 +1,14 @@
 /**
- * `"datastore": "etcd"`: registers the etcd store (etcd-store.ts) with backend.ts. The configuration's files
+ * `"datastore": "etcd"`: the etcd store (etcd-store.ts) for a configuration, opened by backend.ts. The configuration's files
  * (etcd_cert_file, etcd_key_file, etcd_ca_cert_file) are read here: one that cannot be read is a configuration
  * error (code 7); the whole call is bounded by the plugin's deadline (CNIKIT_CLUSTER_IPAM_TIMEOUT_MS), each
  * request by 5 s, so an etcd that is down or hung fails the call with code 11 in time.
  */
-import { deadlineOf, registerStore } from './backend.ts';
+import type { ClusterIPAMConf } from './config.ts';
 import { EtcdStore, etcdOptionsFromConfig } from './etcd-store.ts';
 import { StoreConfigError } from './kubernetes.ts';
 
-registerStore('etcd', (conf, env) => {
+export function openEtcdStore(conf: ClusterIPAMConf, deadlineMs: number): EtcdStore {
   const e = conf.etcd;
   if (!e) throw new StoreConfigError('datastore "etcd" needs etcd_host (host:port)');
   let opts: ReturnType<typeof etcdOptionsFromConfig>;
@@ -24,5 +24,5 @@ registerStore('etcd', (conf, env) => {
   } catch (err) {
     throw new StoreConfigError((err as Error).message);
   }
-  return new EtcdStore({ ...opts, timeoutMs: 5000, deadline: Date.now() + deadlineOf(env) });
-});
+  return new EtcdStore({ ...opts, timeoutMs: 5000, deadline: Date.now() + deadlineMs });
+}

@@ -10,7 +10,6 @@ import { Allocator } from './allocator.ts';
 import { openStore } from './backend.ts';
 import { parseConf } from './config.ts';
 import { EtcdClient, EtcdError, prefixEnd } from './etcd.ts';
-import './etcd-backend.ts';
 import { EtcdStore, etcdOptionsFromConfig, etcdStoreFromConfig } from './etcd-store.ts';
 import { startTestEtcd, type TestEtcd } from './etcd-testenv.ts';
 import { StoreConfigError } from './kubernetes.ts';
