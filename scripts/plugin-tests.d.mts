@@ -1,5 +1,6 @@
 // Types of scripts/plugin-tests.mjs (plain JavaScript: run-tests.mjs imports it without a TypeScript loader).
 export const SHARED: Readonly<Record<string, string>>;
+export const NO_CONFORMANCE_ROW: Readonly<Record<string, string>>;
 export function pluginNames(root: string): string[];
 export function markedPlugins(text: string): string[];
 export function labRows(root: string): string[];

@@ -31,6 +31,12 @@ export const SHARED = {
   'test-netns/conformance-lab.test.ts': "the conformance matrix's kernel-lab rows (CNIKIT_CONFORMANCE_ROWS)",
 };
 
+/** Plugins without a row of the conformance matrix, and why (the matrix runs plugins that need no service). */
+export const NO_CONFORMANCE_ROW = {
+  'cluster-ipam':
+    'needs a Kubernetes API server or etcd; its *.k8s.test.ts and etcd tests run it against real ones',
+};
+
 function walk(root, dir, out) {
   if (!existsSync(dir)) return out;
   for (const name of readdirSync(dir)) {
