@@ -15,9 +15,10 @@ import { stringify } from 'yaml';
 import { type ControlPlane, kubeconfigFor, startControlPlane } from '../../../scripts/k8s/control-plane.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../../../scripts/k8s-build.mjs';
+import { distBin } from '../../../test-netns/dist.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
-const BIN = join(ROOT, 'dist-bin', 'cluster-ipam');
+const BIN = join(distBin(), 'cluster-ipam');
 const netns = `cnikit-cipam-${process.pid}`;
 // the containers' namespace (CNI_NETNS; the plugin refuses its own)
 const ctrNs = `${netns}-ctr`;
