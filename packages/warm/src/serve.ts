@@ -289,7 +289,7 @@ export class Service {
   #sinceGc = 0;
   #watchdog = false;
   #routes = new Map<string, { stamp: string; names: Set<string> }>();
-  /** Counters and histograms of the requests (issue 28), served on opts.metrics. */
+  /** Counters and histograms of the requests, served on opts.metrics. */
   #metrics: Metrics | undefined;
   #metricsServer: import('node:http').Server | undefined;
   /** The batched OTLP export of traced requests. */
