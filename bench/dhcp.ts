@@ -1,7 +1,7 @@
 /**
  * Benchmark: dhcp ADD and DEL latency, cnikit vs the Go reference (/usr/lib/cni/dhcp), side by side, each plugin
  * talking to its own daemon (`dhcp daemon`, started here on a private socket) and both daemons leasing from one
- * dnsmasq in a private namespace behind a bridge (plugins/dhcp/src/testlab.ts; needs root, dnsmasq and a build).
+ * dnsmasq in a private namespace behind a bridge (plugins/dhcp/src/testenv.ts; needs root, dnsmasq and a build).
  *
  *   node --conditions=cnikit-source --import tsx bench/dhcp.ts [--runs=20] [--burst=50] [--json]
  *
@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Container, Lab, startDaemon, stopProcess } from '../plugins/dhcp/src/testlab.ts';
+import { type Container, Lab, startDaemon, stopProcess } from '../plugins/dhcp/src/testenv.ts';
 import { printRows, type SideBySideRow, sideBySide, timedExec } from './lib/side-by-side.ts';
 
 const arg = (name: string, def: string) =>

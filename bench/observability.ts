@@ -1,5 +1,5 @@
 /**
- * Benchmark: the cost of tracing (issue 28), side by side in one run, alternating: each call with tracing off (no
+ * Benchmark: the cost of tracing, side by side in one run, alternating: each call with tracing off (no
  * TRACEPARENT, no endpoint), with tracing on against a real OTLP/HTTP receiver on 127.0.0.1 (the test's, in a child
  * process so nothing here blocks it), and with tracing on against a blackholed endpoint (accepts, never answers: the
  * bound). Cold (dist-bin/<plugin>) and warm (dist-bin/warm/<plugin> + `cnikit serve`), from a private "host"

@@ -10,7 +10,7 @@
  * host-local, tuning, portmap, bandwidth) ADD and DEL. Medians (p90) and ratios to Go. Each plugin is started by a
  * tiny C launcher (posix_spawn + waitpid, the way a Go runtime's os/exec starts a plugin) that reports the wall time
  * from spawn to exit, so Node's own (large) spawn cost is not part of any figure. Peak RSS of the process the
- * runtime starts (the client in warm mode) from GNU time (`/usr/bin/time -f %M`). Targets (issue #16): every per-call
+ * runtime starts (the client in warm mode) from GNU time (`/usr/bin/time -f %M`). Targets: every per-call
  * wall time ≤ 0.7× Go, client peak RSS ≤ Go's, chain ADD ≤ 0.5× and DEL ≤ 0.3× Go.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';

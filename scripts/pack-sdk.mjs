@@ -2,7 +2,7 @@
 // `npm run pack:sdk [-- --out DIR]`: every tarball a plugin author needs, in one directory (default
 // release/sdk/): builds the SDK packages (scripts/build-packages.mjs), packs each published one (`npm pack`, whose
 // prepack checks the build), and prints the one command that installs them all — installed together, the
-// @cnikit packages' dependencies on each other resolve among the tarballs (issue 20 item 3).
+// @cnikit packages' dependencies on each other resolve among the tarballs.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

@@ -1,4 +1,4 @@
-// What npm sees of the workspace (issue 20 items 3 and 4): the plugins are private and no package README depends on
+// What npm sees of the workspace: the plugins are private and no package README depends on
 // them; packing an SDK package without its compiled dist/ fails loudly; `npm run pack:sdk` makes every SDK tarball
 // in one directory and prints the one `npm install` that installs them together.
 import assert from 'node:assert/strict';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `prepack` of every SDK package (run by `npm pack` / `npm publish` in the package's directory): a tarball
 // whose package.json points at compiled files that are missing, or older than their sources, is refused with what
-// to run instead of being packed silently without dist/ (issue 20 item 3).
+// to run instead of being packed silently without dist/.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 

@@ -206,7 +206,7 @@ describe('bridge + host-local through the compiled executables', () => {
     });
   });
 
-  test('a bridge ADD failing after its in-process host-local changes nothing: no reservation, same cursor (issue 20 item 7)', async () => {
+  test('a bridge ADD failing after its in-process host-local changes nothing: no reservation, same cursor', async () => {
     await withSandbox(async (sb) => {
       const dataDir = join(scratch.path, `ipam-fail-${seq++}`);
       const o = { containerId: 'bb-fail', netns: sb.container.path, path: DIST, inNetns: sb.host.name };

@@ -1,6 +1,6 @@
 // cnikit-kernel-features: dummy vlan macvlan ipvlan vrf
 /**
- * The conformance matrix (issue 27), the rows that need link types this CI machine's kernel lacks: dummy, vrf, and
+ * The conformance matrix, the rows that need link types this CI machine's kernel lacks: dummy, vrf, and
  * macvlan/ipvlan/vlan on a dummy parent (their fixture). They run in the kernel lab (Debian's 6.1 kernel under TCG),
  * inside npm test's one VM boot, restricted to the checks that exercise the link type (LAB_CHECKS: the dispatcher's
  * VERSION, environment and stdin checks are the host rows' job). Two kit runs at a time; the per-call timeout is the

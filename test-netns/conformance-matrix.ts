@@ -1,5 +1,5 @@
 /**
- * The conformance matrix (issue 27): test-netns/conformance.test.ts runs the rows this machine's kernel runs; the rows
+ * The conformance matrix: test-netns/conformance.test.ts runs the rows this machine's kernel runs; the rows
  * that need link types only the kernel lab's Debian 6.1 kernel has (LAB_ROWS) are set apart for a marker file in the
  * lab (not in the matrix yet: docs/conformance.md says why). For every row:
  * `cnikit conformance` (the compiled executable, as a user runs it) against every cnikit plugin in dist-bin/ and every

@@ -1,5 +1,5 @@
 /**
- * The conformance matrix (issue 27), the rows this machine's kernel runs: every plugin with a list in
+ * The conformance matrix, the rows this machine's kernel runs: every plugin with a list in
  * test-netns/conformance/ except those that need the kernel lab (LAB_ROWS). The rules and the documented
  * failures are in conformance-matrix.ts and docs/conformance.md. Kit runs go three at a time.
  */

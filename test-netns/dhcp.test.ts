@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { cniCall, eventually, scaled } from '@cnikit/testing';
 import { callDaemon } from '../plugins/dhcp/src/protocol.ts';
-import { dnsmasqClientId, Lab, ROUTER, startDaemon, stopProcess } from '../plugins/dhcp/src/testlab.ts';
+import { dnsmasqClientId, Lab, ROUTER, startDaemon, stopProcess } from '../plugins/dhcp/src/testenv.ts';
 import { type Backend, DIST, ensureBuilt, ensureLinks, testBackends } from './dist.ts';
 
 const info = ensureBuilt();

@@ -1,5 +1,5 @@
 /**
- * Observability (issue 28), black box: a real OTLP/HTTP receiver (@cnikit/testing/otlp, started here on 127.0.0.1 of
+ * Observability, black box: a real OTLP/HTTP receiver (@cnikit/testing/otlp, started here on 127.0.0.1 of
  * the sandbox's host namespace) receives the spans of a kubelet-style chain (bridge + host-local → tuning → portmap)
  * driven through libcni, with the compiled executables (each process exports its own spans) and with the plugin
  * objects in this process (one export by libcni); an unreachable or blackholed endpoint neither fails nor slows a

@@ -1,5 +1,5 @@
 /**
- * Issue 20 item 1: stdout on /dev/null is a destination the caller chose (a shell's `>/dev/null` opens it write-only,
+ * Stdout on /dev/null is a destination the caller chose (a shell's `>/dev/null` opens it write-only,
  * Python's subprocess.DEVNULL and `1<>/dev/null` read-write), not a closed stdout: the executables exit 0 and an ADD
  * stays, as with Go's plugins. Only a write that fails — here a read-only /dev/null (`1</dev/null`, EBADF) — means the
  * result was not delivered: ADD is rolled back and exits 1 with the error on stderr; DEL prints nothing and succeeds.

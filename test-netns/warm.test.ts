@@ -306,8 +306,8 @@ describe('warm mode: cold and warm answer byte for byte', () => {
         );
         res[mode] = { code: r.status ?? 128, stdout: r.stdout, stderr: r.stderr, up: loUp() };
       }
-      // stdin: error 5/6; stdout closed or /dev/null: delivered (a closed fd 1 is reopened on /dev/null, issue 20
-      // item 1), so the ADD stays; a real write failure is rolled back (test-netns/hardening.test.ts)
+      // stdin: error 5/6; stdout closed or /dev/null: delivered (a closed fd 1 is reopened on /dev/null), so the ADD
+      // stays; a real write failure is rolled back (test-netns/hardening.test.ts)
       const stdout = what.startsWith('stdout');
       assert.equal(res.cold.code, stdout ? 0 : 1, `${what}: ${res.cold.stdout}`);
       if (stdout) assert.equal(res.cold.up, true, `${what}: the ADD was applied`);

@@ -1,5 +1,5 @@
 /**
- * Kubernetes end to end (issue 26): Debian's containerd 1.6 with its CRI plugin, a private instance per scenario
+ * Kubernetes end to end: Debian's containerd 1.6 with its CRI plugin, a private instance per scenario
  * (test-netns/k8s/node.ts), driven like kubelet over gRPC (cri.ts). cnikit comes from the release image and is
  * installed by the DaemonSet's install-cni init container, run by that containerd (the executable, the warm client
  * under every plugin name, the ConfigMap's kubelet-style conflist: bridge + host-local, portmap, bandwidth, tuning).

@@ -68,7 +68,7 @@ describe('cnikit-build command line', () => {
   });
 });
 
-describe('a real build from the command line (issue 20 items 2 and 6)', () => {
+describe('a real build from the command line', () => {
   test('one module without --out: ./<module name>; --quiet prints nothing on success', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'cnikit-build-cwd-'));
     const before = process.cwd();

@@ -159,7 +159,7 @@ export class CniConfig {
         ? { ...opts, timeoutMs: this.timeoutMs }
         : opts;
     const sig = callSignal(withDefault);
-    // tracing configured (issue 28): this operation is a span — a child of the caller's context, or the root of a
+    // tracing configured: this operation is a span — a child of the caller's context, or the root of a
     // new trace when the caller has none — and every plugin gets it as TRACEPARENT
     const span = label ? startCallSpan(this.env, opts.trace, label) : undefined;
     try {
@@ -561,7 +561,7 @@ function wrapErr(prefix: string, e: unknown): Error {
 }
 
 /** Go fixupResultVersion + create.Create: the ADD output parsed in its own version (the config's when absent). */
-/** What a traced libcni operation's span names (issue 28). */
+/** What a traced libcni operation's span names. */
 interface CallLabel {
   command: string;
   network: string;

@@ -182,7 +182,7 @@ describe('files and directories (ConfFiles, NetworkConfFromFile, LoadNetworkConf
       () => confListFromFile(join(d.path, '10-net.conflist')),
       `${join(d.path, 'mynet', '30-bad.conf')}: error parsing configuration: missing 'type'`,
     );
-    // malformed JSON: the file, the line and the column, then Go's text (issue 20 item 6)
+    // malformed JSON: the file, the line and the column, then Go's text
     writeFileSync(join(d.path, 'bad.conflist'), '{"name":"x",\n "plugins": [ {"type":"a",} ]}\n');
     rejects(
       () => confListFromFile(join(d.path, 'bad.conflist')),

@@ -30,11 +30,6 @@ export {
   IPPROTO_UDP,
 } from './conntrack.ts';
 export {
-  configureIface,
-  enableForward,
-  type IfaceConfig,
-} from './ipam.ts';
-export {
   type BridgeOptions,
   type BridgePortInfo,
   type BridgePortState,
@@ -136,28 +131,22 @@ export {
   type RuleSpec,
 } from './rule.ts';
 export {
-  addStackedLinkToContainer,
-  type ContainerLinkRequest,
   createIpvlan,
   createMacvlan,
   createVlan,
   defaultRouteInterface,
-  deleteLinkInNetns,
   getLinkDetails,
   type IpvlanFlag,
   type IpvlanInfo,
   type IpvlanMode,
   type IpvlanOptions,
-  inMasterNetns,
   type LinkDetails,
   MACVLAN_FLAG_NODST,
   MACVLAN_FLAG_NOPROMISC,
   type MacvlanInfo,
   type MacvlanMode,
   type MacvlanOptions,
-  openContainerNetns,
   type StackedLinkOptions,
-  setNotifySysctls,
   type VlanInfo,
   type VlanOptions,
   type VlanProtocol,
@@ -184,20 +173,6 @@ export {
   TC_H_ROOT,
   tickInUsec,
 } from './tc.ts';
-export {
-  type AddrView,
-  addrViews,
-  type ContainerLinkCheck,
-  currentNetnsView,
-  type ExpectedStateView,
-  findSandboxInterface,
-  type RouteView,
-  routeText,
-  routeViews,
-  validateContainerInterface,
-  validateExpectedInterfaceIPs,
-  validateExpectedRoutes,
-} from './validate.ts';
 export {
   createVethWithRandomPeer,
   delLinkByNameAddr,

@@ -249,7 +249,7 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
   );
 }
 
-/** One kernel section in another namespace: a `netns` span of the traced plugin call running it (issue 28). */
+/** One kernel section in another namespace: a `netns` span of the traced plugin call running it. */
 function runIn<T>(targetFd: number, targetPath: string, fn: (hostNs: NetNS) => T): T {
   return traceSection('netns', { 'cnikit.netns': targetPath }, () => runInNs(targetFd, targetPath, fn));
 }

@@ -2,20 +2,9 @@
 // placed straight into another namespace with IFLA_NET_NS_FD while the parent stays here), the kind-specific
 // IFLA_INFO_DATA attributes, their decoding, and the interface of the default route (the reference's default master).
 import { closeSync } from 'node:fs';
-import { SysError } from '@cnikit/sys';
 import { fail } from './helper-errors.ts';
-import {
-  buildGetLink,
-  checkLookupKey,
-  decodeLink,
-  deleteLinkIfExists,
-  type Link,
-  type LinkRef,
-  linkIndex,
-  renameLink,
-} from './link.ts';
-import { randomVethName } from './names.ts';
-import { isNetnsGoneForDel, openNetnsFd, withNetns, withNetnsFd } from './netns.ts';
+import { buildGetLink, checkLookupKey, decodeLink, type Link, type LinkRef, linkIndex } from './link.ts';
+import { openNetnsFd } from './netns.ts';
 import {
   AF_UNSPEC,
   type Attrs,
@@ -44,7 +33,6 @@ import {
 } from './nl.ts';
 import { listRoutes } from './route.ts';
 import { invalidArgument, isNotFoundError, rtGet, rtRequest, withSocket } from './rtnl.ts';
-import { sysctlSet } from './sysctl.ts';
 
 // --- IFLA_INFO_DATA attribute types (include/uapi/linux/if_link.h) ---------------------------------------------
 export const IFLA_MACVLAN_MODE = 1;
@@ -348,141 +336,4 @@ export function defaultRouteInterface(): string {
     }
     throw fail('no default route interface found');
   }, op);
-}
-
-// --- a stacked link as a container interface ---------------------------------------------------------------------
-
-export interface ContainerLinkRequest {
-  /** The link kind, as the messages name it. */
-  kind: 'macvlan' | 'ipvlan' | 'vlan';
-  /** The parent device's name: in the calling thread's namespace, or in the container's with `linkInContainer`. */
-  master: string;
-  linkInContainer: boolean;
-  /** An open fd of the container namespace. */
-  netnsFd: number;
-  /** The interface name in the container. */
-  ifName: string;
-  /** Creates the link `name` on `parentIndex`, in the namespace open on `netnsFd` (undefined: right here). */
-  create(name: string, parentIndex: number, netnsFd: number | undefined): void;
-}
-
-/**
- * The reference's `createMacvlan`/`createIpvlan`/`createVlan`: look the master up (here, or in the container with
- * `linkInContainer`), create the link under a random temporary name directly in the container namespace (a name
- * that exists on the host cannot collide), rename it to `ifName` there and read it back. Nothing is left behind on
- * failure. Errors carry the reference's messages ("failed to lookup master …", "failed to create macvlan: …",
- * "failed to rename macvlan to …", "failed to refetch macvlan …").
- */
-export function addStackedLinkToContainer(r: ContainerLinkRequest): {
-  index: number;
-  mac: string;
-  mtu: number;
-} {
-  // fn is synchronous (our own callers): its value is carried out of the namespace switch
-  const inContainer = <T>(fn: () => T): T => {
-    let out: { v: T } | undefined;
-    withNetnsFd(r.netnsFd, () => {
-      out = { v: fn() };
-    });
-    return (out as { v: T }).v;
-  };
-  let parent: number | undefined;
-  try {
-    parent = (r.linkInContainer ? inContainer(() => getLinkDetails(r.master)) : getLinkDetails(r.master))
-      ?.index;
-  } catch (err) {
-    throw fail(`failed to lookup master ${JSON.stringify(r.master)}: ${SysError.reasonOf(err)}`, err);
-  }
-  if (parent === undefined) throw fail(`failed to lookup master ${JSON.stringify(r.master)}: Link not found`);
-  const tmpName = randomVethName();
-  try {
-    if (r.linkInContainer) inContainer(() => r.create(tmpName, parent, undefined));
-    else r.create(tmpName, parent, r.netnsFd);
-  } catch (err) {
-    throw fail(`failed to create ${r.kind}: ${SysError.reasonOf(err)}`, err);
-  }
-  return inContainer(() => {
-    try {
-      renameLink(tmpName, r.ifName);
-    } catch (err) {
-      deleteLinkIfExists(tmpName);
-      throw fail(`failed to rename ${r.kind} to ${JSON.stringify(r.ifName)}: ${SysError.reasonOf(err)}`, err);
-    }
-    let link: LinkDetails | undefined;
-    try {
-      link = getLinkDetails(r.ifName);
-    } catch (err) {
-      deleteLinkIfExists(r.ifName);
-      throw fail(`failed to refetch ${r.kind} ${JSON.stringify(r.ifName)}: ${SysError.reasonOf(err)}`, err);
-    }
-    if (!link) throw fail(`failed to refetch ${r.kind} ${JSON.stringify(r.ifName)}: Link not found`);
-    return { index: link.index, mac: link.mac, mtu: link.mtu };
-  });
-}
-
-/**
- * Opens the container's namespace `netnsPath` (a descriptor the caller closes), failing like the reference plugins:
- * "failed to open netns "<path>": <reason>" (code 999 through the SDK), the error of `openNetnsFd` as cause (so
- * `isNetnsGoneForDel` still sees a missing namespace).
- */
-export function openContainerNetns(netnsPath: string): number {
-  try {
-    return openNetnsFd(netnsPath);
-  } catch (err) {
-    throw fail(`failed to open netns ${JSON.stringify(netnsPath)}: ${SysError.reasonOf(err)}`, err);
-  }
-}
-
-/**
- * Runs `fn` where a stacked link's master lives: in the container namespace at `netnsPath` when `linkInContainer`,
- * else in the calling thread's namespace. A namespace that cannot be opened fails with the reference's
- * "failed to open netns "<path>": <reason>".
- */
-export function inMasterNetns<T>(netnsPath: string, linkInContainer: boolean, fn: () => T): T {
-  if (!linkInContainer) return fn();
-  const fd = openContainerNetns(netnsPath);
-  try {
-    let out: { v: T } | undefined;
-    withNetnsFd(fd, () => {
-      out = { v: fn() };
-    });
-    return (out as { v: T }).v;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
- * DEL's half for an interface plugin: delete `ifName` in the namespace at `netnsPath` (the reference's
- * `ip.DelLinkByName` inside `ns.WithNetNSPath`). A missing link, and a namespace that is gone (isNetnsGoneForDel),
- * are success: returns whether a link was deleted. Other failures: "failed to delete "<ifName>": <reason>".
- */
-export function deleteLinkInNetns(netnsPath: string, ifName: string): boolean {
-  try {
-    return withNetns(netnsPath, () => {
-      try {
-        return deleteLinkIfExists(ifName);
-      } catch (err) {
-        throw fail(`failed to delete ${JSON.stringify(ifName)}: ${SysError.reasonOf(err)}`, err);
-      }
-    });
-  } catch (err) {
-    if (isNetnsGoneForDel(err, netnsPath)) return false;
-    throw err;
-  }
-}
-
-/**
- * Before addressing a new macvlan/ipvlan in the container (the calling thread's namespace): arp_notify and
- * ndisc_notify on, so the neighbours learn the new MAC at once. Errors are ignored, like the reference (a kernel
- * without IPv6 has no ndisc_notify).
- */
-export function setNotifySysctls(ifName: string): void {
-  for (const name of [`net/ipv4/conf/${ifName}/arp_notify`, `net/ipv6/conf/${ifName}/ndisc_notify`]) {
-    try {
-      sysctlSet(name, '1');
-    } catch {
-      // ignored, like the reference
-    }
-  }
 }

@@ -507,7 +507,7 @@ describe('in-process delegation', () => {
       invokeHooks.isSelf = saved;
     }
   });
-  test('an in-process delegate ADD registers what its DEL does not undo; the rollback DEL runs it (issue 20 item 7)', async () => {
+  test('an in-process delegate ADD registers what its DEL does not undo; the rollback DEL runs it', async () => {
     const selfPath = join(bin, 'cursor');
     writeFileSync(selfPath, 'not an executable', { mode: 0o644 });
     const log: string[] = [];

@@ -16,7 +16,7 @@
  *
  * An in-process delegate ADD can also register what its DEL does not undo (`onDelegateRollback`, e.g. host-local's
  * allocation cursor): when the delegating plugin's rollback DELs it (`delegateDel` with the same request, or
- * `withDelegateCleanup`), those steps run right after, so a failed ADD changes nothing (issue 20 item 7).
+ * `withDelegateCleanup`), those steps run right after, so a failed ADD changes nothing.
  *
  * This module does not import the plugin dispatcher: a runtime importing it (libcni) does not load the plugin side.
  * In-process plugins run through the `InProcessRunner` the dispatcher registers when it loads (`setInProcessRunner`;
@@ -294,7 +294,7 @@ export class Invoker {
       SpanKind.Client,
     );
     if (!span) return this.execPlugin(path, stdin, env, req.stderr ?? process.stderr);
-    // a traced call (issue 28): the delegate, exec'd or in-process, continues the trace as a child of this span
+    // a traced call: the delegate, exec'd or in-process, continues the trace as a child of this span
     try {
       const out = await withSpan(span, () =>
         this.execPlugin(path, stdin, { ...env, TRACEPARENT: span.traceparent }, req.stderr ?? process.stderr),

@@ -1,5 +1,5 @@
 /**
- * The OTLP/HTTP JSON exporter (issue 28): encodes recorded spans as an `ExportTraceServiceRequest` in the protocol's
+ * The OTLP/HTTP JSON exporter: encodes recorded spans as an `ExportTraceServiceRequest` in the protocol's
  * JSON mapping (hex trace/span ids, integer enums, 64-bit times as decimal strings — what the OpenTelemetry
  * Collector's otlphttp receiver accepts on /v1/traces) and POSTs it. Imported lazily by the dispatcher and the warm
  * service only when there is something to export: a call that is not traced never loads this file.

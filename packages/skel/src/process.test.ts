@@ -199,7 +199,7 @@ await runPlugin({
   });
 });
 
-describe('stdout on /dev/null (issue 20 item 1): only a failing write means the result was not delivered', () => {
+describe('stdout on /dev/null: only a failing write means the result was not delivered', () => {
   // The caller chooses where stdout goes: a shell's >/dev/null opens it write-only, Python's subprocess.DEVNULL
   // read-write; both take the result. A read-only /dev/null makes every write fail with EBADF: the result is not
   // delivered, so ADD is rolled back (the example records the DEL) and the error is reported on stderr.

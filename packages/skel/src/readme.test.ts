@@ -1,4 +1,4 @@
-// Keeps the README's SDK quick start honest (issue 20 item 2): the first TypeScript block between the sdk markers is
+// Keeps the README's SDK quick start honest: the first TypeScript block between the sdk markers is
 // type-checked with the repository's strict settings, then the ```sh block after it runs as written in a directory
 // that holds nothing but hello.ts — `npx cnikit-build hello.ts` (cnikit-build from this repository: the directory
 // sits inside it, so @cnikit/* resolve to the workspace) and the VERSION call of the executable it wrote — and the

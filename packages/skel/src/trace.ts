@@ -1,5 +1,5 @@
 /**
- * Tracing of plugin calls (issue 28; docs/observability.md lists every span and attribute).
+ * Tracing of plugin calls (docs/observability.md lists every span and attribute).
  *
  * A call is traced when its environment carries a W3C trace context (TRACEPARENT, set by the runtime or by libcni)
  * AND an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, or the config

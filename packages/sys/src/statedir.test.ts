@@ -137,7 +137,7 @@ describe('StateDir', () => {
     }
   });
 
-  test('a writer killed before its rename leaves a temp file that removeStaleTemps removes (issue 20 item 9)', () => {
+  test('a writer killed before its rename leaves a temp file that removeStaleTemps removes', () => {
     using t = temp();
     // the real write, killed by the kernel on entering rename(2) (strace fault injection): no name, a temp file
     const code = `import { StateDir } from ${JSON.stringify(join(import.meta.dirname, 'statedir.ts'))};

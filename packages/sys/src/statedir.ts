@@ -256,7 +256,7 @@ export class StateDir {
   }
 
   /**
-   * Remove the temp files of writes that can never finish (issue 20 item 9): those of a writer that is gone
+   * Remove the temp files of writes that can never finish: those of a writer that is gone
    * (same pid namespace, pid not alive), and any older than `maxAgeMs` (a writer in another pid namespace, an
    * earlier version's name without a writer, a reused pid). A write in progress is never touched. Returns the
    * names removed. Owners call it from DEL and GC.

@@ -3,6 +3,7 @@
  * network namespaces: `createSandbox()` / `withSandbox(fn)` (a "host" and a "container" netns),
  * `snapshot()` / `snapshotNetns()` and `diffSnapshots()` to compare kernel state before/after.
  * `startPrivateSystemBus()` / `startFirewalld()`: a real firewalld on a private bus inside a sandbox namespace.
+ * `ipJson()`, `ipLink()`, `linkNames()`, `globalAddrs()`: kernel state read back through iproute2's JSON output.
  * `requireKernelFeatures()` and the `// cnikit-kernel-features:` file marker: tests that need kernel features some
  * kernels lack run in the kernel lab (docs/kernel-lab.md). `scaled(ms)`: every wall-clock bound of a test, times
  * `CNIKIT_TEST_TIME_SCALE` (the lab's VM sets it).
@@ -36,6 +37,18 @@ export {
   startPrivateSystemBus,
 } from './firewalld.ts';
 export {
+  globalAddrs,
+  type IpJson,
+  type IpNetns,
+  ipAddrLink,
+  ipAddrLinks,
+  ipJson,
+  ipLink,
+  ipLinks,
+  ipRun,
+  linkNames,
+} from './ip.ts';
+export {
   KERNEL_FEATURES,
   type KernelFeature,
   type KernelFeatureName,
@@ -56,6 +69,7 @@ export {
   type Sandbox,
   type SandboxRole,
   sandboxForFile,
+  withNamedNetns,
   withSandbox,
 } from './sandbox.ts';
 export {

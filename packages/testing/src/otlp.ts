@@ -1,5 +1,5 @@
 /**
- * A real OTLP/HTTP traces receiver for tests (issue 28): an HTTP server on 127.0.0.1 that takes
+ * A real OTLP/HTTP traces receiver for tests: an HTTP server on 127.0.0.1 that takes
  * `POST /v1/traces` with `Content-Type: application/json` and decodes the body the way the OpenTelemetry
  * Collector's otlp receiver does for the protocol's JSON encoding (ExportTraceServiceRequest: hex trace and span
  * ids of 32/16 characters, integer enums, 64-bit times as decimal strings or numbers, typed attribute values). A body

@@ -1,5 +1,5 @@
 /**
- * Reading a Prometheus text exposition in tests (issue 28) with the npm parser parse-prometheus-text-format, plus
+ * Reading a Prometheus text exposition in tests with the npm parser parse-prometheus-text-format, plus
  * what it lacks: it flattens a histogram family into one series (it follows client_python 0.0.19), so
  * `histogramSeries` hands it one series at a time, that series' own labels taken off.
  */

@@ -140,6 +140,17 @@ export function createNamedNetns(prefix = 'cnikit-ns'): NamedNetns {
   return { name, path: `/run/netns/${name}` };
 }
 
+/** Runs synchronous `fn` with `count` fresh named namespaces, removing them afterwards, also on failure. */
+export function withNamedNetns<T>(count: number, fn: (...ns: NamedNetns[]) => T, prefix = 'cnikit-ns'): T {
+  const made: NamedNetns[] = [];
+  try {
+    for (let i = 0; i < count; i++) made.push(createNamedNetns(prefix));
+    return fn(...made);
+  } finally {
+    for (const ns of made) deleteNamedNetns(ns);
+  }
+}
+
 /** Remove a named namespace; "already gone" is fine. */
 export function deleteNamedNetns(ns: NamedNetns | string): void {
   const name = typeof ns === 'string' ? ns : ns.name;

@@ -1,4 +1,4 @@
-// The SDK's types catch what a plugin author gets wrong (issue 20 item 6): a snippet written as an author would is
+// The SDK's types catch what a plugin author gets wrong: a snippet written as an author would is
 // type-checked with the repository's compiler settings, and exactly the lines marked `// error` must fail.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

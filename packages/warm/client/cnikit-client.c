@@ -76,7 +76,7 @@ static void write_all(int fd, const void *buf, size_t len) {
   }
 }
 
-// The fallback record (issue 28): one line, the reason, appended to client-fallbacks in the socket's directory,
+// The fallback record: one line, the reason, appended to client-fallbacks in the socket's directory,
 // which `cnikit serve` counts for its metrics (cnikit_client_fallbacks_total). Best effort: no directory (no
 // service was ever started there), a symlink or anything but a regular file, and nothing is written.
 static void record_fallback(const char *reason) {

@@ -1,5 +1,5 @@
 /**
- * Client fallbacks (issue 28): a warm client that runs the cold executable instead of the service (no service,
+ * Client fallbacks: a warm client that runs the cold executable instead of the service (no service,
  * a full backlog, no hello in time, a peer that is not root, …) appends one line, its reason, to FALLBACKS_FILE in
  * the service socket's directory (packages/warm/README.md, "Fallback record"). The service counts the new lines
  * when it is scraped; the file is emptied once it passes TRUNCATE_AT bytes (a line appended between the read and

@@ -1,5 +1,5 @@
 /**
- * The warm service's metrics (issue 28), served in the Prometheus text exposition format (0.0.4) on
+ * The warm service's metrics, served in the Prometheus text exposition format (0.0.4) on
  * `cnikit serve --metrics ADDR` (docs/observability.md lists every metric):
  *
  *   cnikit_serve_requests_total{plugin,command,result_code}       counter

@@ -145,7 +145,7 @@ describe('cnikit serve arguments', () => {
       verbose: true,
       metrics: { kind: 'unix', path: '/a/metrics.sock' },
     });
-    // metrics (issue 28): the flag, else CNIKIT_METRICS_ADDRESS, else metrics.sock beside the socket; off: none
+    // metrics: the flag, else CNIKIT_METRICS_ADDRESS, else metrics.sock beside the socket; off: none
     const metrics = (args: string[], env: Record<string, string> = {}) =>
       (parseServeArgs(args, env) as { metrics?: unknown; metricsArg?: string }).metrics;
     assert.deepEqual(metrics(['--metrics', ':9743']), { kind: 'tcp', host: '::', port: 9743 });

@@ -292,7 +292,7 @@ export class Service {
   #sinceGc = 0;
   #watchdog = false;
   #routes = new Map<string, { stamp: string; names: Set<string> }>();
-  /** Counters and histograms of the requests (issue 28), served on opts.metrics. */
+  /** Counters and histograms of the requests, served on opts.metrics. */
   #metrics: Metrics | undefined;
   #metricsServer: import('node:http').Server | undefined;
   /** The periodic CNI GC from the CRI sandboxes (CNIKIT_GC_INTERVAL), run between connections. */

@@ -1,5 +1,5 @@
 /**
- * Warm mode's trace export (issue 28): the spans of every traced call are queued and sent in batches (one OTLP/HTTP
+ * Warm mode's trace export: the spans of every traced call are queued and sent in batches (one OTLP/HTTP
  * request per endpoint when BATCH_SPANS spans are queued or FLUSH_MS after the first one), so a call never waits for
  * the collector. At most MAX_QUEUED spans wait; beyond that the oldest are dropped (counted). A batch that is not
  * accepted within EXPORT_TIMEOUT_MS is dropped (counted) — nothing is retried, nothing blocks a request.

@@ -3,6 +3,7 @@
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
 import { type CIDR, formatCIDR } from '@cnikit/ip';
+import { configureIface, enableForward } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
   delegateAdd,
@@ -276,7 +277,7 @@ async function waitPortUp(hostName: string): Promise<k.LinkInfo> {
   }
 }
 
-export async function cmdAdd(req: Request<BridgeConf>): Promise<Result> {
+export async function add(req: Request<BridgeConf>): Promise<Result> {
   const conf = req.conf;
   const { mac, backend } = validateForAdd(conf);
   const l3 = conf.ipamType !== '';
@@ -357,7 +358,7 @@ export async function cmdAdd(req: Request<BridgeConf>): Promise<Result> {
           k.sysctlTry(`net/ipv6/conf/${req.ifName}/accept_dad`, '0');
         }
         k.sysctlTry(`net/ipv4/conf/${req.ifName}/arp_notify`, '1');
-        nl.configureIface(req.ifName, result);
+        configureIface(req.ifName, result);
       });
 
       if (conf.isGateway) setupGateways(conf, br, gws, result, undo);
@@ -439,7 +440,7 @@ function setupGateways(
     }
     if (info.gws.length > 0) {
       try {
-        nl.enableForward(info.family);
+        enableForward(info.family);
       } catch (err) {
         throw internalError(`failed to enable forwarding: ${errorReason(err)}`, err);
       }

@@ -83,7 +83,7 @@ const args = { bridge: 'cni0', promiscMode: false, ifName: 'eth0', netns: NS };
 
 function expectMsg(fn: () => void, msg: string): void {
   assert.throws(fn, (e: unknown) => {
-    // bridge's own checks throw CniError 999; pkg/ip's validators (@cnikit/netlink) a plain Error that
+    // bridge's own checks throw CniError 999; pkg/ip's validators (@cnikit/link) a plain Error that
     // the SDK prints as 999 with the same message
     assert.ok(CniError.is(e) || e instanceof Error);
     assert.equal(CniError.is(e) ? e.msg : (e as Error).message, msg);

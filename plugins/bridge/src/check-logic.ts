@@ -10,7 +10,7 @@ import {
   type RouteView,
   validateExpectedInterfaceIPs,
   validateExpectedRoutes,
-} from '@cnikit/netlink';
+} from '@cnikit/link';
 import { CniError, ErrorCode, type Interface, type Result } from '@cnikit/skel';
 
 export interface LinkView {
@@ -24,8 +24,8 @@ export interface LinkView {
   peerIndex?: number;
 }
 
-export type { AddrView, RouteView } from '@cnikit/netlink';
-export { routeText } from '@cnikit/netlink';
+export type { AddrView, RouteView } from '@cnikit/link';
+export { routeText } from '@cnikit/link';
 
 /** What CHECK needs to read from the system. */
 export interface CheckEnv {

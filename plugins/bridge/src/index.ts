@@ -22,7 +22,7 @@ import {
   type Request,
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
-import { cmdAdd } from './add.ts';
+import { add } from './add.ts';
 import { checkAttachment } from './check-logic.ts';
 import { type BridgeConf, parseConf, uniqueID } from './config.ts';
 import { checkEnv } from './kernel.ts';
@@ -129,7 +129,7 @@ export const plugin: Plugin<BridgeConf> = {
   about: `CNI bridge plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,
-  add: cmdAdd,
+  add,
   del,
   check,
   status,

@@ -4,6 +4,7 @@
  * Everything is synchronous and acts in the calling thread's network namespace unless stated.
  */
 import { type CIDR, type Family, parseCIDR } from '@cnikit/ip';
+import { addrViews, routeViews } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import type { CheckEnv, LinkView } from './check-logic.ts';
 
@@ -108,7 +109,7 @@ export function checkEnv(netns: string): CheckEnv {
   return {
     hostLink: (name) => linkByName(name),
     containerLink: (name) => nl.withNetns(netns, () => linkByName(name)),
-    containerAddrs: (name) => nl.withNetns(netns, () => nl.addrViews(name)),
-    containerRoutes: (family) => nl.withNetns(netns, () => nl.routeViews(family)),
+    containerAddrs: (name) => nl.withNetns(netns, () => addrViews(name)),
+    containerRoutes: (family) => nl.withNetns(netns, () => routeViews(family)),
   };
 }

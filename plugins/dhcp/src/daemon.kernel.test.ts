@@ -12,7 +12,7 @@ import { cniCall, eventually, scaled } from '@cnikit/testing';
 import { plugin } from './index.ts';
 import { type LeaseRecord, leaseFileName } from './lease.ts';
 import { callDaemon } from './protocol.ts';
-import { dnsmasqClientId, Lab, startDaemon, stopProcess } from './testlab.ts';
+import { dnsmasqClientId, Lab, startDaemon, stopProcess } from './testenv.ts';
 
 const GO_DHCP = '/usr/lib/cni/dhcp';
 let lab: Lab;

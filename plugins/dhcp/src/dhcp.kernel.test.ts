@@ -14,7 +14,7 @@ import { attach, DhcpDaemon } from './daemon.ts';
 import { plugin } from './index.ts';
 import type { LeaseRecord } from './lease.ts';
 import { leaseFileName } from './lease.ts';
-import { type Container, dnsmasqClientId, Lab, ROUTER, SUBNET } from './testlab.ts';
+import { type Container, dnsmasqClientId, Lab, ROUTER, SUBNET } from './testenv.ts';
 
 const T1 = 3;
 const T2 = 6;

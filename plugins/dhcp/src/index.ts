@@ -14,33 +14,15 @@ import {
   ErrorCode,
   type Plugin,
   type Request,
-  type RequestBase,
   type Result,
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
+import { type DhcpConf, parseConf } from './config.ts';
 import type { CallArgs } from './daemon.ts';
-import {
-  DEFAULT_SOCKET_PATH,
-  type DhcpIpamConfig,
-  prepareOptions,
-  providedCodes,
-  readIpamConfig,
-} from './options.ts';
+import { DEFAULT_SOCKET_PATH, prepareOptions } from './options.ts';
 import { callDaemon, DaemonUnreachable } from './protocol.ts';
 
-interface Conf {
-  raw: Record<string, unknown>;
-  ipam: DhcpIpamConfig;
-}
-
-function parseConf(raw: Record<string, unknown>, req: RequestBase): Conf {
-  const ipam = readIpamConfig(raw);
-  // options the client owns are refused on ADD (DEL, CHECK and GC of such a config still release what they can)
-  if (req.command === 'ADD') providedCodes(ipam);
-  return { raw, ipam };
-}
-
-function callArgs(req: Request<Conf>): CallArgs {
+function callArgs(req: Request<DhcpConf>): CallArgs {
   // the daemon may run in another working directory: the namespace path must be absolute
   return {
     containerId: req.containerId,
@@ -51,27 +33,27 @@ function callArgs(req: Request<Conf>): CallArgs {
   };
 }
 
-async function add(req: Request<Conf>): Promise<Result> {
+async function add(req: Request<DhcpConf>): Promise<Result> {
   prepareOptions(req.conf.ipam, req.args); // configuration errors before the daemon is asked
   const result = (await callDaemon(req.conf.ipam.daemonSocketPath, 'allocate', callArgs(req))) as Result;
   return { ...result, cniVersion: '1.1.0' };
 }
 
-async function del(req: Request<Conf>): Promise<void> {
+async function del(req: Request<DhcpConf>): Promise<void> {
   await callDaemon(req.conf.ipam.daemonSocketPath, 'release', callArgs(req));
 }
 
-async function check(req: Request<Conf>): Promise<void> {
+async function check(req: Request<DhcpConf>): Promise<void> {
   const addresses = (req.prevResult?.ips ?? []).map((ip) => ip.address);
   await callDaemon(req.conf.ipam.daemonSocketPath, 'check', { ...callArgs(req), addresses });
 }
 
-async function gc(req: Request<Conf>): Promise<void> {
+async function gc(req: Request<DhcpConf>): Promise<void> {
   const valid = (req.validAttachments ?? []).map((a) => ({ containerId: a.containerID, ifName: a.ifname }));
   await callDaemon(req.conf.ipam.daemonSocketPath, 'gc', { config: req.conf.raw, valid });
 }
 
-async function status(req: Request<Conf>): Promise<void> {
+async function status(req: Request<DhcpConf>): Promise<void> {
   try {
     await callDaemon(req.conf.ipam.daemonSocketPath, 'ping', {});
   } catch (err) {
@@ -113,7 +95,7 @@ export async function statusMain(args: readonly string[]): Promise<number> {
   }
 }
 
-export const plugin: Plugin<Conf> = {
+export const plugin: Plugin<DhcpConf> = {
   name: 'dhcp',
   ipam: true,
   about: `CNI dhcp plugin cnikit ${VERSION}`,

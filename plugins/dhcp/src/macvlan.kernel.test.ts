@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import { cniCall, eventually, requireKernelFeatures, scaled } from '@cnikit/testing';
 import { attach, DhcpDaemon } from './daemon.ts';
 import { plugin } from './index.ts';
-import { dnsmasqClientId, Lab, ROUTER } from './testlab.ts';
+import { dnsmasqClientId, Lab, ROUTER } from './testenv.ts';
 
 let lab: Lab;
 let daemon: DhcpDaemon;

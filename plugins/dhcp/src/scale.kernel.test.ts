@@ -13,7 +13,7 @@ import { after, before, test } from 'node:test';
 import { cniCall, scaled, timeScale } from '@cnikit/testing';
 import { plugin } from './index.ts';
 import { callDaemon } from './protocol.ts';
-import { dnsmasqClientId, Lab, startDaemon, stopProcess } from './testlab.ts';
+import { dnsmasqClientId, Lab, startDaemon, stopProcess } from './testenv.ts';
 
 const COUNT = Number(process.env.CNIKIT_DHCP_SCALE ?? (timeScale() > 1 ? 20 : 200));
 let lab: Lab;

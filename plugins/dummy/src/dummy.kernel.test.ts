@@ -11,6 +11,7 @@ import {
   cniCall,
   deleteNamedNetns,
   expectCniError,
+  ipAddrLink,
   requireKernelFeatures,
   sandboxForFile,
 } from '@cnikit/testing';
@@ -23,10 +24,7 @@ const env = sandboxForFile({ enterHost: true, containers: 1 });
 
 // biome-ignore lint/suspicious/noExplicitAny: ip -json output
 type J = any;
-const link = (name: string): J | undefined =>
-  (JSON.parse(env.sb.exec('ip', ['-d', '-j', 'addr', 'show'], { ns: 'container' }).stdout) as J[]).find(
-    (l) => l.ifname === name,
-  );
+const link = (name: string): J | undefined => ipAddrLink(env.sb.container, name);
 /** Links with their addresses, and the routes of every table, of the container (two processes: TCG makes each one costly). */
 const containerState = () => ({
   links: env.sb.exec('ip', ['-d', '-j', 'addr', 'show'], { ns: 'container' }).stdout,

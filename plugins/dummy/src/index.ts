@@ -1,7 +1,73 @@
-/** dummy: a dummy link in the container with the IPAM's addresses (drop-in for the reference plugin, HEAD only). */
-import { ALL_VERSIONS, type Plugin, CNIKIT_VERSION as VERSION } from '@cnikit/skel';
-import { type DummyConf, parseConf } from './config.ts';
-import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus } from './verbs.ts';
+/**
+ * dummy: a dummy link in the container carrying the IPAM's addresses and routes (drop-in for the reference plugin,
+ * HEAD only; the reference's order), with a rollback of a failed ADD, an idempotent DEL that keeps going, and GC
+ * (none in the reference).
+ */
+import * as link from '@cnikit/link';
+import * as nl from '@cnikit/netlink';
+import {
+  ALL_VERSIONS,
+  CniError,
+  delegateGc,
+  delegateStatus,
+  ErrorCode,
+  errorReason,
+  internalError,
+  type Plugin,
+  type Request,
+  type Result,
+  CNIKIT_VERSION as VERSION,
+  validateDelegate,
+} from '@cnikit/skel';
+import { type DummyConf, IPAM_REQUIRED, parseConf } from './config.ts';
+
+function requireIpam(conf: DummyConf): void {
+  if (conf.ipamType === '') throw new CniError(ErrorCode.InvalidNetworkConfig, IPAM_REQUIRED);
+}
+
+async function add(req: Request<DummyConf>): Promise<Result> {
+  const conf = req.conf;
+  requireIpam(conf);
+  // configuration errors, the IPAM's included, are raised before the first change
+  await validateDelegate(conf.ipamType, req, { ipam: true });
+  return link.addContainerLink(req, {
+    kind: 'dummy',
+    create: (fd) => {
+      const l = nl.withNetnsFd(fd, () => {
+        try {
+          return nl.createDummy(req.ifName);
+        } catch (err) {
+          throw internalError(`failed to create dummy: ${errorReason(err)}`, err);
+        }
+      });
+      return { name: req.ifName, mac: l.mac, sandbox: req.netns };
+    },
+    dns: (ipam) => (ipam?.dns ? structuredClone(ipam.dns) : undefined),
+  });
+}
+
+async function del(req: Request<DummyConf>): Promise<void> {
+  // like the reference, a config without IPAM fails DEL ("no plugin name provided"); the link still goes
+  await link.delContainerLink(req, { ipamAlways: true, remove: (ifName) => nl.deleteLinkIfExists(ifName) });
+}
+
+async function check(req: Request<DummyConf>): Promise<void> {
+  requireIpam(req.conf);
+  await link.checkContainerLink(req, {
+    ipamAlways: true,
+    missingPrevResult: 'dummy: Required prevResult missing',
+    link: { kind: { kind: 'dummy', label: 'dummy' }, requireUp: true },
+    routes: false,
+  });
+}
+
+async function gc(req: Request<DummyConf>): Promise<void> {
+  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
+}
+
+async function status(req: Request<DummyConf>): Promise<void> {
+  await delegateStatus(req.conf.ipamType, req);
+}
 
 export const plugin: Plugin<DummyConf> = {
   name: 'dummy',
@@ -9,9 +75,9 @@ export const plugin: Plugin<DummyConf> = {
   about: `CNI dummy plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,
-  add: cmdAdd,
-  del: cmdDel,
-  check: cmdCheck,
-  gc: cmdGc,
-  status: cmdStatus,
+  add,
+  del,
+  check,
+  gc,
+  status,
 };

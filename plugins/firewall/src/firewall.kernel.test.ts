@@ -258,7 +258,7 @@ describe('firewall iptables backend', () => {
     assert.equal(filter(4), shared);
   });
 
-  test('an ADD killed midway leaves nothing that DEL without prevResult misses, no temp file either (issue 20 items 8, 9)', async () => {
+  test('an ADD killed midway leaves nothing that DEL without prevResult misses, no temp file either', async () => {
     // the real plugin process, killed by the kernel on entering a system call (strace fault injection)
     const main = join(import.meta.dirname, '..', '..', '..', 'packages', 'testing', 'src', 'plugin-main.ts');
     const killedAt = (inject: string) =>

@@ -110,7 +110,7 @@ async function addWith(req: Request<FirewallConf>, bus: Bus): Promise<Result> {
   const backend = await resolveBackend(conf, bus);
   const undo = new Rollback();
   try {
-    // the record first (issue 20 item 8): a process killed at any later point leaves rules that DEL without
+    // the record first: a process killed at any later point leaves rules that DEL without
     // prevResult finds through it; killed before it is durable, it has changed nothing
     const rec = recordName(conf.name, req.containerId, req.ifName);
     writeRecord(conf, {
@@ -187,7 +187,7 @@ function readRecord(req: Request<FirewallConf>, dir: StateDir, name: string): At
   return rec;
 }
 
-/** Remove the temp files of record writes killed before their rename (issue 20 item 9); a failure only warns. */
+/** Remove the temp files of record writes killed before their rename; a failure only warns. */
 function sweepTemps(req: Request<FirewallConf>, dir: StateDir): void {
   try {
     dir.removeStaleTemps();

@@ -5,6 +5,7 @@
  * device in the container).
  */
 import { closeSync } from 'node:fs';
+import { configureIface, openContainerNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
   delegateAdd,
@@ -28,11 +29,11 @@ export function resolveSelection(conf: HostDeviceConf) {
   return { ...conf, pciBusID, auxDevice, dpdkMode };
 }
 
-export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
+export async function add(req: Request<HostDeviceConf>): Promise<Result> {
   const conf = resolveSelection(req.conf);
   // configuration errors, the IPAM's included, are raised before the first change
   if (conf.ipamType !== '') await validateDelegate(conf.ipamType, req, { ipam: true });
-  const fd = nl.openContainerNetns(req.netns);
+  const fd = openContainerNetns(req.netns);
   const undo = new Rollback();
   const state = stateName(req.containerId, req.ifName);
   try {
@@ -80,7 +81,7 @@ export async function cmdAdd(req: Request<HostDeviceConf>): Promise<Result> {
       ips: ipam.ips.map((ip) => ({ ...ip, interface: 0 })),
       routes: (ipam.routes ?? []).map((r) => ({ ...r })),
     };
-    if (!conf.dpdkMode) nl.withNetnsFd(fd, () => nl.configureIface(req.ifName, out));
+    if (!conf.dpdkMode) nl.withNetnsFd(fd, () => configureIface(req.ifName, out));
     // the reference replaces the IPAM's DNS with the network config's, set or not
     if (conf.dns) out.dns = structuredClone(conf.dns);
     return out;

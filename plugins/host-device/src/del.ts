@@ -7,13 +7,14 @@
  * failure and reports every failure at the end; the state file stays while the device could not be restored.
  */
 import { closeSync } from 'node:fs';
+import { openContainerNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import { delegateDel, ErrorList, type Request } from '@cnikit/skel';
 import type { HostDeviceConf } from './config.ts';
 import { moveLinkOut, reclaimReturned } from './move.ts';
 import { readState, removeState, restoreDevice, stateName } from './state.ts';
 
-export async function cmdDel(req: Request<HostDeviceConf>): Promise<void> {
+export async function del(req: Request<HostDeviceConf>): Promise<void> {
   const conf = req.conf;
   const errors = new ErrorList();
   const state = stateName(req.containerId, req.ifName);
@@ -35,7 +36,7 @@ export async function cmdDel(req: Request<HostDeviceConf>): Promise<void> {
     errors.run('', () => {
       let fd: number;
       try {
-        fd = nl.openContainerNetns(req.netns);
+        fd = openContainerNetns(req.netns);
       } catch (err) {
         if (nl.isNetnsGoneForDel(err, req.netns)) return reclaim();
         throw err;

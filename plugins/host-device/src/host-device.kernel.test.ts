@@ -558,7 +558,7 @@ describe('host-device on the real kernel (in-process)', () => {
   });
 
   describe('SIGKILL at any point of ADD or DEL never loses the device', () => {
-    const killable = { source: join(import.meta.dirname, 'kill-at-step.ts') };
+    const killable = { source: join(import.meta.dirname, 'testenv.ts') };
     /** After a kill: DEL brings it back, a fresh ADD and DEL work, nothing is left over. */
     const recovers = async (c: J, mac: string, what: string) => {
       const d = await call('DEL', c);

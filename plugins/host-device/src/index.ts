@@ -2,12 +2,63 @@
  * host-device: moves an existing host link (by name, MAC, kernel path, PCI address or runtimeConfig.deviceID) into
  * the container and back on DEL (drop-in for the reference plugin; Multus/OpenShift/KubeVirt secondary networks).
  */
-import { ALL_VERSIONS, type Plugin, CNIKIT_VERSION as VERSION } from '@cnikit/skel';
-import { cmdAdd } from './add.ts';
-import { cmdCheck } from './check.ts';
+import { checkContainerLink } from '@cnikit/link';
+import {
+  ALL_VERSIONS,
+  delegateGc,
+  delegateStatus,
+  ErrorList,
+  type Plugin,
+  type Request,
+  CNIKIT_VERSION as VERSION,
+} from '@cnikit/skel';
+import { add, resolveSelection } from './add.ts';
 import { type HostDeviceConf, parseConf } from './config.ts';
-import { cmdDel } from './del.ts';
-import { cmdGc, cmdStatus } from './gcstatus.ts';
+import { del } from './del.ts';
+import { reclaimReturned } from './move.ts';
+import { gcStates, restoreDevice, stateName } from './state.ts';
+
+/** CHECK in the reference's order: netns, IPAM CHECK, prevResult, then the device, addresses and routes. */
+async function check(req: Request<HostDeviceConf>): Promise<void> {
+  const { dpdkMode } = resolveSelection(req.conf);
+  await checkContainerLink(req, { missingPrevResult: 'Required prevResult missing', noInterface: dpdkMode });
+}
+
+/**
+ * GC (the reference has none): the IPAM's GC, and the saved device states of attachments that are not in the valid
+ * list. A device such an attachment left in the host (its namespace died without DEL, and the kernel returned it
+ * under its container-side name) gets its name and state back first, as DEL would.
+ */
+async function gc(req: Request<HostDeviceConf>): Promise<void> {
+  const conf = req.conf;
+  const errors = new ErrorList();
+  if (conf.ipamType !== '') await errors.run('', () => delegateGc(conf.ipamType, req));
+  const valid = new Set((req.validAttachments ?? []).map((a) => stateName(a.containerID, a.ifname)));
+  errors.run('', () => {
+    const failed: string[] = [];
+    gcStates(
+      conf.dataDir,
+      conf.name,
+      valid,
+      (saved) => {
+        if (!reclaimReturned(saved)) return;
+        const errs = restoreDevice(saved);
+        if (errs.length) throw new Error(errs.join('; '));
+      },
+      failed,
+    );
+    if (failed.length) throw new Error(failed.join('; '));
+  });
+  errors.throwIfAny();
+}
+
+/**
+ * STATUS: the IPAM's STATUS (the device itself is in a container while attachments exist, so its absence from the
+ * host says nothing).
+ */
+async function status(req: Request<HostDeviceConf>): Promise<void> {
+  if (req.conf.ipamType !== '') await delegateStatus(req.conf.ipamType, req);
+}
 
 export const plugin: Plugin<HostDeviceConf> = {
   name: 'host-device',
@@ -15,9 +66,9 @@ export const plugin: Plugin<HostDeviceConf> = {
   about: `CNI host-device plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,
-  add: cmdAdd,
-  del: cmdDel,
-  check: cmdCheck,
-  gc: cmdGc,
-  status: cmdStatus,
+  add,
+  del,
+  check,
+  gc,
+  status,
 };

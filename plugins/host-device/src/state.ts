@@ -150,7 +150,7 @@ function parseSaved(data: Buffer | undefined | null): SavedDevice | undefined {
   }
 }
 
-/** Removes the attachment's state, and the temp files of state writes killed before their rename (issue 20). */
+/** Removes the attachment's state, and the temp files of state writes killed before their rename. */
 export function removeState(dataDir: string, network: string, name: string): void {
   const dir = netDir(dataDir, network, false);
   if (!dir) return;

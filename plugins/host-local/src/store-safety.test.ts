@@ -1,5 +1,5 @@
 /**
- * Store path safety (issue 10 item 4): nothing is ever created, read, locked or written outside
+ * Store path safety: nothing is ever created, read, locked or written outside
  * `<dataDir>/<network>`, whatever symlinks are planted in or instead of it; a reservation larger than 4096 bytes
  * (a very long container ID written by the reference) is still found and released.
  */

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { validateContainerInterface } from '@cnikit/link';
 import { CniError } from '@cnikit/skel';
-import { type IpvlanLinkView, validateIpvlanInterface } from './check-logic.ts';
+import { type IpvlanLinkView, ipvlanLinkCheck } from './check-logic.ts';
 import { chainedMaster, modeFromString, parseConf } from './config.ts';
 
 describe('ipvlan parseConf', () => {
@@ -73,10 +74,11 @@ describe('ipvlan CHECK logic', () => {
     ...o,
   });
   const intf = { name: 'eth0', mac: '02:00:00:00:00:01', sandbox: '/run/netns/c' };
-  test('a matching interface passes', () => validateIpvlanInterface(intf, 'l2', () => link()));
+  test('a matching interface passes', () =>
+    validateContainerInterface(intf, ipvlanLinkCheck('l2'), () => link()));
   test('each mismatch with the reference message', () => {
     const fails = (i: typeof intf, mode: string, l: IpvlanLinkView | undefined, msg: string) =>
-      assert.throws(() => validateIpvlanInterface(i, mode, () => l), { message: msg });
+      assert.throws(() => validateContainerInterface(i, ipvlanLinkCheck(mode), () => l), { message: msg });
     fails({ ...intf, name: '' }, '', link(), 'Container interface name missing in prevResult: ');
     fails(intf, '', undefined, 'Container Interface name in prevResult: eth0 not found');
     fails(

@@ -15,6 +15,9 @@ import {
   deleteNamedNetns,
   expectCniError,
   expectOk,
+  globalAddrs,
+  ipLink,
+  linkNames,
   sandboxForFile,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -25,22 +28,8 @@ const env = sandboxForFile({ enterHost: true, containers: 3 });
 const opts = { path: DIST };
 const c = (i: number) => env.sb.containers[i]!;
 
-// biome-ignore lint/suspicious/noExplicitAny: ip -json output
+// biome-ignore lint/suspicious/noExplicitAny: result JSON
 type J = any;
-const linkNames = (ns: string): string[] =>
-  (JSON.parse(env.sb.exec('ip', ['-n', ns, '-j', 'link', 'show']).stdout) as J[]).map((l) => l.ifname).sort();
-const ipLink = (ns: string, name: string): J =>
-  (JSON.parse(env.sb.exec('ip', ['-n', ns, '-d', '-j', 'link', 'show']).stdout) as J[]).find(
-    (l) => l.ifname === name,
-  );
-const addrs = (ns: string, dev: string): string[] =>
-  (
-    (JSON.parse(env.sb.exec('ip', ['-n', ns, '-j', 'addr', 'show', 'dev', dev]).stdout) as J[])[0]
-      ?.addr_info ?? []
-  )
-    .filter((a: J) => a.scope === 'global')
-    .map((a: J) => `${a.local}/${a.prefixlen}`);
-
 const conf = (extra: object = {}) => ({ cniVersion: '1.1.0', name: 'ipvnet', type: 'ipvlan', ...extra });
 const staticIpam = (address: string) => ({
   ipam: {
@@ -98,7 +87,7 @@ describe('ipvlan ADD/CHECK/DEL', () => {
         nl.withNetns(c(0).path, () => nl.getLinkDetails('eth0'))?.linkIndex,
         nl.getLinkOrThrow('i0').index,
       );
-      assert.deepEqual(addrs(c(0).name, 'eth0'), ['10.72.0.10/24']);
+      assert.deepEqual(globalAddrs(c(0).name, 'eth0'), ['10.72.0.10/24']);
       expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
       expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
       assert.deepEqual(linkNames(c(0).name), ['lo']);
@@ -136,7 +125,7 @@ describe('ipvlan ADD/CHECK/DEL', () => {
     ]);
     assert.deepEqual(res.ips, [{ address: '10.72.0.20/24', gateway: '10.72.0.1', interface: 0 }]);
     assert.deepEqual(res.routes, [{ dst: '10.98.0.0/16', gw: '10.72.0.1' }]);
-    assert.deepEqual(addrs(c(0).name, 'eth0'), ['10.72.0.20/24']);
+    assert.deepEqual(globalAddrs(c(0).name, 'eth0'), ['10.72.0.20/24']);
     expectOk<J>(
       await cniCall(
         plugin,

@@ -15,6 +15,7 @@ import { canonicalCIDR, isLoopback, parseIP } from '@cnikit/ip';
 import { isNetnsGoneForDel, withNetns } from '@cnikit/netlink';
 import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
 import { CNIKIT_VERSION, CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
+import { type LoopbackConf, parseConf } from './config.ts';
 import { type LoopbackAddr, loopbackAddrs, loopbackIsUp, setLoopbackDown, setLoopbackUp } from './lo.ts';
 
 export const LO = 'lo';
@@ -62,7 +63,7 @@ export function loopbackResult(
   return result;
 }
 
-function add(req: Request): Result {
+function add(req: Request<LoopbackConf>): Result {
   const addrs = withNetns(req.netns, () => {
     setLoopbackUp();
     return pickAddresses(loopbackAddrs());
@@ -72,7 +73,7 @@ function add(req: Request): Result {
   return loopbackResult(CURRENT_VERSION, req.netns, addrs);
 }
 
-function del(req: Request): void {
+function del(req: Request<LoopbackConf>): void {
   if (!req.netns) return;
   try {
     withNetns(req.netns, () => setLoopbackDown());
@@ -97,7 +98,7 @@ export function resultLoopbackAddrs(result: Result | undefined, netns: string): 
   return out;
 }
 
-function check(req: Request): void {
+function check(req: Request<LoopbackConf>): void {
   withNetns(req.netns, () => {
     if (!loopbackIsUp()) throw new CniError(ErrorCode.Internal, 'loopback interface is down');
     const want = resultLoopbackAddrs(req.prevResult, req.netns);
@@ -115,10 +116,11 @@ function check(req: Request): void {
   });
 }
 
-export const plugin: Plugin = {
+export const plugin: Plugin<LoopbackConf> = {
   name: 'loopback',
   ipam: false,
   about: `CNI loopback plugin cnikit ${CNIKIT_VERSION}`,
+  conf: parseConf,
   add,
   del,
   check,

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { findSandboxInterface, validateContainerInterface } from '@cnikit/link';
 import { CniError } from '@cnikit/skel';
-import { findContainerInterface, type MacvlanLinkView, validateMacvlanInterface } from './check-logic.ts';
+import { type MacvlanLinkView, macvlanLinkCheck } from './check-logic.ts';
 import { checkMtu, macBytes, modeFromString, parseConf } from './config.ts';
 
 const add = { command: 'ADD' as const, args: '' };
@@ -126,14 +127,14 @@ describe('macvlan CHECK logic', () => {
   });
   const intf = { name: 'eth0', mac: '02:00:00:00:00:01', sandbox: '/run/netns/c' };
   test('a matching interface passes', () => {
-    validateMacvlanInterface(intf, '', () => link());
-    validateMacvlanInterface({ name: 'eth0', sandbox: '/x' }, 'bridge', () =>
+    validateContainerInterface(intf, macvlanLinkCheck(''), () => link());
+    validateContainerInterface({ name: 'eth0', sandbox: '/x' }, macvlanLinkCheck('bridge'), () =>
       link({ mac: '02:99:00:00:00:01' }),
     );
   });
   test('each mismatch with the reference message', () => {
     const fails = (i: typeof intf, mode: string, l: MacvlanLinkView | undefined, msg: string) =>
-      assert.throws(() => validateMacvlanInterface(i, mode, () => l), { message: msg });
+      assert.throws(() => validateContainerInterface(i, macvlanLinkCheck(mode), () => l), { message: msg });
     fails({ ...intf, name: '' }, '', link(), 'container interface name missing in prevResult: ');
     fails(intf, '', undefined, 'container Interface name in prevResult: eth0 not found');
     fails(
@@ -157,15 +158,15 @@ describe('macvlan CHECK logic', () => {
       "interface eth0 Mac 02:00:00:00:00:01 doesn't match container Mac: 02:00:00:00:00:09",
     );
   });
-  test('findContainerInterface: by name and sandbox, lower-case message otherwise', () => {
+  test('findSandboxInterface: by name and sandbox, lower-case message otherwise', () => {
     const ifs = [
       { name: 'eth0', sandbox: '/a' },
       { name: 'eth0', sandbox: '/b' },
     ];
-    assert.equal(findContainerInterface(ifs, 'eth0', '/b'), ifs[1]);
-    assert.throws(() => findContainerInterface(ifs, 'eth1', '/b'), {
+    assert.equal(findSandboxInterface(ifs, 'eth0', '/b', true), ifs[1]);
+    assert.throws(() => findSandboxInterface(ifs, 'eth1', '/b', true), {
       message: "sandbox in prevResult  doesn't match configured netns: /b",
     });
-    assert.throws(() => findContainerInterface(undefined, 'eth0', '/b'), /sandbox in prevResult/);
+    assert.throws(() => findSandboxInterface(undefined, 'eth0', '/b', true), /sandbox in prevResult/);
   });
 });

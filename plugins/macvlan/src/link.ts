@@ -3,15 +3,15 @@
  * linkInContainer), its MTU bound, and the link itself (created in the container namespace under a temporary name,
  * renamed to CNI_IFNAME there).
  */
+import { addStackedLinkToContainer, inMasterNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import { internalError } from '@cnikit/skel';
 import { checkMtu, type MacvlanConf, macBytes, modeFromString } from './config.ts';
 
 /** The reference's loadConf checks: the master (default route's interface when unset), found, MTU within its MTU. */
 export function resolveMaster(conf: MacvlanConf, netns: string): string {
-  const master =
-    conf.master || nl.inMasterNetns(netns, conf.linkInContainer, () => nl.defaultRouteInterface());
-  const link = nl.inMasterNetns(netns, conf.linkInContainer, () => nl.getLinkDetails(master));
+  const master = conf.master || inMasterNetns(netns, conf.linkInContainer, () => nl.defaultRouteInterface());
+  const link = inMasterNetns(netns, conf.linkInContainer, () => nl.getLinkDetails(master));
   // clearer than the reference's bare "Link not found": which link (the words of its createMacvlan lookup)
   if (!link) throw internalError(`failed to lookup master ${JSON.stringify(master)}: Link not found`);
   checkMtu(conf.mtu, link.mtu);
@@ -27,7 +27,7 @@ export function createContainerMacvlan(
 ): { mac: string } {
   const mode = modeFromString(conf.mode);
   const mac = macBytes(conf.mac);
-  return nl.addStackedLinkToContainer({
+  return addStackedLinkToContainer({
     kind: 'macvlan',
     master,
     linkInContainer: conf.linkInContainer,

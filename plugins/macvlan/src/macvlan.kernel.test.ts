@@ -15,6 +15,9 @@ import {
   deleteNamedNetns,
   expectCniError,
   expectOk,
+  globalAddrs,
+  ipLink,
+  linkNames,
   sandboxForFile,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -27,24 +30,6 @@ const DIST = distBin();
 const env = sandboxForFile({ enterHost: true, containers: 3 });
 const opts = { path: DIST };
 
-// biome-ignore lint/suspicious/noExplicitAny: ip -json output
-type IpLink = any;
-function ipLink(ns: string | undefined, name: string): IpLink | undefined {
-  const args = ns ? ['-n', ns, '-d', '-j', 'link', 'show'] : ['-d', '-j', 'link', 'show'];
-  const links = JSON.parse(env.sb.exec('ip', args).stdout) as IpLink[];
-  return links.find((l) => l.ifname === name);
-}
-function linkNames(ns: string): string[] {
-  return (JSON.parse(env.sb.exec('ip', ['-n', ns, '-j', 'link', 'show']).stdout) as IpLink[])
-    .map((l) => l.ifname)
-    .sort();
-}
-function addrs(ns: string, dev: string): string[] {
-  const out = JSON.parse(env.sb.exec('ip', ['-n', ns, '-j', 'addr', 'show', 'dev', dev]).stdout) as IpLink[];
-  return (out[0]?.addr_info ?? [])
-    .filter((a: IpLink) => a.scope === 'global')
-    .map((a: IpLink) => `${a.local}/${a.prefixlen}`);
-}
 const c = (i: number) => env.sb.containers[i]!;
 
 const conf = (extra: object = {}) => ({ cniVersion: '1.1.0', name: 'mvnet', type: 'macvlan', ...extra });
@@ -207,7 +192,7 @@ describe('macvlan with IPAM, every version', () => {
       }
       // the config's dns wins, like the reference (result.DNS = n.DNS)
       assert.deepEqual(res.dns, { nameservers: ['10.0.0.10'] });
-      assert.deepEqual(addrs(c(0).name, 'eth0'), ['10.70.0.10/24']);
+      assert.deepEqual(globalAddrs(c(0).name, 'eth0'), ['10.70.0.10/24']);
       const routes = env.sb.exec('ip', ['-n', c(0).name, 'route']).stdout;
       assert.match(routes, /10\.99\.0\.0\/16 via 10\.70\.0\.1 dev eth0/);
       const notify = env.sb

@@ -5,6 +5,7 @@
  */
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
+import { enableForward, openContainerNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
   type DNS,
@@ -29,7 +30,7 @@ export function dnsConfSet(dns: DNS | undefined): boolean {
   );
 }
 
-export async function cmdAdd(req: Request<PtpConf>): Promise<Result> {
+export async function add(req: Request<PtpConf>): Promise<Result> {
   const conf = req.conf;
   const backend = masqBackend(conf);
   // configuration errors, the IPAM's included, are raised before the first change
@@ -50,13 +51,13 @@ export async function cmdAdd(req: Request<PtpConf>): Promise<Result> {
 
     for (const family of familiesOf(result.ips)) {
       try {
-        nl.enableForward(family);
+        enableForward(family);
       } catch (err) {
         throw internalError(`Could not enable IP forwarding: ${errorReason(err)}`, err);
       }
     }
 
-    const netnsFd = nl.openContainerNetns(req.netns);
+    const netnsFd = openContainerNetns(req.netns);
     try {
       const pair = createPair(netnsFd, req.netns, req.ifName, conf.mtu, () =>
         undo.push('delete veth', () => nl.withNetns(req.netns, () => deleteContainerVeth(req.ifName))),

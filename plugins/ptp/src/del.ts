@@ -9,7 +9,7 @@ import * as nl from '@cnikit/netlink';
 import { delegateDel, ErrorList, type Request } from '@cnikit/skel';
 import type { PtpConf } from './config.ts';
 
-export async function cmdDel(req: Request<PtpConf>): Promise<void> {
+export async function del(req: Request<PtpConf>): Promise<void> {
   const conf = req.conf;
   const errors = new ErrorList();
   // the reference releases the address first and stops at the first failure

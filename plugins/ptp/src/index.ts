@@ -3,12 +3,51 @@
  * host end as a /32), optional masquerade (drop-in for the reference plugin; kind's kindnetd uses it with
  * host-local and portmap).
  */
-import { ALL_VERSIONS, type Plugin, CNIKIT_VERSION as VERSION } from '@cnikit/skel';
-import { cmdAdd } from './add.ts';
-import { cmdCheck } from './check.ts';
+import * as fw from '@cnikit/firewall';
+import { checkContainerLink } from '@cnikit/link';
+import {
+  ALL_VERSIONS,
+  delegateGc,
+  delegateStatus,
+  ErrorList,
+  type Plugin,
+  type Request,
+  CNIKIT_VERSION as VERSION,
+} from '@cnikit/skel';
+import { add } from './add.ts';
 import { type PtpConf, parseConf } from './config.ts';
-import { cmdDel } from './del.ts';
-import { cmdGc, cmdStatus } from './gcstatus.ts';
+import { del } from './del.ts';
+
+/** CHECK in the reference's order: netns, IPAM CHECK, prevResult, then the container's veth, addresses and routes. */
+async function check(req: Request<PtpConf>): Promise<void> {
+  await checkContainerLink(req, {
+    ipamAlways: true,
+    missingPrevResult: 'ptp: Required prevResult missing',
+    link: { prefix: 'ptp: ', kind: { kind: 'veth', label: 'veth/p2p' } },
+  });
+}
+
+/**
+ * GC (the reference has none for ptp): the IPAM's GC, then the masquerade rules of attachments that are not in
+ * the valid list (also when ipMasq is now off: earlier attachments may have rules).
+ */
+async function gc(req: Request<PtpConf>): Promise<void> {
+  const valid = req.validAttachments ?? [];
+  const errors = new ErrorList();
+  await errors.run('', () => delegateGc(req.conf.ipamType, req));
+  errors.run('', () =>
+    fw.gcIPMasq(
+      req.conf.name,
+      valid.map((a) => ({ containerID: a.containerID, ifName: a.ifname })),
+    ),
+  );
+  errors.throwIfAny();
+}
+
+/** STATUS: the IPAM's STATUS. */
+async function status(req: Request<PtpConf>): Promise<void> {
+  await delegateStatus(req.conf.ipamType, req);
+}
 
 export const plugin: Plugin<PtpConf> = {
   name: 'ptp',
@@ -16,9 +55,9 @@ export const plugin: Plugin<PtpConf> = {
   about: `CNI ptp plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,
-  add: cmdAdd,
-  del: cmdDel,
-  check: cmdCheck,
-  gc: cmdGc,
-  status: cmdStatus,
+  add,
+  del,
+  check,
+  gc,
+  status,
 };

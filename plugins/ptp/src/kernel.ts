@@ -3,6 +3,7 @@
  * directly in the host namespace), the container's addresses and routes, the host end's gateway addresses and
  * host routes. Synchronous; everything named "container" runs inside withNetnsFd.
  */
+import { configureIface } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import { errorReason, type Interface, internalError, type Result } from '@cnikit/skel';
 import { containerPlan, hostPlan } from './plan.ts';
@@ -50,7 +51,7 @@ export function createPair(
  */
 export function configureContainer(netnsFd: number, ifName: string, result: Result): void {
   nl.withNetnsFd(netnsFd, () => {
-    nl.configureIface(ifName, result);
+    configureIface(ifName, result);
     const plan = containerPlan(ifName, result.ips ?? []);
     for (const r of plan.remove) {
       try {

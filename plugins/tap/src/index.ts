@@ -1,10 +1,62 @@
 /**
  * tap: a persistent tap device in the container (owner, group, multiqueue, MTU, MAC, optional bridge port), for
- * VM-based runtimes (drop-in for the reference plugin).
+ * VM-based runtimes (drop-in for the reference plugin). ADD, DEL, CHECK, GC and STATUS in the reference's order;
+ * cnikit also rolls back a failed ADD completely, keeps DEL going after a failure, and checks in CHECK that the tap
+ * itself is still there.
  */
-import { ALL_VERSIONS, type Plugin, CNIKIT_VERSION as VERSION } from '@cnikit/skel';
+import * as link from '@cnikit/link';
+import * as nl from '@cnikit/netlink';
+import {
+  ALL_VERSIONS,
+  delegateGc,
+  delegateStatus,
+  type Plugin,
+  type Request,
+  type Result,
+  CNIKIT_VERSION as VERSION,
+  validateDelegate,
+} from '@cnikit/skel';
 import { parseConf, type TapConf } from './config.ts';
-import { cmdAdd, cmdCheck, cmdDel, cmdGc, cmdStatus } from './verbs.ts';
+import { createTap, deleteTempTap } from './kernel.ts';
+
+async function add(req: Request<TapConf>): Promise<Result> {
+  const conf = req.conf;
+  // configuration errors, the IPAM's included, are raised before the first change
+  if (conf.ipamType !== '') await validateDelegate(conf.ipamType, req, { ipam: true });
+  return link.addContainerLink(req, {
+    kind: 'tap',
+    create: (fd) => nl.withNetnsFd(fd, () => createTap(conf, req.ifName, req.netns)),
+    notify: 'arp',
+    // the reference replaces the IPAM's DNS with the network config's, set or not
+    dns: () => (conf.dns ? structuredClone(conf.dns) : undefined),
+  });
+}
+
+async function del(req: Request<TapConf>): Promise<void> {
+  await link.delContainerLink(req, {
+    remove: (ifName) => {
+      nl.deleteLinkIfExists(ifName);
+      deleteTempTap(ifName);
+    },
+  });
+}
+
+async function check(req: Request<TapConf>): Promise<void> {
+  await link.checkContainerLink(req, {
+    missingPrevResult: 'Required prevResult missing',
+    // not in the reference: the tap itself must still be there, with its MAC
+    link: { kind: { kind: 'tun', label: 'tap' } },
+  });
+}
+
+/** GC (none in the reference): the IPAM's; a tap has no state outside its namespace. */
+async function gc(req: Request<TapConf>): Promise<void> {
+  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
+}
+
+async function status(req: Request<TapConf>): Promise<void> {
+  if (req.conf.ipamType !== '') await delegateStatus(req.conf.ipamType, req);
+}
 
 export const plugin: Plugin<TapConf> = {
   name: 'tap',
@@ -12,9 +64,9 @@ export const plugin: Plugin<TapConf> = {
   about: `CNI tap plugin cnikit ${VERSION}`,
   versions: ALL_VERSIONS,
   conf: parseConf,
-  add: cmdAdd,
-  del: cmdDel,
-  check: cmdCheck,
-  gc: cmdGc,
-  status: cmdStatus,
+  add,
+  del,
+  check,
+  gc,
+  status,
 };

@@ -3,7 +3,14 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
-import { cniCall, deleteNamedNetns, expectCniError, sandboxForFile } from '@cnikit/testing';
+import {
+  cniCall,
+  deleteNamedNetns,
+  expectCniError,
+  ipAddrLink,
+  ipAddrLinks,
+  sandboxForFile,
+} from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 import { tempTapName } from './kernel.ts';
@@ -13,9 +20,8 @@ const env = sandboxForFile({ enterHost: true, containers: 2 });
 
 // biome-ignore lint/suspicious/noExplicitAny: ip -json output
 type J = any;
-const links = (k = 0): J[] =>
-  JSON.parse(env.sb.exec('ip', ['-d', '-j', 'addr', 'show'], { ns: env.sb.containers[k]! }).stdout);
-const link = (name: string, k = 0): J | undefined => links(k).find((l) => l.ifname === name);
+const links = (k = 0): J[] => ipAddrLinks(env.sb.containers[k]);
+const link = (name: string, k = 0): J | undefined => ipAddrLink(env.sb.containers[k], name);
 const reservations = (net: string) => {
   const d = join(env.dir, net);
   return existsSync(d) ? readdirSync(d).filter((f) => /^(\d+\.){3}\d+$/.test(f)) : [];

@@ -7,7 +7,7 @@
  *   promisc, MTU, allmulti, txqueuelen. Result = prevResult with the new MAC on the CNI_IFNAME interface. A
  *   failed ADD restores what it changed (sysctls included) and leaves no backup (the reference leaves both).
  * - ADD refuses a link change it could not undo (the current MAC is not a unicast Ethernet address, e.g. lo's
- *   all-zero one; an MTU of 0): the reference makes it and its DEL silently leaves it (issue 20 item 10).
+ *   all-zero one; an MTU of 0): the reference makes it and its DEL silently leaves it.
  * - DEL: restores MTU, MAC, promisc, allmulti, txqueuelen from the backup and removes it; succeeds after a
  *   successful parse, except when the kernel refuses a restore: then DEL fails naming each attribute it could not
  *   restore and keeps just those in the backup for the retry (the reference exits 0 and keeps the whole backup).
@@ -223,7 +223,7 @@ function del(req: Request<TuningConf>): void {
   }
   if (!dir) return;
   try {
-    dir.removeStaleTemps(); // temp files of backup writes killed before their rename (issue 20 item 9)
+    dir.removeStaleTemps(); // temp files of backup writes killed before their rename
   } catch (err) {
     req.log.warn('DEL: stale temp files not removed: %s', errorReason(err));
   }

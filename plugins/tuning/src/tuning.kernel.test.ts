@@ -266,7 +266,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     assert.deepEqual(readdirSync(data.path), []);
   });
 
-  test('a change that cannot be undone is refused; a restore the kernel refuses fails DEL (issue 20 item 10)', async () => {
+  test('a change that cannot be undone is refused; a restore the kernel refuses fails DEL', async () => {
     const lo = () => link('lo');
     const before = lo();
     assert.equal(before.mac, '00:00:00:00:00:00');
@@ -311,7 +311,7 @@ describe('tuning ADD/CHECK/DEL (every spec version from 0.3.0)', () => {
     assert.deepEqual(readdirSync(data.path), []);
   });
 
-  test('an ADD killed at its backup write leaves a temp file that DEL and GC remove (issue 20 item 9)', async () => {
+  test('an ADD killed at its backup write leaves a temp file that DEL and GC remove', async () => {
     const orig = freshEth0();
     const dir = join(data.path, 'killed');
     // the real plugin process, killed by the kernel on entering rename(2) (strace fault injection)

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { validateContainerInterface } from '@cnikit/link';
 import { CniError } from '@cnikit/skel';
-import { type VlanLinkView, validateVlanInterface } from './check-logic.ts';
+import { type VlanLinkView, vlanLinkCheck } from './check-logic.ts';
 import { checkMtu, parseConf } from './config.ts';
 
 const add = { command: 'ADD' as const };
@@ -79,12 +80,12 @@ describe('vlan CHECK logic', () => {
   });
   const intf = { name: 'eth0', mac: '02:00:00:00:00:01', sandbox: '/run/netns/c' };
   test('a matching interface passes (MTU 0 = not checked)', () => {
-    validateVlanInterface(intf, 42, 0, () => link({ mtu: 1400 }));
-    validateVlanInterface(intf, 42, 1500, () => link());
+    validateContainerInterface(intf, vlanLinkCheck(42, 0), () => link({ mtu: 1400 }));
+    validateContainerInterface(intf, vlanLinkCheck(42, 1500), () => link());
   });
   test('each mismatch with the reference message (its "Tuning" wording included)', () => {
     const fails = (i: typeof intf, id: number, mtu: number, l: VlanLinkView | undefined, msg: string) =>
-      assert.throws(() => validateVlanInterface(i, id, mtu, () => l), { message: msg });
+      assert.throws(() => validateContainerInterface(i, vlanLinkCheck(id, mtu), () => l), { message: msg });
     fails({ ...intf, name: '' }, 42, 0, link(), 'Container interface name missing in prevResult: ');
     fails(intf, 42, 0, undefined, 'vlan: Container Interface name in prevResult: eth0 not found');
     fails(

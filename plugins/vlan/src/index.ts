@@ -2,28 +2,22 @@
  * vlan: an 802.1Q vlan of the master as the container's interface, addressed by the IPAM plugin (drop-in for the
  * reference plugin at HEAD).
  */
-import { closeSync } from 'node:fs';
+import * as link from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
   ALL_VERSIONS,
   CniError,
-  delegateAdd,
-  delegateCheck,
-  delegateDel,
   delegateGc,
   delegateStatus,
   ErrorCode,
-  ErrorList,
   internalError,
   type Plugin,
   type Request,
   type Result,
-  Rollback,
-  undoDelegateAdd,
   CNIKIT_VERSION as VERSION,
   validateDelegate,
 } from '@cnikit/skel';
-import { validateVlanInterface } from './check-logic.ts';
+import { vlanLinkCheck } from './check-logic.ts';
 import { checkMtu, parseConf, type VlanConf } from './config.ts';
 
 /** Go wraps the delegate's error with fmt.Errorf: code 999, its text (msg; details). */
@@ -34,7 +28,9 @@ function ipamDelegateError(err: unknown): CniError {
 
 async function add(req: Request<VlanConf>): Promise<Result> {
   const conf = req.conf;
-  const masterLink = nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
+  const masterLink = link.inMasterNetns(req.netns, conf.linkInContainer, () =>
+    nl.getLinkDetails(conf.master),
+  );
   // clearer than the reference's bare "Link not found": which link (the words of its createVlan lookup)
   if (!masterLink)
     throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
@@ -46,47 +42,30 @@ async function add(req: Request<VlanConf>): Promise<Result> {
   } catch (err) {
     throw ipamDelegateError(err);
   }
-  const netnsFd = nl.openContainerNetns(req.netns);
-  const undo = new Rollback();
-  try {
-    const link = nl.addStackedLinkToContainer({
-      kind: 'vlan',
-      master: conf.master,
-      linkInContainer: conf.linkInContainer,
-      netnsFd,
-      ifName: req.ifName,
-      create: (name, parent, fd) =>
-        nl.createVlan({
-          name,
-          parent,
-          netnsFd: fd,
-          id: conf.vlanId,
-          mtu: conf.mtu > 0 ? conf.mtu : undefined,
-        }),
-    });
-    undo.push('delete vlan', () => nl.withNetnsFd(netnsFd, () => nl.deleteLinkIfExists(req.ifName)));
-
-    undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
-    let result: Result;
-    try {
-      result = await delegateAdd(conf.ipamType, req);
-    } catch (err) {
-      throw ipamDelegateError(err);
-    }
-    if (!result.ips || result.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
-    result.cniVersion = '1.1.0';
-    result.ips = result.ips.map((ip) => ({ ...ip, interface: 0 }));
-    result.interfaces = [{ name: req.ifName, mac: link.mac, sandbox: req.netns }];
-    nl.withNetnsFd(netnsFd, () => nl.configureIface(req.ifName, result));
+  return link.addContainerLink(req, {
+    kind: 'vlan',
+    create: (netnsFd) => {
+      const l = link.addStackedLinkToContainer({
+        kind: 'vlan',
+        master: conf.master,
+        linkInContainer: conf.linkInContainer,
+        netnsFd,
+        ifName: req.ifName,
+        create: (name, parent, fd) =>
+          nl.createVlan({
+            name,
+            parent,
+            netnsFd: fd,
+            id: conf.vlanId,
+            mtu: conf.mtu > 0 ? conf.mtu : undefined,
+          }),
+      });
+      return { name: req.ifName, mac: l.mac, sandbox: req.netns };
+    },
+    ipamError: ipamDelegateError,
     // like the reference, the result carries the config's DNS object (printed as {} when empty)
-    result.dns = conf.dns ?? {};
-    return result;
-  } catch (err) {
-    await undo.undoAll(req.log);
-    throw err;
-  } finally {
-    closeSync(netnsFd);
-  }
+    dns: () => conf.dns ?? {},
+  });
 }
 
 /**
@@ -95,28 +74,24 @@ async function add(req: Request<VlanConf>): Promise<Result> {
  * master nor an IPAM type (the reference's DEL looks the master up and fails when it is gone).
  */
 async function del(req: Request<VlanConf>): Promise<void> {
-  const errors = new ErrorList();
-  if (req.conf.ipamType !== '') await errors.run('', () => delegateDel(req.conf.ipamType, req));
-  if (req.netns !== '') errors.run('', () => nl.deleteLinkInNetns(req.netns, req.ifName));
-  errors.throwIfAny();
+  await link.delContainerLink(req);
 }
 
 async function check(req: Request<VlanConf>): Promise<void> {
   const conf = req.conf;
-  closeSync(nl.openContainerNetns(req.netns));
-  await delegateCheck(conf.ipamType, req);
-  const prev = req.prevResult;
-  if (!prev) throw internalError('vlan: Required prevResult missing');
-  const intf = nl.findSandboxInterface(prev.interfaces, req.ifName, req.netns);
-  const master =
-    conf.master === ''
-      ? undefined
-      : nl.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
-  if (!master) throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
-  nl.withNetns(req.netns, () => {
-    validateVlanInterface(intf, conf.vlanId, conf.mtu, (name) => nl.getLinkDetails(name));
-    nl.validateExpectedInterfaceIPs(req.ifName, prev.ips ?? []);
-    nl.validateExpectedRoutes(prev.routes ?? []);
+  await link.checkContainerLink(req, {
+    ipamAlways: true,
+    missingPrevResult: 'vlan: Required prevResult missing',
+    master: () => {
+      const master =
+        conf.master === ''
+          ? undefined
+          : link.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
+      if (!master)
+        throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
+    },
+    link: vlanLinkCheck(conf.vlanId, conf.mtu),
+    lookup: (name) => nl.getLinkDetails(name),
   });
 }
 

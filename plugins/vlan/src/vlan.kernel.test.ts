@@ -15,6 +15,8 @@ import {
   deleteNamedNetns,
   expectCniError,
   expectOk,
+  ipLink,
+  linkNames,
   sandboxForFile,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -25,15 +27,8 @@ const env = sandboxForFile({ enterHost: true, containers: 3 });
 const opts = { path: DIST };
 const c = (i: number) => env.sb.containers[i]!;
 
-// biome-ignore lint/suspicious/noExplicitAny: ip -json output
+// biome-ignore lint/suspicious/noExplicitAny: result JSON
 type J = any;
-const linkNames = (ns: string): string[] =>
-  (JSON.parse(env.sb.exec('ip', ['-n', ns, '-j', 'link', 'show']).stdout) as J[]).map((l) => l.ifname).sort();
-const ipLink = (ns: string, name: string): J =>
-  (JSON.parse(env.sb.exec('ip', ['-n', ns, '-d', '-j', 'link', 'show']).stdout) as J[]).find(
-    (l) => l.ifname === name,
-  );
-
 const conf = (extra: object = {}) => ({
   cniVersion: '1.1.0',
   name: 'vlnet',

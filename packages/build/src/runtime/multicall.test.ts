@@ -72,7 +72,7 @@ describe('multicall name selection', () => {
     const e = run({}, ['--help']);
     assert.equal(e.code, 0);
     assert.match(e.out, /usage: cnikit <plugin>/);
-    // every subcommand of the executable is named (issue 20 item 6)
+    // every subcommand of the executable is named
     assert.match(e.out, /^cnitool: cnikit tool add\|check\|del\|gc\|status/m);
     assert.match(e.out, /^warm mode: cnikit serve /m);
     assert.match(e.out, /^conformance: cnikit conformance /m);

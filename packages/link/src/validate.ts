@@ -15,9 +15,7 @@ import {
   parseCIDR,
   parseIP,
 } from '@cnikit/ip';
-import { listAddrs } from './addr.ts';
-import { getLink } from './link.ts';
-import { listRoutes } from './route.ts';
+import { getLink, listAddrs, listRoutes } from '@cnikit/netlink';
 
 export interface AddrView {
   /** `ip/prefix`, canonical */
@@ -120,46 +118,78 @@ export function validateExpectedRoutes(
   }
 }
 
-/** The interface of prevResult that CHECK looks at: named `ifName` with `sandbox` equal to CNI_NETNS. */
+/**
+ * The interface of prevResult that CHECK looks at: named `ifName` with `sandbox` equal to CNI_NETNS. `lowerCase`:
+ * the message with a lower-case first letter (the reference's macvlan).
+ */
 export function findSandboxInterface<I extends { name: string; sandbox?: string }>(
   interfaces: readonly I[] | undefined,
   ifName: string,
   netns: string,
+  lowerCase = false,
 ): I {
   const found = (interfaces ?? []).find((i) => i.name === ifName && i.sandbox === netns);
-  // the reference prints the (empty) sandbox of the interface it did not find
-  if (!found || netns !== found.sandbox)
-    fail(`Sandbox in prevResult ${found?.sandbox ?? ''} doesn't match configured netns: ${netns}`);
+  // the reference prints the (empty) sandbox of the interface it did not find: two spaces
+  if (!found) fail(cased(lowerCase, `Sandbox in prevResult  doesn't match configured netns: ${netns}`));
   return found;
 }
 
-export interface ContainerLinkCheck {
-  /** Prefix of some of the messages, as the plugin's reference words them ('ptp: ' or ''). */
+/** What the interface checks read of the container's link (@cnikit/netlink's Link and LinkDetails have it). */
+export interface LinkView {
+  kind: string | undefined;
+  mac: string;
+  up?: boolean;
+}
+
+export interface ContainerLinkCheck<L extends LinkView = LinkView> {
+  /** Prefix of some of the messages, as the plugin's reference words them ('ptp: ', 'vlan: ' or ''). */
   prefix?: string;
-  /** The link kind the interface must have, and how the message names it ('veth' → 'veth/p2p'). */
-  kind?: { kind: string; label: string };
+  /** Every message with a lower-case first letter (the reference's macvlan). */
+  lowerCase?: boolean;
+  /**
+   * The link kind the interface must have, and how the message names it ('veth' → 'veth/p2p'); `data`: the link's
+   * kind-specific data (`link[kind]`, e.g. LinkDetails' `ipvlan`) must be there too.
+   */
+  kind?: { kind: string; label: string; data?: boolean };
+  /** The kind-specific checks, right after the kind's (ipvlan's and macvlan's mode). */
+  kindData?: (link: L) => void;
+  /** The checks after the MAC's (vlan's ID and MTU). */
+  after?: (link: L) => void;
   /** Fail with "Interface <name> is down" when the link is not administratively up (dummy). */
   requireUp?: boolean;
 }
 
+function cased(lower: boolean | undefined, msg: string): string {
+  return lower ? msg.charAt(0).toLowerCase() + msg.slice(1) : msg;
+}
+
 /**
- * The reference plugins' `validateCniContainerInterface` (ptp, host-device, dummy, tap…): the prevResult
- * interface exists in the container (the calling thread's namespace unless `lookup` says otherwise), has
- * the expected kind and MAC, and is up when asked.
+ * The reference plugins' `validateCniContainerInterface` (macvlan, ipvlan, vlan, ptp, host-device, dummy, tap…):
+ * the prevResult interface exists in the container (the calling thread's namespace unless `lookup` says
+ * otherwise), has the expected kind (and its kind's checks) and MAC, and is up when asked; the texts are each
+ * reference plugin's (`prefix`, `lowerCase`).
  */
-export function validateContainerInterface(
+export function validateContainerInterface<L extends LinkView = LinkView>(
   intf: { name: string; mac?: string; sandbox?: string },
-  opts: ContainerLinkCheck = {},
-  lookup: (name: string) => { kind: string | undefined; mac: string; up: boolean } | undefined = getLink,
+  opts: ContainerLinkCheck<L> = {},
+  lookup: (name: string) => L | undefined = getLink as unknown as (name: string) => L | undefined,
 ): void {
   const p = opts.prefix ?? '';
-  if (intf.name === '') fail('Container interface name missing in prevResult: ');
+  const no: (msg: string) => never = (msg) => fail(cased(opts.lowerCase, msg));
+  if (intf.name === '') no('Container interface name missing in prevResult: ');
   const link = lookup(intf.name);
-  if (!link) fail(`${p}Container Interface name in prevResult: ${intf.name} not found`);
-  if (!intf.sandbox) fail(`${p}Error: Container interface ${intf.name} should not be in host namespace`);
-  if (opts.kind && link.kind !== opts.kind.kind)
-    fail(`Error: Container interface ${intf.name} not of type ${opts.kind.label}`);
+  if (!link) no(`${p}Container Interface name in prevResult: ${intf.name} not found`);
+  if (!intf.sandbox) no(`${p}Error: Container interface ${intf.name} should not be in host namespace`);
+  const kind = opts.kind;
+  if (
+    kind &&
+    (link.kind !== kind.kind ||
+      (kind.data && (link as unknown as Record<string, unknown>)[kind.kind] === undefined))
+  )
+    no(`Error: Container interface ${intf.name} not of type ${kind.label}`);
+  opts.kindData?.(link);
   if (intf.mac && intf.mac !== link.mac)
-    fail(`${p}Interface ${intf.name} Mac ${intf.mac} doesn't match container Mac: ${link.mac}`);
-  if (opts.requireUp && !link.up) fail(`Interface ${intf.name} is down`);
+    no(`${p}Interface ${intf.name} Mac ${intf.mac} doesn't match container Mac: ${link.mac}`);
+  opts.after?.(link);
+  if (opts.requireUp && !link.up) no(`Interface ${intf.name} is down`);
 }

@@ -3,12 +3,9 @@
  * sysctls). Synchronous; they act in the calling thread's network namespace (wrap in withNetns).
  */
 import { type Family, formatCIDR, parseCIDR, parseIP } from '@cnikit/ip';
+import { addAddr, addRoute, getLink, setLinkUp, sysctlGet, sysctlSet, waitDadSettled } from '@cnikit/netlink';
 import { SysError } from '@cnikit/sys';
-import { addAddr, waitDadSettled } from './addr.ts';
-import { fail } from './helper-errors.ts';
-import { getLink, setLinkUp } from './link.ts';
-import { addRoute } from './route.ts';
-import { sysctlGet, sysctlSet } from './sysctl.ts';
+import { fail } from './fail.ts';
 
 /** The parts of a CNI result (1.x shape) that ConfigureIface reads. */
 export interface IfaceConfig {

@@ -1,5 +1,5 @@
 /**
- * Crash tests' plugin module: host-device that SIGKILLs itself right after the move step named in
+ * The test helper of host-device's crash tests, a plugin module: host-device that SIGKILLs itself right after the move step named in
  * CNIKIT_TEST_KILL_AT (no cleanup runs, the process's file descriptors close: what a kill or the OOM killer does).
  */
 import { plugin } from './index.ts';

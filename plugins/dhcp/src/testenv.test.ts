@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { readDnsmasqLeases } from './testlab.ts';
+import { readDnsmasqLeases } from './testenv.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cnikit-leasefile-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -3,13 +3,17 @@
 import assert from 'node:assert/strict';
 import { closeSync, openSync, readFileSync, statSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { addAddr } from './addr.ts';
-import { configureIface, enableForward } from './ipam.ts';
-import { getLink, setLinkUp } from './link.ts';
-import { withNetns } from './netns.ts';
-import { sysctlGet } from './sysctl.ts';
-import { ipJson, withTestNs } from './testns.ts';
-import { createVethWithRandomPeer, delLinkByNameAddr } from './veth.ts';
+import {
+  addAddr,
+  createVethWithRandomPeer,
+  delLinkByNameAddr,
+  getLink,
+  setLinkUp,
+  sysctlGet,
+  withNetns,
+} from '@cnikit/netlink';
+import { ipJson, withNamedNetns as withTestNs } from '@cnikit/testing';
+import { configureIface, enableForward } from './configure.ts';
 
 describe('pkg/ip + pkg/ipam helpers (kernel)', () => {
   test('createVethWithRandomPeer puts the peer in the other namespace; configureIface adds addresses and routes; delLinkByNameAddr returns the global addresses', () =>

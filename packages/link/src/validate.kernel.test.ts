@@ -1,13 +1,13 @@
 // The validators over the real kernel view (currentNetnsView) of a private namespace.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { withNetns } from './netns.ts';
-import { run, withTestNs } from './testns.ts';
+import { withNetns } from '@cnikit/netlink';
+import { ipRun, withNamedNetns as withTestNs } from '@cnikit/testing';
 import { addrViews, routeViews, validateExpectedInterfaceIPs, validateExpectedRoutes } from './validate.ts';
 
 test('currentNetnsView: addresses, subnet routes, gateway routes and ECMP hops', () =>
   withTestNs(1, (ns) => {
-    const ip = (...a: string[]) => run('ip', ['-n', ns.name, ...a]);
+    const ip = (...a: string[]) => ipRun(ns, ...a);
     ip('link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1');
     ip('link', 'set', 'eth0', 'up');
     ip('link', 'set', 'eth1', 'up');

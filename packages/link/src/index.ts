@@ -1,0 +1,44 @@
+/**
+ * @cnikit/link — what the CNI interface plugins share, in the reference plugins' words: ADD's ending, DEL and
+ * CHECK of a container interface (`addContainerLink`, `delContainerLink`, `checkContainerLink`), Go's
+ * `ipam.ConfigureIface` and forwarding sysctls, the CHECK validators (`validateExpectedInterfaceIPs`,
+ * `validateExpectedRoutes`, `validateContainerInterface`), and the container-namespace helpers (`openContainerNetns`,
+ * `inMasterNetns`, `addStackedLinkToContainer`, `deleteLinkInNetns`). @cnikit/netlink below it stays typed
+ * rtnetlink; the error texts here are the plugins' policy.
+ *
+ * Every export here is public API.
+ */
+export { configureIface, enableForward, type IfaceConfig } from './configure.ts';
+export {
+  addStackedLinkToContainer,
+  type ContainerLinkRequest,
+  deleteLinkInNetns,
+  inMasterNetns,
+  openContainerNetns,
+  removeInNetns,
+} from './container.ts';
+export {
+  type AddrView,
+  addrViews,
+  type ContainerLinkCheck,
+  currentNetnsView,
+  type ExpectedStateView,
+  findSandboxInterface,
+  type LinkView,
+  type RouteView,
+  routeText,
+  routeViews,
+  validateContainerInterface,
+  validateExpectedInterfaceIPs,
+  validateExpectedRoutes,
+} from './validate.ts';
+export {
+  addContainerLink,
+  type ContainerLinkAdd,
+  type ContainerLinkCheckSpec,
+  type ContainerLinkDel,
+  checkContainerLink,
+  delContainerLink,
+  setNotifySysctls,
+  type WithIpam,
+} from './verbs.ts';
