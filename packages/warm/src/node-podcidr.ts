@@ -11,10 +11,10 @@
  *   with an error naming the node, before anything is written.
  */
 import { readFileSync } from 'node:fs';
-import { request } from 'node:https';
 import { InstallCniError } from './install-cni-error.ts';
+import { getJson, SERVICE_ACCOUNT_DIR, TLS_ERRORS } from './kube-client.ts';
 
-export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+export { SERVICE_ACCOUNT_DIR };
 
 export interface NodePodCidrOptions {
   /** Service-account token file (default `${SERVICE_ACCOUNT_DIR}/token`; env CNIKIT_SA_TOKEN_FILE). */
@@ -41,39 +41,6 @@ class Fatal extends Error {}
 function refersTo(template: string, name: string): boolean {
   return new RegExp(`\\$\\{${name}(?::-[^}]*)?\\}`).test(template);
 }
-
-function getJson(
-  url: URL,
-  token: string,
-  ca: Buffer,
-  timeoutMs: number,
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'GET',
-        ca,
-        rejectUnauthorized: true,
-        headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-        timeout: timeoutMs,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolvePromise({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
-        );
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-const TLS_ERRORS = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|altnames/i;
 
 /**
  * `env` with POD_CIDR / POD_CIDRS filled from the Node object where `template` refers to them and env leaves them
