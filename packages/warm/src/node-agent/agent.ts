@@ -66,9 +66,10 @@ export class NodeAgent {
     this.#log = log;
   }
 
-  #error(kind: string, msg: string): void {
+  /** Counts an error; logs it when it differs from the last one (`detail`, e.g. the retry delay, aside). */
+  #error(kind: string, msg: string, detail = ''): void {
     this.errors[kind] = (this.errors[kind] ?? 0) + 1;
-    if (msg !== this.lastError) this.#log(`node agent: ${msg}`);
+    if (msg !== this.lastError) this.#log(`node agent: ${msg}${detail}`);
     this.lastError = msg;
   }
 

@@ -169,7 +169,7 @@ export function applyPlan(p: Plan, underlayIndex: number, vxlanIndex: number | u
       w !== undefined &&
       r.gw === parseIpText(w.gw) &&
       r.linkIndex === w.oif &&
-      (r.priority ?? 0) === 0 &&
+      (r.priority ?? 0) === defaultMetric(r.family) &&
       ((r.flags & RTNH_F_ONLINK) !== 0) === w.onlink;
     if (right) continue;
     try {
@@ -189,7 +189,9 @@ export function applyPlan(p: Plan, underlayIndex: number, vxlanIndex: number | u
       res.routes++;
       continue;
     }
-    const foreign = all.find((r) => r.dst === dst && r.protocol !== RTPROT_CNIKIT && (r.priority ?? 0) === 0);
+    const foreign = all.find(
+      (r) => r.dst === dst && r.protocol !== RTPROT_CNIKIT && (r.priority ?? 0) === defaultMetric(r.family),
+    );
     if (foreign) {
       res.conflicts.push(`${dst}: a route of protocol ${foreign.protocol} is there (left alone)`);
       continue;
@@ -244,6 +246,11 @@ export function applyPlan(p: Plan, underlayIndex: number, vxlanIndex: number | u
     }
   }
   return res;
+}
+
+/** The metric the kernel gives a route added without one (IPv6: 1024, IP6_RT_PRIO_USER). */
+function defaultMetric(family: 4 | 6): number {
+  return family === 6 ? 1024 : 0;
 }
 
 /** The kernel's text for an address (IPv6 compressed the way formatIp prints it). */
