@@ -4,12 +4,12 @@
 //  2. end to end with a real kube-apiserver (scripts/k8s/control-plane.ts): 100 Node objects created through the API
 //     in one `kubectl create` (no kubelet) → all 200 routes in the namespace of a node whose agent
 //     (`dist-bin/cnikit serve --node-agent`) is running.
-//   node --conditions=cnikit-source --import tsx bench/node-agent.ts [runs=10]
+//   node --conditions=cnikit-source --import tsx bench/node-agent.ts [runs=10] [--kernel-only]
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { withNetns } from '@cnikit/netlink';
+import { linkIndex, withNetns } from '@cnikit/netlink';
 import { applyPlan, RTPROT_CNIKIT } from '../packages/warm/src/node-agent/kernel.ts';
 import { type PeerNode, plan } from '../packages/warm/src/node-agent/plan.ts';
 import { startControlPlane } from '../scripts/k8s/control-plane.ts';
@@ -20,6 +20,8 @@ import { Lab } from '../test-netns/k8s/node-agent-lab.ts';
 import { quantile } from './lib/side-by-side.ts';
 
 const runs = Math.max(3, Number(process.argv[2] ?? 10) || 10);
+/** `--kernel-only`: part 1 only (no control plane). */
+const kernelOnly = process.argv.includes('--kernel-only');
 const PEERS = 100;
 
 function sh(cmd: string, args: string[], input?: string): string {
@@ -48,7 +50,8 @@ function freshNs(): string {
   const ns = `cnbench-na-${process.pid}`;
   spawnSync('ip', ['netns', 'del', ns]);
   sh('ip', ['netns', 'add', ns]);
-  sh('ip', ['-n', ns, 'link', 'add', 'eth0', 'type', 'dummy']);
+  sh('ip', ['-n', ns, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1']);
+  sh('ip', ['-n', ns, 'link', 'set', 'eth1', 'up']);
   sh('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
   sh('ip', ['-n', ns, 'addr', 'add', '192.168.96.1/20', 'dev', 'eth0']);
   sh('ip', ['-n', ns, 'addr', 'add', 'fd00:50::1/64', 'dev', 'eth0', 'nodad']);
@@ -70,8 +73,7 @@ const lines = p.routes.map((r) => `route replace ${r.dst} via ${r.gw} dev eth0 p
 const variants: Record<string, (ns: string) => void> = {
   'node agent (netlink, one sync)': (ns) => {
     withNetns(`/run/netns/${ns}`, () => {
-      const idx = Number(JSON.parse(sh('ip', ['-n', ns, '-json', 'link', 'show', 'eth0']))[0].ifindex);
-      applyPlan(p, idx, undefined);
+      applyPlan(p, linkIndex('eth0'), undefined);
     });
   },
   'ip route (200 execs)': (ns) => {
@@ -106,6 +108,7 @@ for (const [name, t] of Object.entries(results))
   );
 
 // 2. end to end: Node objects through the API → routes in a node running the agent
+if (kernelOnly) process.exit(0);
 ensureBuilt();
 const tag = `cnbna${process.pid % 10000}`;
 const dir = mkdtempSync(join(tmpdir(), 'cnikit-bench-node-agent-'));

