@@ -10,6 +10,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { listRoutes, withNetns } from '@cnikit/netlink';
 import type { ControlPlane } from '../../scripts/k8s/control-plane.ts';
 import { DIST, ROOT } from '../dist.ts';
 
@@ -272,6 +273,19 @@ export class Lab {
     const out = r.stdout ?? '';
     const i = out.lastIndexOf('\n');
     return [Number(out.slice(i + 1)) || 0, out.slice(0, i)];
+  }
+
+  /** Destinations of the agent's routes in the node's namespace, read in-process (netlink: no process start). */
+  routeDsts(n: LabNode): Set<string> {
+    return withNetns(
+      `/run/netns/${n.ns}`,
+      () =>
+        new Set(
+          listRoutes()
+            .filter((r) => r.protocol === 157)
+            .map((r) => r.dst),
+        ),
+    );
   }
 
   /** The agent's routes (protocol 157) in the node's namespace: "dst via gw dev". */

@@ -154,26 +154,20 @@ test('node added: its route is on every other node within 2 s; node deleted: its
   const t0 = performance.now();
   lab.createNodeObject(d);
   const created = performance.now() - t0;
-  const times: number[] = [];
-  try {
+  // every node polled in each round, in-process through netlink (a process start per poll would dominate)
+  const tAdd = performance.now();
+  const onEach = new Map<string, number>();
+  while (onEach.size < 3 && performance.now() - tAdd < 10_000) {
     for (const n of [a, b, c])
-      times.push(
-        await until(
-          () => lab.routes(n).includes(hostGw(d)[0] as string),
-          `d's route on ${n.name}`,
-          10_000,
-          10,
-        ),
-      );
-  } catch (e) {
-    lab.kubectl(['delete', 'node', 'd']);
-    throw e;
+      if (!onEach.has(n.name) && lab.routeDsts(n).has(d.podCidrs[0]))
+        onEach.set(n.name, performance.now() - tAdd);
+    await sleep(5);
   }
-  // each wait starts when the previous ended: the time on node n is the sum so far
-  const onEach = times.map((_, i) => times.slice(0, i + 1).reduce((x, y) => x + y, 0));
-  const worst = Math.max(...onEach);
+  if (onEach.size < 3) lab.kubectl(['delete', 'node', 'd']);
+  assert.equal(onEach.size, 3, `d's route on every node (${[...onEach.keys()].join(', ')})`);
+  const worst = Math.max(...onEach.values());
   console.log(
-    `node added → route on every node after kubectl returned: ${onEach.map((t) => `${Math.round(t)} ms`).join(', ')} (kubectl create itself ${Math.round(created)} ms)`,
+    `node added → route on every node after kubectl returned: ${[...onEach.values()].map((t) => `${Math.round(t)} ms`).join(', ')} (kubectl create itself ${Math.round(created)} ms)`,
   );
   if (worst >= 2000) lab.kubectl(['delete', 'node', 'd']);
   assert.ok(worst < 2000, `route on every node within 2 s (worst ${Math.round(worst)} ms)`);
