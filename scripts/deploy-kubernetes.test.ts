@@ -238,8 +238,11 @@ describe('deploy/kubernetes', () => {
     };
     assert.deepEqual(
       role.rules,
-      [{ apiGroups: [''], resources: ['nodes'], verbs: ['get'] }],
-      'get nodes only',
+      [
+        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+      ],
+      'read nodes; the node agent patches nodes/status (its VTEP MAC annotation), never a spec',
     );
     const binding = of('ClusterRoleBinding').find((d) => d.metadata.name === 'cnikit') as Doc & {
       roleRef: { apiGroup: string; kind: string; name: string };
@@ -312,13 +315,21 @@ describe('deploy/kubernetes', () => {
     const envOf = (on: Record<string, string>) => {
       const env: Record<string, string> = {};
       for (const e of serve.env ?? []) {
+        // the node agent's identity and credentials (downward API, the projected token's host path)
+        if (['NODE_NAME', 'POD_UID', 'CNIKIT_SA_TOKEN_FILE', 'CNIKIT_SA_CA_FILE'].includes(e.name)) continue;
         const ref = e.valueFrom?.configMapKeyRef;
         assert.ok(ref?.name === 'cnikit-config' && ref.optional === true, `${e.name} from an optional key`);
         if (on[ref.key] !== undefined) env[e.name] = on[ref.key] as string;
       }
-      return parseServeArgs(serve.command.slice(3), env) as { dhcpDaemon?: string[] };
+      return parseServeArgs(serve.command.slice(3), env) as { dhcpDaemon?: string[]; nodeAgent?: boolean };
     };
     assert.equal(envOf({}).dhcpDaemon, undefined);
+    assert.equal(
+      envOf({}).nodeAgent,
+      undefined,
+      'the node agent is off unless the ConfigMap sets node-agent',
+    );
+    assert.equal(envOf({ 'node-agent': 'on' }).nodeAgent, true);
     assert.deepEqual(envOf({ 'dhcp-daemon': 'on', 'dhcp-daemon-flags': '-timeout 5s' }).dhcpDaemon, [
       '-timeout',
       '5s',

@@ -155,6 +155,8 @@ export async function startControlPlane(opts: {
   netns: string;
   etcd?: string;
   readyTimeoutMs?: number;
+  /** More kube-apiserver flags (e.g. `--feature-gates=IPv6DualStack=true` for spec.podCIDRs with two subnets). */
+  apiserverArgs?: string[];
 }): Promise<ControlPlane> {
   const { binDir, dir, netns } = opts;
   const etcdBin = opts.etcd ?? '/usr/bin/etcd';
@@ -225,6 +227,7 @@ export async function startControlPlane(opts: {
       '--enable-admission-plugins=NodeRestriction',
       '--allow-privileged=true',
       '--profiling=false',
+      ...(opts.apiserverArgs ?? []),
     ]);
     const kubectl = (args: string[], input?: string) => {
       const r = spawnSync(

@@ -179,3 +179,17 @@ export {
   hasErrno,
 } from './veth.ts';
 export { buildVrf, createVrf, listVrfs, type Vrf } from './vrf.ts';
+export {
+  createVxlan,
+  delFdb,
+  delNeighbour,
+  getVxlan,
+  listNeighbours,
+  type Neighbour,
+  type NeighbourSpec,
+  NUD_PERMANENT,
+  replaceFdb,
+  replaceNeighbour,
+  type VxlanInfo,
+  type VxlanOptions,
+} from './vxlan.ts';

@@ -72,6 +72,8 @@ export interface RouteSpec {
   protocol?: number;
   /** RTN_* (default unicast). */
   type?: number;
+  /** RTNH_F_ONLINK: the gateway is on the link even without a route to it (`ip route … onlink`). */
+  onlink?: boolean;
 }
 
 export interface NextHop {
@@ -187,6 +189,7 @@ export function buildRoute(
     protocol: r.protocol ?? (del ? 0 : RTPROT_BOOT),
     scope: scopeNumber(r.scope, del ? RT_SCOPE_NOWHERE : RT_SCOPE_UNIVERSE, op),
     type: r.type ?? (del ? 0 : RTN_UNICAST),
+    flags: r.onlink ? RTNH_F_ONLINK : 0,
   });
   if (p.dstLen > 0) b.attr(RTA_DST, p.dst);
   if (p.gw) b.attr(RTA_GATEWAY, p.gw);
@@ -232,6 +235,9 @@ export function replaceRoute(r: RouteSpec): void {
 export function delRoute(r: RouteSpec): void {
   modify('del', r, 'delete');
 }
+
+/** rtm_flags / rtnh_flags: the gateway is on-link. */
+export const RTNH_F_ONLINK = 4;
 
 function zeroCidr(family: 4 | 6): string {
   return family === 4 ? '0.0.0.0/0' : '::/0';

@@ -9,6 +9,7 @@
  *   cnikit_client_fallbacks_total{reason}                         counter (what the clients recorded, ./fallbacks.ts)
  *   cnikit_serve_trace_spans_exported_total / _dropped_total      counters (the batched OTLP export, ./traces.ts)
  *   cnikit_serve_start_time_seconds, cnikit_build_info{version}   gauges
+ *   cnikit_node_agent_*                                           the node agent's (./node-agent/agent.ts)
  *
  * The counters survive the service's own re-executions (deadline, watchdog, upgrade): their state travels in the
  * new image's environment (STATE_ENV), so a scrape never sees them drop while the pid stays the same.
@@ -213,8 +214,30 @@ export class Metrics {
       'Spans lost: the endpoint did not accept them in time, or the export queue was full.',
     );
     out.push(`cnikit_serve_trace_spans_dropped_total ${s.spansDropped}`);
-    return `${out.join('\n')}\n`;
+    let text = `${out.join('\n')}\n`;
+    for (const src of SOURCES) {
+      try {
+        text += src();
+      } catch {
+        // a resident part's metrics are not worth failing the scrape for
+      }
+    }
+    return text;
   }
+}
+
+const SOURCES = new Set<() => string>();
+
+/**
+ * Adds the metrics of a resident part of the service (the node agent: cnikit_node_agent_*) to every exposition;
+ * the returned function removes them again.
+ */
+export function registerMetricsSource(render: () => string): () => void {
+  const fn = () => render();
+  SOURCES.add(fn);
+  return () => {
+    SOURCES.delete(fn);
+  };
 }
 
 /**

@@ -61,6 +61,8 @@ import {
   type ReexecReason,
   serveMetrics,
 } from './metrics.ts';
+import { startNodeAgent } from './node-agent/agent.ts';
+import { nodeAgentEnabled } from './node-agent/config.ts';
 import {
   cniErrorText,
   DEFAULT_DEADLINE_MS,
@@ -127,6 +129,8 @@ export interface ServeOptions {
   dhcpDaemon?: string[];
   /** Whether the dhcp daemon options came from the command line (re-executions pass them on). */
   dhcpDaemonFromArgs?: boolean;
+  /** Host the node agent (`--node-agent` or $CNIKIT_NODE_AGENT on; ./node-agent/agent.ts). */
+  nodeAgent?: boolean;
 }
 
 /** Values of $CNIKIT_DHCP_DAEMON that enable the hosted dhcp daemon (empty, `0`, `false`, `off`, `no` do not). */
@@ -144,7 +148,7 @@ function splitFlags(v: string): string[] {
 
 export const SERVE_USAGE =
   'usage: cnikit serve [--socket PATH] [--deadline-ms N] [--metrics HOST:PORT|:PORT|PATH|off] [--verbose]\n' +
-  "                    [--dhcp-daemon] [--dhcp-daemon-flags 'FLAGS']\n" +
+  "                    [--dhcp-daemon] [--dhcp-daemon-flags 'FLAGS'] [--node-agent]\n" +
   '       (default socket: $CNIKIT_SOCKET or /run/cnikit/cnikit.sock; metrics: $CNIKIT_METRICS_ADDRESS or metrics.sock beside it;\n' +
   "        --dhcp-daemon: also the dhcp plugin's daemon, `dhcp daemon FLAGS` in this process, default socket /run/cni/dhcp.sock;\n" +
   '        or $CNIKIT_DHCP_DAEMON=1 and $CNIKIT_DHCP_DAEMON_FLAGS)\n' +
@@ -190,6 +194,8 @@ export function parseServeArgs(
       const v = value();
       if (!v) return { error: '--metrics needs an address' };
       opts.metricsArg = v;
+    } else if (a === '--node-agent') {
+      opts.nodeAgent = true;
     } else if (a === '--dhcp-daemon') {
       opts.dhcpDaemon ??= [];
       opts.dhcpDaemonFromArgs = true;
@@ -211,6 +217,7 @@ export function parseServeArgs(
     if (on === true || (on === undefined && env.CNIKIT_DHCP_DAEMON_FLAGS))
       opts.dhcpDaemon = splitFlags(env.CNIKIT_DHCP_DAEMON_FLAGS ?? '');
   }
+  if (nodeAgentEnabled(env)) opts.nodeAgent = true;
   const m = opts.metricsArg ?? env.CNIKIT_METRICS_ADDRESS;
   try {
     const addr = m
@@ -363,6 +370,11 @@ export class Service {
    * this process's event loop). Throws when one cannot start.
    */
   async startResidents(): Promise<void> {
+    if (this.opts.nodeAgent) {
+      const handle = await startNodeAgent(process.env, log);
+      this.#residents.push({ name: 'node agent', handle });
+      log(handle.description);
+    }
     if (this.opts.dhcpDaemon === undefined) return;
     const dhcp = this.ctx.plugins.find((p) => p.name === 'dhcp');
     if (!dhcp?.resident) throw new Error('--dhcp-daemon: this executable has no dhcp plugin daemon');
@@ -492,6 +504,7 @@ export class Service {
       String(this.opts.deadlineMs),
       ...(this.opts.verbose ? ['--verbose'] : []),
       ...(this.opts.metricsArg ? ['--metrics', this.opts.metricsArg] : []),
+      ...(this.opts.nodeAgent ? ['--node-agent'] : []),
       ...(this.opts.dhcpDaemonFromArgs && this.opts.dhcpDaemon
         ? ['--dhcp-daemon', '--dhcp-daemon-flags', this.opts.dhcpDaemon.join(' ')]
         : []),
