@@ -19,7 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../k8s-build.mjs';
-import { hierarchies, makeSubtree, removeSubtrees } from './cgroups.ts';
+import { hierarchies, makeSubtree, procsFiles, removeSubtrees } from './cgroups.ts';
 import { APISERVER_PORT, CLIENT_EXT, issueCert, kubeconfigFor, startControlPlane } from './control-plane.ts';
 import { buildBusyboxImage, buildPauseImage } from './images.ts';
 import {
@@ -27,6 +27,7 @@ import {
   must,
   type NodeConfig,
   type NodeRecord,
+  nodeArgv,
   nodeExec,
   nodeTree,
   type RunResult,
@@ -163,7 +164,7 @@ function handle(s: ClusterState, upSeconds?: number): Cluster {
       pid: n.init?.pid ?? 0,
       dir: n.dir,
       exec: (cmd: string, args: string[], opts?: { timeout?: number; input?: string }) =>
-        nodeExec(n.init as ProcRef, cmd, args, opts),
+        nodeExec(n, cmd, args, opts),
     })),
     kubectl,
     stop: () => teardown(s),
@@ -305,6 +306,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         netns: `cnikit-${name}-${nodeName}`,
         dir: join(dir, 'nodes', nodeName),
         procs: [],
+        labexec,
+        cgroupProcs: procsFiles(`${top}/${nodeName}`, hs),
       };
       s.nodes.push(record);
       s.netnsMade.push(record.netns);
@@ -437,7 +440,9 @@ async function main(argv: string[]): Promise<number> {
     rest.splice(i, 2);
     return v;
   };
-  const name = cmd === 'up' || cmd === 'down' || cmd === 'status' ? (opt('--name') ?? 'lab') : 'lab';
+  // kubectl and exec pass their arguments on untouched: they name the cluster by CNIKIT_LAB_NAME
+  const fallback = process.env.CNIKIT_LAB_NAME || 'lab';
+  const name = cmd === 'up' || cmd === 'down' || cmd === 'status' ? (opt('--name') ?? fallback) : fallback;
   const dir = defaultDir(name);
   switch (cmd) {
     case 'up': {
@@ -492,9 +497,10 @@ async function main(argv: string[]): Promise<number> {
           : (() => {
               const n = s.nodes.find((x) => x.name === rest[0]);
               if (!n?.init) throw new Error(`no node ${rest[0]}: ${s.nodes.map((x) => x.name).join(', ')}`);
-              return ['-t', String(n.init.pid), '-n', '-m', '-p', '-C', '-u', '-i', '--', ...rest.slice(1)];
+              return nodeArgv(n, rest[1] ?? 'sh', rest.slice(2));
             })();
-      const r = spawnSync(cmd === 'kubectl' ? 'ip' : 'nsenter', args, { stdio: 'inherit' });
+      const [exe = '', ...argv] = cmd === 'kubectl' ? ['ip', ...args] : args;
+      const r = spawnSync(exe, argv, { stdio: 'inherit' });
       return r.status ?? 1;
     }
     default:

@@ -74,6 +74,9 @@ export interface NodeRecord {
   init?: ProcRef;
   /** The nsenter processes that started containerd, kubelet and kube-proxy. */
   procs: ProcRef[];
+  /** scripts/k8s/labexec.c compiled, and the node cgroup's cgroup.procs files it joins. */
+  labexec: string;
+  cgroupProcs: string[];
 }
 
 export interface NodeConfig {
@@ -107,18 +110,37 @@ export function nodeTree(dir: string) {
   };
 }
 
-/** Runs a command in every namespace of the node (nsenter into its first process). */
+/** The argument vector running cmd in the node's cgroup and every one of its namespaces. */
+export function nodeArgv(r: NodeRecord, cmd: string, args: string[]): string[] {
+  if (!r.init) throw new Error(`${r.name} has no namespaces`);
+  return [
+    r.labexec,
+    ...r.cgroupProcs,
+    '--',
+    'nsenter',
+    '-t',
+    String(r.init.pid),
+    '-n',
+    '-m',
+    '-p',
+    '-C',
+    '-u',
+    '-i',
+    '--',
+    cmd,
+    ...args,
+  ];
+}
+
+/** Runs a command on the node: in its cgroup subtree and all of its namespaces. */
 export function nodeExec(
-  init: ProcRef,
+  r: NodeRecord,
   cmd: string,
   args: string[],
   opts: { timeout?: number; input?: string } = {},
 ) {
-  return run(
-    'nsenter',
-    ['-t', String(init.pid), '-n', '-m', '-p', '-C', '-u', '-i', '--', cmd, ...args],
-    opts,
-  );
+  const [exe = '', ...argv] = nodeArgv(r, cmd, args);
+  return run(exe, argv, opts);
 }
 
 /** Namespaces, mounts, the underlay link and sysctl files; then containerd (ready, images imported). */
@@ -254,7 +276,7 @@ export async function startNodeBase(c: NodeConfig, images: string[]): Promise<vo
   );
   startInNode(c, 'containerd', 'containerd', ['--config', config]);
   for (let i = 0; ; i++) {
-    const v = nodeExec(init, 'ctr', ['--address', CONTAINERD_SOCKET, 'version'], { timeout: 10_000 });
+    const v = nodeExec(r, 'ctr', ['--address', CONTAINERD_SOCKET, 'version'], { timeout: 10_000 });
     if (v.status === 0) break;
     if (i > 300)
       throw new Error(`containerd of ${r.name} did not start:\n${tail(join(t.logs, 'containerd.log'))}`);
@@ -262,7 +284,7 @@ export async function startNodeBase(c: NodeConfig, images: string[]): Promise<vo
   }
   for (const archive of images) {
     const out = nodeExec(
-      init,
+      r,
       'ctr',
       ['--address', CONTAINERD_SOCKET, '--namespace', 'k8s.io', 'images', 'import', archive],
       { timeout: 300_000 },
@@ -284,26 +306,8 @@ export function startInNode(c: NodeConfig, name: string, cmd: string, args: stri
   const r = c.record;
   if (!r.init) throw new Error(`${r.name} has no namespaces`);
   const out = openSync(join(nodeTree(r.dir).logs, `${name}.log`), 'a');
-  const p = spawn(
-    c.labexec,
-    [
-      ...procsFiles(c.cgroup, c.hierarchies),
-      '--',
-      'nsenter',
-      '-t',
-      String(r.init.pid),
-      '-n',
-      '-m',
-      '-p',
-      '-C',
-      '-u',
-      '-i',
-      '--',
-      cmd,
-      ...args,
-    ],
-    { stdio: ['ignore', out, out], detached: c.detached },
-  );
+  const [exe = '', ...argv] = nodeArgv(r, cmd, args);
+  const p = spawn(exe, argv, { stdio: ['ignore', out, out], detached: c.detached });
   closeSync(out);
   if (c.detached) p.unref();
   if (!p.pid) throw new Error(`${name} of ${r.name} did not start`);
