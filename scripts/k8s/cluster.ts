@@ -3,7 +3,7 @@
  * namespaces of its own, joined by an underlay bridge in a private network namespace; nothing is created in the
  * machine's network namespace, its sysctls or the roots of its cgroup hierarchies.
  *
- *   npm run cluster -- up [--nodes N] [--name NAME]     start (N = 1–3, default 2); returns once every node is Ready
+ *   npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset]  start (N = 1–3, default 2); returns once every node is Ready
  *   npm run cluster -- kubectl ARGS…                     kubectl as cluster admin (in the control plane's namespace)
  *   npm run cluster -- exec NODE CMD ARGS…              a command in every namespace of a node
  *   npm run cluster -- status | down
@@ -17,6 +17,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildImage } from '../image.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../k8s-build.mjs';
 import { hierarchies, makeSubtree, procsFiles, removeSubtrees } from './cgroups.ts';
@@ -191,6 +192,12 @@ export interface ClusterOptions {
   distBin?: string;
   log?: (msg: string) => void;
   readyTimeoutMs?: number;
+  /**
+   * How cnikit gets onto the nodes: 'conflist' (default) installs dist-bin/cnikit and a bridge + host-local
+   * conflist on each node's podCIDR itself; 'daemonset' builds the image (scripts/image.ts) from dist-bin, imports
+   * it on every node and applies deploy/kubernetes/ (its install-cni renders the conflist, serve runs warm mode).
+   */
+  cni?: 'conflist' | 'daemonset';
 }
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
@@ -239,6 +246,24 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       buildPauseImage(join(dir, 'images', 'pause'), join(ROOT, 'test-netns', 'k8s', 'pause.c')),
       buildBusyboxImage(join(dir, 'images', 'busybox')),
     ];
+    if (opts.cni === 'daemonset') {
+      const work = join(dir, 'images', 'cnikit');
+      mkdirSync(work, { recursive: true });
+      const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+      images.push(
+        buildImage({
+          arch: { name: 'amd64', cc: 'cc', objdump: 'objdump' },
+          exe: join(distBin, 'cnikit'),
+          client: join(distBin, 'warm', 'cnikit-client'),
+          license: join(ROOT, 'LICENSE'),
+          version,
+          epoch: 1_764_115_200,
+          work,
+          out: work,
+          level: 1,
+        }).file,
+      );
+    }
     log('underlay');
     const u = s.underlay;
     s.netnsMade.push(u.netns);
@@ -392,7 +417,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         if (cidr && !n.podCIDR) {
           n.podCIDR = cidr;
           save();
-          installCni(n.dir, distBin, cidr, CNI_PLUGINS);
+          if (opts.cni !== 'daemonset') installCni(n.dir, distBin, cidr, CNI_PLUGINS);
         }
       }
       if (s.nodes.every((n) => n.podCIDR)) break;
@@ -404,6 +429,23 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       for (const o of s.nodes) {
         if (o !== n) must('ip', ['-n', o.netns, 'route', 'add', n.podCIDR as string, 'via', n.ip]);
       }
+    }
+    if (opts.cni === 'daemonset') {
+      log('applying deploy/kubernetes/');
+      const manifests = ['rbac.yaml', 'configmap.yaml', 'daemonset.yaml'].flatMap((f) => [
+        '-f',
+        join(ROOT, 'deploy', 'kubernetes', f),
+      ]);
+      must('ip', [
+        'netns',
+        'exec',
+        s.controlPlane.netns,
+        join(binDir, 'kubectl'),
+        '--kubeconfig',
+        s.controlPlane.kubeconfig,
+        'apply',
+        ...manifests,
+      ]);
     }
     log('waiting for Ready');
     for (;;) {
@@ -447,11 +489,15 @@ async function main(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'up': {
       const nodes = Number(opt('--nodes') ?? '2');
+      const cni = opt('--cni') ?? 'conflist';
+      if (cni !== 'conflist' && cni !== 'daemonset')
+        throw new Error(`--cni is conflist or daemonset, not ${cni}`);
       const c = await startCluster({
         nodes,
         name,
         dir,
         detached: true,
+        cni,
         log: (m) => process.stderr.write(`cluster: ${m}\n`),
       });
       process.stdout.write(

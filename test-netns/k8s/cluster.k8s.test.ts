@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { diffHostState, hostState } from '../../scripts/host-state.mjs';
@@ -284,4 +285,23 @@ test('a 2-node lab cluster: Ready nodes, pods on each node with podCIDR addresse
   assert.equal(existsSync(c.dir), false, 'the scratch directory is removed');
   const ps = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
   assert.equal(ps.includes(c.dir), false, 'no process of the cluster is left');
+});
+
+test('a failed up removes everything it made: processes, namespaces, cgroups, files', async () => {
+  ensureBuilt();
+  const netBefore = hostState();
+  const name = `f${process.pid}`;
+  const dir = join(tmpdir(), `cnikit-lab-test-${name}`);
+  // every node is up (containerd, kubelet, kube-proxy running) when the first wait for the nodes times out
+  await assert.rejects(startCluster({ nodes: 1, name, dir, readyTimeoutMs: 1 }), /not Ready after 1 ms/);
+  assert.equal(existsSync(dir), false, 'the scratch directory is removed');
+  assert.deepEqual(clusterCgroups(`cnikit-${name}`), [], 'no cgroup of the cluster is left');
+  assert.deepEqual(
+    netnsList().filter((n) => n.startsWith(`cnikit-${name}-`)),
+    [],
+    'no namespace of the cluster is left',
+  );
+  const ps = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
+  assert.equal(ps.includes(dir), false, 'no process of the cluster is left');
+  assert.deepEqual(diffHostState(netBefore, hostState()).problems, []);
 });
