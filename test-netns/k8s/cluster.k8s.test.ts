@@ -1,7 +1,8 @@
 /**
  * The lab cluster (scripts/k8s/cluster.ts, docs/lab-cluster.md): a control plane and two nodes, each with its own
- * network, mount, PID and cgroup namespaces, a private containerd, a kubelet and a kube-proxy, cnikit's bridge +
- * host-local conflist on the node's podCIDR. Driven through kubectl: both nodes Ready, a pod pinned to each node gets
+ * network, mount, PID and cgroup namespaces, a private containerd, a kubelet and a kube-proxy; cnikit comes from
+ * the DaemonSet of deploy/kubernetes/ (image built from dist-bin, imported on each node), whose install-cni renders
+ * the bridge + host-local conflist on the node's podCIDR and whose serve container runs warm mode. Driven through kubectl: both nodes Ready, a pod pinned to each node gets
  * an address of that node's podCIDR, reaches another pod of its node and the API server through the `kubernetes`
  * Service (kube-proxy's DNAT); deleting the pods leaves no veth, reservation or cached result; stopping the cluster
  * leaves the machine's network namespace, its sysctls, its cgroup trees and the scratch space as they were.
@@ -77,14 +78,14 @@ function pod(name: string, node: string, script: string) {
   };
 }
 
-test('a 2-node lab cluster: Ready nodes, pods on each node with podCIDR addresses, pod-to-pod and the kubernetes Service, clean delete and down', async () => {
+test('a 2-node lab cluster: the DaemonSet on both nodes, Ready nodes, pods on each node with podCIDR addresses, pod-to-pod and the kubernetes Service, clean delete and down', async () => {
   ensureBuilt();
   const netBefore = hostState();
   const knobsBefore = kernelKnobs();
   const top = `cnikit-t${process.pid}`;
 
   const t0 = Date.now();
-  cluster = await startCluster({ nodes: 2, name: `t${process.pid}` });
+  cluster = await startCluster({ nodes: 2, name: `t${process.pid}`, cni: 'daemonset' });
   const upSeconds = (Date.now() - t0) / 1000;
   const c = cluster;
   const kubectl = (args: string[], input?: string) => {
@@ -119,6 +120,20 @@ test('a 2-node lab cluster: Ready nodes, pods on each node with podCIDR addresse
     );
   }
   assert.notEqual(nodes[0]?.spec.podCIDR, nodes[1]?.spec.podCIDR);
+
+  // the DaemonSet rolled out on both nodes; its install-cni wrote each node's conflist with that node's podCIDR
+  const ds = JSON.parse(kubectl(['-n', 'kube-system', 'get', 'daemonset', 'cnikit', '-o', 'json']));
+  assert.equal(ds.status.desiredNumberScheduled, 2);
+  for (const n of c.nodes) {
+    const conflist = JSON.parse(readFileSync(join(nodeTree(n.dir).confDir, '10-cnikit.conflist'), 'utf8'));
+    assert.deepEqual(conflist.plugins[0].ipam.ranges, [[{ subnet: n.podCIDR }]]);
+  }
+  for (let i = 0; ; i++) {
+    const st = JSON.parse(kubectl(['-n', 'kube-system', 'get', 'daemonset', 'cnikit', '-o', 'json'])).status;
+    if (st.numberReady === 2) break;
+    assert.ok(i < 120, `the DaemonSet is not ready on both nodes: ${JSON.stringify(st)}`);
+    await sleep(1000);
+  }
 
   // a node is namespaced: its own hostname, its cgroup subtree as root, the kernel knobs kubelet wants as files
   const rootNet = spawnSync('readlink', ['/proc/self/ns/net'], { encoding: 'utf8' }).stdout.trim();
