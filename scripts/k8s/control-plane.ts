@@ -7,9 +7,10 @@
  * in the machine's root network namespace or outside the scratch directory; stop() ends the two processes this
  * module started (by pid), removes the namespace and the directory.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { alive, type ProcRef, procRef, terminate } from './procs.ts';
 
 export const APISERVER_PORT = 6443;
 export const SERVICE_CIDR = '10.96.0.0/16';
@@ -25,6 +26,8 @@ export interface ControlPlane {
   pki: string;
   /** kubectl in the namespace with the admin kubeconfig. */
   kubectl(args: string[], input?: string): { status: number | null; stdout: string; stderr: string };
+  /** The processes started (etcd, kube-apiserver, and kube-controller-manager, kube-scheduler if asked). */
+  procs: ProcRef[];
   stop(): Promise<void>;
 }
 
@@ -36,7 +39,7 @@ function must(cmd: string, args: string[], opts: { input?: string; timeout?: num
 }
 
 /** A CA and the certificates the control plane needs, made with openssl (P-256 keys, valid for 2 days). */
-export function makePki(pki: string): void {
+export function makePki(pki: string, extraIps: string[] = []): void {
   mkdirSync(pki, { recursive: true, mode: 0o700 });
   const p = (n: string) => join(pki, n);
   const days = '2';
@@ -58,45 +61,13 @@ export function makePki(pki: string): void {
     '-addext',
     'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
   ]);
-  const leaf = (name: string, subj: string, ext: string[]) => {
-    must('openssl', [
-      'req',
-      '-new',
-      ...ec,
-      '-keyout',
-      p(`${name}.key`),
-      '-out',
-      p(`${name}.csr`),
-      '-subj',
-      subj,
-    ]);
-    writeFileSync(p(`${name}.ext`), `${ext.join('\n')}\n`);
-    must('openssl', [
-      'x509',
-      '-req',
-      '-in',
-      p(`${name}.csr`),
-      '-CA',
-      p('ca.crt'),
-      '-CAkey',
-      p('ca.key'),
-      '-CAcreateserial',
-      '-days',
-      days,
-      '-out',
-      p(`${name}.crt`),
-      '-extfile',
-      p(`${name}.ext`),
-    ]);
-    rmSync(p(`${name}.csr`));
-    rmSync(p(`${name}.ext`));
-  };
-  const client = ['keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=clientAuth'];
+  const leaf = (name: string, subj: string, ext: string[]) => issueCert(pki, name, subj, ext);
+  const client = CLIENT_EXT;
   leaf('apiserver', '/CN=kube-apiserver', [
     'keyUsage=critical,digitalSignature,keyEncipherment',
     'extendedKeyUsage=serverAuth',
-    `subjectAltName=IP:127.0.0.1,IP:${SERVICE_IP},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,` +
-      'DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local',
+    `subjectAltName=IP:127.0.0.1,IP:${SERVICE_IP},${extraIps.map((ip) => `IP:${ip},`).join('')}DNS:localhost,` +
+      'DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local',
   ]);
   leaf('apiserver-kubelet-client', '/O=system:masters/CN=kube-apiserver-kubelet-client', client);
   leaf('admin', '/O=system:masters/CN=cnikit-lab-admin', client);
@@ -110,6 +81,50 @@ export function makePki(pki: string): void {
     p('sa.key'),
   ]);
   must('openssl', ['pkey', '-in', p('sa.key'), '-pubout', '-out', p('sa.pub')]);
+}
+
+/** The extensions of a client certificate. */
+export const CLIENT_EXT = [
+  'keyUsage=critical,digitalSignature,keyEncipherment',
+  'extendedKeyUsage=clientAuth',
+];
+
+/** NAME.key and NAME.crt in pki, signed by its CA (made by makePki), with subject subj and the given extensions. */
+export function issueCert(pki: string, name: string, subj: string, ext: string[]): void {
+  const p = (n: string) => join(pki, n);
+  const days = '2';
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  must('openssl', [
+    'req',
+    '-new',
+    ...ec,
+    '-keyout',
+    p(`${name}.key`),
+    '-out',
+    p(`${name}.csr`),
+    '-subj',
+    subj,
+  ]);
+  writeFileSync(p(`${name}.ext`), `${ext.join('\n')}\n`);
+  must('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    p(`${name}.csr`),
+    '-CA',
+    p('ca.crt'),
+    '-CAkey',
+    p('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    days,
+    '-out',
+    p(`${name}.crt`),
+    '-extfile',
+    p(`${name}.ext`),
+  ]);
+  rmSync(p(`${name}.csr`));
+  rmSync(p(`${name}.ext`));
 }
 
 /** A kubeconfig with the client certificate and the CA embedded, for server. */
@@ -131,23 +146,14 @@ export function kubeconfigFor(pki: string, server: string, user: string, cert: s
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function exited(p: ChildProcess): Promise<void> {
-  return p.exitCode !== null || p.signalCode !== null
-    ? Promise.resolve()
-    : new Promise((r) => p.once('exit', () => r()));
-}
-
-async function terminate(p: ChildProcess | undefined, ms = 15_000): Promise<void> {
-  if (!p || p.exitCode !== null || p.signalCode !== null) return;
-  p.kill('SIGTERM');
-  const timer = setTimeout(() => p.kill('SIGKILL'), ms);
-  await exited(p);
-  clearTimeout(timer);
-}
-
 /**
  * Starts etcd and kube-apiserver in a fresh namespace `netns` with state under dir (created; removed by stop()).
  * binDir holds kube-apiserver and kubectl (scripts/k8s-build.mjs). Resolves when /readyz answers ok.
+ * With advertiseAddress the apiserver listens on every address of the namespace (its certificate names that
+ * address too) and the `kubernetes` Service points there; setupNetns runs once the namespace exists (to give it a
+ * link to the nodes) and controllers adds kube-controller-manager (node CIDR allocation, service-account tokens,
+ * the CSR signer) and kube-scheduler, both on the namespace's loopback. detached: the processes outlive this one
+ * (the `npm run cluster -- up` command), onProcess records each as it starts.
  */
 export async function startControlPlane(opts: {
   binDir: string;
@@ -157,13 +163,20 @@ export async function startControlPlane(opts: {
   readyTimeoutMs?: number;
   /** More kube-apiserver flags (e.g. `--feature-gates=IPv6DualStack=true` for spec.podCIDRs with two subnets). */
   apiserverArgs?: string[];
+  advertiseAddress?: string;
+  setupNetns?: (netns: string) => void;
+  controllers?: { clusterCidr: string; nodeCidrMaskSize: number };
+  detached?: boolean;
+  onProcess?: (p: ProcRef) => void;
 }): Promise<ControlPlane> {
   const { binDir, dir, netns } = opts;
   const etcdBin = opts.etcd ?? '/usr/bin/etcd';
-  const procs: ChildProcess[] = [];
+  const procs: ProcRef[] = [];
   let nsMade = false;
   const stop = async () => {
-    for (const p of procs.reverse()) await terminate(p);
+    // the controllers and the apiserver before etcd
+    await terminate(procs.slice(1));
+    await terminate(procs.slice(0, 1));
     if (nsMade) spawnSync('ip', ['netns', 'del', netns]);
     rmSync(dir, { recursive: true, force: true });
   };
@@ -172,24 +185,31 @@ export async function startControlPlane(opts: {
     must('ip', ['netns', 'add', netns]);
     nsMade = true;
     must('ip', ['-n', netns, 'link', 'set', 'lo', 'up']);
+    opts.setupNetns?.(netns);
     const pki = join(dir, 'pki');
-    makePki(pki);
+    makePki(pki, opts.advertiseAddress ? [opts.advertiseAddress] : []);
     const kubeconfig = join(dir, 'admin.kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      kubeconfigFor(pki, `https://127.0.0.1:${APISERVER_PORT}`, 'admin', 'admin.crt', 'admin.key'),
-      { mode: 0o600 },
-    );
+    const local = `https://127.0.0.1:${APISERVER_PORT}`;
+    writeFileSync(kubeconfig, kubeconfigFor(pki, local, 'admin', 'admin.crt', 'admin.key'), { mode: 0o600 });
     const logs = join(dir, 'logs');
     mkdirSync(logs);
+    const names: string[] = [];
     const start = (name: string, cmd: string, args: string[]) => {
       const out = openSync(join(logs, `${name}.log`), 'a');
-      const p = spawn('ip', ['netns', 'exec', netns, cmd, ...args], { stdio: ['ignore', out, out] });
+      const p = spawn('ip', ['netns', 'exec', netns, cmd, ...args], {
+        stdio: ['ignore', out, out],
+        detached: opts.detached,
+      });
       closeSync(out);
-      procs.push(p);
-      return p;
+      if (opts.detached) p.unref();
+      if (!p.pid) throw new Error(`${name} did not start`);
+      const ref = procRef(p.pid);
+      procs.push(ref);
+      names.push(name);
+      opts.onProcess?.(ref);
+      return ref;
     };
-    const etcd = start('etcd', etcdBin, [
+    start('etcd', etcdBin, [
       '--name',
       'lab',
       '--data-dir',
@@ -206,10 +226,10 @@ export async function startControlPlane(opts: {
       'lab=http://127.0.0.1:2380',
     ]);
     const pk = (n: string) => join(pki, n);
-    const apiserver = start('kube-apiserver', join(binDir, 'kube-apiserver'), [
+    start('kube-apiserver', join(binDir, 'kube-apiserver'), [
       '--etcd-servers=http://127.0.0.1:2379',
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--bind-address=${opts.advertiseAddress ? '0.0.0.0' : '127.0.0.1'}`,
+      `--advertise-address=${opts.advertiseAddress ?? '127.0.0.1'}`,
       `--secure-port=${APISERVER_PORT}`,
       '--insecure-port=0',
       `--cert-dir=${pki}`,
@@ -219,6 +239,7 @@ export async function startControlPlane(opts: {
       `--kubelet-certificate-authority=${pk('ca.crt')}`,
       `--kubelet-client-certificate=${pk('apiserver-kubelet-client.crt')}`,
       `--kubelet-client-key=${pk('apiserver-kubelet-client.key')}`,
+      '--kubelet-preferred-address-types=InternalIP',
       `--service-account-key-file=${pk('sa.pub')}`,
       `--service-account-signing-key-file=${pk('sa.key')}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
@@ -233,37 +254,72 @@ export async function startControlPlane(opts: {
       const r = spawnSync(
         'ip',
         ['netns', 'exec', netns, join(binDir, 'kubectl'), '--kubeconfig', kubeconfig, ...args],
-        {
-          encoding: 'utf8',
-          input,
-          timeout: 60_000,
-        },
+        { encoding: 'utf8', input, timeout: 60_000, maxBuffer: 64 * 1024 * 1024 },
       );
       if (r.error) throw r.error;
       return { status: r.status, stdout: r.stdout, stderr: r.stderr };
     };
     const deadline = Date.now() + (opts.readyTimeoutMs ?? 180_000);
     for (;;) {
-      for (const [name, p] of [
-        ['etcd', etcd],
-        ['kube-apiserver', apiserver],
-      ] as const) {
-        if (p.exitCode !== null || p.signalCode !== null) {
-          const log = readFileSync(join(logs, `${name}.log`), 'utf8')
+      procs.forEach((p, i) => {
+        if (!alive(p)) {
+          const log = readFileSync(join(logs, `${names[i]}.log`), 'utf8')
             .split('\n')
             .slice(-15)
             .join('\n');
-          throw new Error(
-            `${name} exited (${p.exitCode ?? p.signalCode}) before the apiserver was ready:\n${log}`,
-          );
+          throw new Error(`${names[i]} exited before the apiserver was ready:\n${log}`);
         }
-      }
+      });
       const r = kubectl(['get', '--raw', '/readyz', '--request-timeout=5s']);
       if (r.status === 0 && r.stdout.trim() === 'ok') break;
       if (Date.now() > deadline) throw new Error(`kube-apiserver not ready: ${r.stdout}${r.stderr}`);
       await sleep(500);
     }
-    return { netns, dir, kubeconfig, pki, kubectl, stop };
+    // the controllers once the apiserver answers (they exit if it does not at their start)
+    if (opts.controllers) {
+      for (const [name, cn] of [
+        ['kube-controller-manager', 'system:kube-controller-manager'],
+        ['kube-scheduler', 'system:kube-scheduler'],
+      ] as const) {
+        issueCert(pki, name, `/CN=${cn}`, CLIENT_EXT);
+        writeFileSync(
+          join(dir, `${name}.kubeconfig`),
+          kubeconfigFor(pki, local, cn, `${name}.crt`, `${name}.key`),
+          { mode: 0o600 },
+        );
+      }
+      start('kube-controller-manager', join(binDir, 'kube-controller-manager'), [
+        `--kubeconfig=${join(dir, 'kube-controller-manager.kubeconfig')}`,
+        `--authentication-kubeconfig=${join(dir, 'kube-controller-manager.kubeconfig')}`,
+        `--authorization-kubeconfig=${join(dir, 'kube-controller-manager.kubeconfig')}`,
+        '--bind-address=127.0.0.1',
+        '--port=0',
+        `--cert-dir=${join(dir, 'kube-controller-manager')}`,
+        '--leader-elect=false',
+        '--use-service-account-credentials=true',
+        `--service-account-private-key-file=${pk('sa.key')}`,
+        `--root-ca-file=${pk('ca.crt')}`,
+        `--cluster-signing-cert-file=${pk('ca.crt')}`,
+        `--cluster-signing-key-file=${pk('ca.key')}`,
+        '--allocate-node-cidrs=true',
+        `--cluster-cidr=${opts.controllers.clusterCidr}`,
+        `--node-cidr-mask-size=${opts.controllers.nodeCidrMaskSize}`,
+        `--service-cluster-ip-range=${SERVICE_CIDR}`,
+        '--controllers=*,-cloud-node-lifecycle,-service,-route',
+        '--profiling=false',
+      ]);
+      start('kube-scheduler', join(binDir, 'kube-scheduler'), [
+        `--kubeconfig=${join(dir, 'kube-scheduler.kubeconfig')}`,
+        `--authentication-kubeconfig=${join(dir, 'kube-scheduler.kubeconfig')}`,
+        `--authorization-kubeconfig=${join(dir, 'kube-scheduler.kubeconfig')}`,
+        '--bind-address=127.0.0.1',
+        '--port=0',
+        `--cert-dir=${join(dir, 'kube-scheduler')}`,
+        '--leader-elect=false',
+        '--profiling=false',
+      ]);
+    }
+    return { netns, dir, kubeconfig, pki, kubectl, procs, stop };
   } catch (e) {
     await stop();
     throw e;

@@ -10,7 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import {
   closeSync,
   existsSync,
@@ -23,11 +22,13 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { sleep } from '@cnikit/testing';
+import { containerdConfig } from '../../scripts/k8s/containerd.ts';
 import { type CriClient, criClient } from './cri.ts';
+
+export { buildPauseImage, SANDBOX_IMAGE } from '../../scripts/k8s/images.ts';
 
 export const NODE_IP = '192.168.77.1';
 export const CLIENT_IP = '192.168.77.2';
-export const SANDBOX_IMAGE = 'cnikit.test/pause:1';
 export const CGROUP_PARENT = '/cnikit-k8s-e2e';
 
 export interface RunResult {
@@ -95,114 +96,6 @@ export function nodePaths(root: string): NodePaths {
     config: join(root, 'containerd', 'config.toml'),
     log: join(root, 'containerd', 'containerd.log'),
   };
-}
-
-function containerdConfig(p: NodePaths): string {
-  const q = (s: string) => JSON.stringify(s);
-  return [
-    'version = 2',
-    `root = ${q(p.containerdRoot)}`,
-    `state = ${q(p.containerdState)}`,
-    'disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",',
-    '  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]',
-    '[grpc]',
-    `  address = ${q(p.socket)}`,
-    '[ttrpc]',
-    `  address = ${q(`${p.socket}.ttrpc`)}`,
-    '[debug]',
-    '  level = "info"',
-    '[metrics]',
-    '  address = ""',
-    '[plugins."io.containerd.grpc.v1.cri"]',
-    `  sandbox_image = ${q(SANDBOX_IMAGE)}`,
-    '  netns_mounts_under_state_dir = true',
-    '  enable_selinux = false',
-    '  disable_apparmor = true',
-    '  restrict_oom_score_adj = true',
-    '  stream_server_address = "127.0.0.1"',
-    '  stream_server_port = "0"',
-    '  [plugins."io.containerd.grpc.v1.cri".containerd]',
-    '    snapshotter = "overlayfs"',
-    '    default_runtime_name = "runc"',
-    '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
-    '      runtime_type = "io.containerd.runc.v2"',
-    '  [plugins."io.containerd.grpc.v1.cri".cni]',
-    `    bin_dir = ${q(p.binDir)}`,
-    `    conf_dir = ${q(p.confDir)}`,
-    '    max_conf_num = 1',
-    '',
-  ].join('\n');
-}
-
-/** The OCI archive of the sandbox image: one layer holding the static pause binary (built with cc -static). */
-export function buildPauseImage(workDir: string, pauseSource: string): string {
-  mkdirSync(workDir, { recursive: true });
-  const bin = join(workDir, 'rootfs', 'pause');
-  mkdirSync(join(workDir, 'rootfs'), { recursive: true });
-  must('cc', ['-static', '-Os', '-s', '-o', bin, pauseSource]);
-  const layer = join(workDir, 'layer.tar');
-  must('tar', [
-    '--sort=name',
-    '--owner=0',
-    '--group=0',
-    '--numeric-owner',
-    '--mtime=@0',
-    '-C',
-    join(workDir, 'rootfs'),
-    '-cf',
-    layer,
-    'pause',
-  ]);
-  const oci = join(workDir, 'oci');
-  const blobs = join(oci, 'blobs', 'sha256');
-  mkdirSync(blobs, { recursive: true });
-  const put = (data: Buffer): { digest: string; size: number } => {
-    const h = createHash('sha256').update(data).digest('hex');
-    writeFileSync(join(blobs, h), data);
-    return { digest: `sha256:${h}`, size: data.length };
-  };
-  const layerBlob = put(readFileSync(layer));
-  const config = put(
-    Buffer.from(
-      JSON.stringify({
-        architecture: 'amd64',
-        os: 'linux',
-        config: { Entrypoint: ['/pause'] },
-        rootfs: { type: 'layers', diff_ids: [layerBlob.digest] },
-      }),
-    ),
-  );
-  const manifest = put(
-    Buffer.from(
-      JSON.stringify({
-        schemaVersion: 2,
-        mediaType: 'application/vnd.oci.image.manifest.v1+json',
-        config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
-        layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...layerBlob }],
-      }),
-    ),
-  );
-  writeFileSync(join(oci, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
-  writeFileSync(
-    join(oci, 'index.json'),
-    JSON.stringify({
-      schemaVersion: 2,
-      manifests: [
-        {
-          mediaType: 'application/vnd.oci.image.manifest.v1+json',
-          ...manifest,
-          platform: { architecture: 'amd64', os: 'linux' },
-          annotations: {
-            'io.containerd.image.name': SANDBOX_IMAGE,
-            'org.opencontainers.image.ref.name': '1',
-          },
-        },
-      ],
-    }),
-  );
-  const archive = join(workDir, 'pause.oci.tar');
-  must('tar', ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', '-C', oci, '-cf', archive, '.']);
-  return archive;
 }
 
 /** A running private node: namespaces, containerd, optionally `cnikit serve`; stop() tears all of it down. */
@@ -309,7 +202,16 @@ export class PrivateNode {
       const r = this.clientExec('ip', args);
       assert.equal(r.status, 0, r.stderr);
     }
-    writeFileSync(p.config, containerdConfig(p));
+    writeFileSync(
+      p.config,
+      containerdConfig({
+        root: p.containerdRoot,
+        state: p.containerdState,
+        socket: p.socket,
+        binDir: p.binDir,
+        confDir: p.confDir,
+      }),
+    );
     const log = openSync(p.log, 'a');
     try {
       this.containerd = spawn('nsenter', ['-t', pid, '-n', '-m', '--', 'containerd', '--config', p.config], {
