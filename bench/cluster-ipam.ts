@@ -12,7 +12,7 @@
  *                 retry 500 ms with jitter 1.2, released on cancel), then a LIST of the IPPools (its connectivity
  *                 check), a GET of the one IPPool holding every allocation, the lowest free offset, and a JSON
  *                 patch of the IPPool with a resourceVersion test (422 -> read again, up to 100 times), then the
- *                 release of the Lease. whereabouts' own CRDs (plugins/cluster-ipam/testdata/whereabouts-crds.yaml).
+ *                 release of the Lease. whereabouts' own CRDs (plugins/cluster-ipam/src/testdata/whereabouts-crds.yaml).
  *   cnikit-k8s    cnikit on the Kubernetes API, cnikit-etcd cnikit on etcd (see CNIKIT_DRIVER below).
  * Reported: total wall time from the start signal to the last ADD, ADDs/s, p50/p99 of one ADD, failed ADDs,
  * duplicates (the same address handed out twice, from the answers and from the stored state).
@@ -25,9 +25,9 @@ import { createInterface } from 'node:readline';
 import { Allocator } from '../plugins/cluster-ipam/src/allocator.ts';
 import { parseConf } from '../plugins/cluster-ipam/src/config.ts';
 import { EtcdStore } from '../plugins/cluster-ipam/src/etcd-store.ts';
-import { startTestEtcd } from '../plugins/cluster-ipam/src/etcd-testenv.ts';
 import { KubernetesStore } from '../plugins/cluster-ipam/src/kubernetes.ts';
 import type { Store } from '../plugins/cluster-ipam/src/store.ts';
+import { startTestEtcd } from '../plugins/cluster-ipam/src/testdata/etcd-testenv.ts';
 import { type ControlPlane, startControlPlane } from '../scripts/k8s/control-plane.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../scripts/k8s-build.mjs';
@@ -489,7 +489,7 @@ async function main(): Promise<void> {
       const binDir = join(cacheDir, 'bin');
       cp = await startControlPlane({ binDir, dir: join(dir, 'cp'), netns });
       const crds = readFileSync(
-        join(ROOT, 'plugins', 'cluster-ipam', 'testdata', 'whereabouts-crds.yaml'),
+        join(ROOT, 'plugins', 'cluster-ipam', 'src', 'testdata', 'whereabouts-crds.yaml'),
         'utf8',
       );
       const ours = readFileSync(join(ROOT, 'deploy', 'kubernetes', 'cluster-ipam-crds.yaml'), 'utf8');

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type AllocationSpec, Allocator, type BlockSpec, PoolExhaustedError } from './allocator.ts';
 import { parseConf } from './config.ts';
-import { MemoryStore } from './memory-store.ts';
 import type { Pool } from './pool.ts';
+import { MemoryStore } from './testdata/memory-store.ts';
 
 function pools(ipam: Record<string, unknown>): Pool[] {
   return parseConf(

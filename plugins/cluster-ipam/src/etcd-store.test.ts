@@ -11,10 +11,10 @@ import { openStore } from './backend.ts';
 import { parseConf } from './config.ts';
 import { EtcdClient, EtcdError, prefixEnd } from './etcd.ts';
 import { EtcdStore, etcdOptionsFromConfig, etcdStoreFromConfig } from './etcd-store.ts';
-import { startTestEtcd, type TestEtcd } from './etcd-testenv.ts';
 import { StoreConfigError } from './kubernetes.ts';
 import { StoreUnavailableError } from './store.ts';
-import { storeContract } from './store-contract.ts';
+import { startTestEtcd, type TestEtcd } from './testdata/etcd-testenv.ts';
+import { storeContract } from './testdata/store-contract.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

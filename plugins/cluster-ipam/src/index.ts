@@ -149,10 +149,13 @@ export const plugin: Plugin<ClusterIPAMConf> = {
   name: 'cluster-ipam',
   ipam: true,
   about: `CNI cluster-ipam plugin cnikit ${VERSION}`,
-  conf: (raw, req) => parseConf(raw, req),
+  conf: parseConf,
   add,
   del,
   check,
   gc,
   status,
 };
+
+// The switch from whereabouts (its IPPool and OverlappingRangeIPReservation objects into this plugin's records).
+export { importWhereabouts } from './whereabouts-import.ts';

@@ -6,8 +6,8 @@ import { cniRunner, expectCniError, expectOk } from '@cnikit/testing';
 import { registerStore } from './backend.ts';
 import { plugin } from './index.ts';
 import { StoreConfigError } from './kubernetes.ts';
-import { MemoryStore } from './memory-store.ts';
 import { StoreUnavailableError } from './store.ts';
+import { MemoryStore } from './testdata/memory-store.ts';
 
 let store = new MemoryStore();
 const use = (s: MemoryStore) => {

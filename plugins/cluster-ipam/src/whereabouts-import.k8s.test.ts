@@ -1,8 +1,8 @@
 /**
  * Import of whereabouts' objects against a real kube-apiserver (scripts/k8s/control-plane.ts, private network
- * namespace): whereabouts' CRDs applied (testdata/whereabouts-crds.yaml, from their schema), IPPools and
+ * namespace): whereabouts' CRDs applied (src/testdata/whereabouts-crds.yaml, from their schema), IPPools and
  * OverlappingRangeIPReservations and the pods they name created with kubectl, the import run in the namespace
- * (testdata/import-driver.ts) into an etcd store (the control plane's own etcd, under a prefix of its own).
+ * (src/testdata/import-driver.ts) into an etcd store (the control plane's own etcd, under a prefix of its own).
  * Run with `npm run test:k8s`.
  */
 import assert from 'node:assert/strict';
@@ -25,12 +25,7 @@ before(async () => {
   const { dir: cacheDir } = await k8sBinaries();
   cp = await startControlPlane({ binDir: join(cacheDir, 'bin'), dir, netns });
   const ok = (r: { status: number | null; stderr: string }) => assert.equal(r.status, 0, r.stderr);
-  ok(
-    cp.kubectl(
-      ['apply', '-f', '-'],
-      readFileSync(join(here, '..', 'testdata', 'whereabouts-crds.yaml'), 'utf8'),
-    ),
-  );
+  ok(cp.kubectl(['apply', '-f', '-'], readFileSync(join(here, 'testdata', 'whereabouts-crds.yaml'), 'utf8')));
   for (const c of ['ippools', 'overlappingrangeipreservations'])
     ok(
       cp.kubectl([
@@ -85,7 +80,7 @@ function runImport(args: string[] = []): DriverOut {
       netns,
       process.execPath,
       ...process.execArgv,
-      join(here, '..', 'testdata', 'import-driver.ts'),
+      join(here, 'testdata', 'import-driver.ts'),
       cp.kubeconfig,
       '127.0.0.1:2379',
       '/cnikit-import-test/',

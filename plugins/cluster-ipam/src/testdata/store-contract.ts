@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
-import type { Store, StoreKind } from './store.ts';
+import type { Store, StoreKind } from '../store.ts';
 
 export interface StoreContractOptions {
   /** How many concurrent creates race for one name, and concurrent writers increment one counter (default 24). */

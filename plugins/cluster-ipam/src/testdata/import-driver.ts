@@ -3,11 +3,11 @@
  * whereabouts' objects into an etcd store, then every record of the store, as one JSON line on stdout.
  *   BENCH-free: argv = kubeconfig etcd-host prefix [--dry-run] [--seed name=json]
  */
-import { KubeClient } from '../../../bench/lib/kube-client.ts';
-import { Allocator } from '../src/allocator.ts';
-import { parseConf } from '../src/config.ts';
-import { EtcdStore } from '../src/etcd-store.ts';
-import { importWhereabouts } from '../src/whereabouts-import.ts';
+import { KubeClient } from '../../../../bench/lib/kube-client.ts';
+import { Allocator } from '../allocator.ts';
+import { parseConf } from '../config.ts';
+import { EtcdStore } from '../etcd-store.ts';
+import { importWhereabouts } from '../whereabouts-import.ts';
 
 const [kubeconfig, etcdHost, prefix, ...rest] = process.argv.slice(2);
 const kube = new KubeClient(kubeconfig);

@@ -8,7 +8,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writ
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EtcdClient, type EtcdClientOptions, prefixEnd } from './etcd.ts';
+import { EtcdClient, type EtcdClientOptions, prefixEnd } from '../etcd.ts';
 
 export interface TestEtcd {
   /** host:port of the client URL. */

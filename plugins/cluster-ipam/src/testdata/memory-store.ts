@@ -3,7 +3,7 @@
  * for benchmarks that want the allocator's own cost. Every call yields to the event loop first, so concurrent
  * callers interleave as they would against a server.
  */
-import type { Store, StoredObject, StoreKind } from './store.ts';
+import type { Store, StoredObject, StoreKind } from '../store.ts';
 
 export class MemoryStore implements Store {
   private readonly kinds = new Map<StoreKind, Map<string, StoredObject<unknown>>>();
