@@ -9,12 +9,12 @@ import { parseConf } from '../config.ts';
 import { EtcdStore } from '../etcd-store.ts';
 import { importWhereabouts } from '../whereabouts-import.ts';
 
-const [kubeconfig, etcdHost, prefix, ...rest] = process.argv.slice(2);
+const [kubeconfig = '', etcdHost = '', prefix = '', ...rest] = process.argv.slice(2);
 const kube = new KubeClient(kubeconfig);
 const store = new EtcdStore({ endpoints: etcdHost, prefix });
 try {
   for (const a of rest.filter((x) => x.startsWith('--seed='))) {
-    const [name, json] = a.slice('--seed='.length).split(/=(.*)/s);
+    const [name = '', json = ''] = a.slice('--seed='.length).split(/=(.*)/s);
     await store.create('allocations', name, JSON.parse(json));
   }
   const report = await importWhereabouts((p) => kube.request('GET', p), store, {
