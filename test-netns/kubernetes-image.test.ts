@@ -99,7 +99,8 @@ interface Container {
   command: string[];
   env?: {
     name: string;
-    valueFrom: { fieldRef?: { fieldPath: string }; configMapKeyRef?: { key: string } };
+    value?: string;
+    valueFrom?: { fieldRef?: { fieldPath: string }; configMapKeyRef?: { key: string } };
   }[];
   volumeMounts?: Mount[];
   securityContext?: { privileged?: boolean };
@@ -135,10 +136,28 @@ function podArgs(c: Container): string[] {
     mkdirSync(src, { recursive: true });
     args.push('-v', `${src}:${m.mountPath}${m.readOnly ? ':ro' : ''}`);
   }
+  // what the kubelet gives: the pod's fields, the ConfigMap's keys (optional ones may be absent), and a value with
+  // $(VAR) references to the variables defined before it
+  const fields: Record<string, string> = { 'spec.nodeName': 'node-1', 'metadata.uid': 'pod-uid-1' };
+  const set: Record<string, string> = {};
   for (const e of c.env ?? []) {
-    if (e.valueFrom.fieldRef?.fieldPath === 'spec.nodeName') args.push('-e', `${e.name}=node-1`);
-    const key = e.valueFrom.configMapKeyRef?.key;
-    if (key !== undefined && cm.data[key] !== undefined) args.push('-e', `${e.name}=${cm.data[key]}`);
+    const fieldPath = e.valueFrom?.fieldRef?.fieldPath;
+    const key = e.valueFrom?.configMapKeyRef?.key;
+    const v =
+      e.value !== undefined
+        ? e.value.replace(/\$\(([A-Za-z_]\w*)\)/g, (ref, n: string) => set[n] ?? ref)
+        : fieldPath !== undefined
+          ? fields[fieldPath]
+          : key !== undefined
+            ? cm.data[key]
+            : undefined;
+    assert.ok(
+      fieldPath === undefined || v !== undefined,
+      `${e.name}: field ${fieldPath} has no stand-in here`,
+    );
+    if (v === undefined) continue;
+    set[e.name] = v;
+    args.push('-e', `${e.name}=${v}`);
   }
   if (c.securityContext?.privileged) args.push('--privileged');
   return args;

@@ -507,6 +507,7 @@ test('VERSION and ADD in-process', async () => {
       libcni: /^true \[\]$/m,
       warm: /^1 bridge ADD\ncnikit.socket cnikit.service$/m,
       conformance: /^5 passed$/m,
+      link: /^function function function$/m,
     };
     for (const dir of examples) {
       const file = `src/readme-${dir}.js`;
