@@ -4,7 +4,7 @@
 // `kubectl apply -k --dry-run` must accept it against a v1.20.2 API server (scripts/k8s/control-plane.ts).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -49,7 +49,7 @@ describe(`deploy/kubernetes with kubectl ${UPSTREAM_VERSION}`, () => {
     const sources = kustomization.resources.flatMap((f) => parse(readFileSync(join(DIR, f), 'utf8')));
     assert.deepEqual(rendered.map(key).sort(), sources.map(key).sort());
     const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
-    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding']);
+    const clusterScoped = new Set(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition']);
     for (const d of rendered) {
       assert.deepEqual(
         d.metadata.labels,
@@ -73,7 +73,7 @@ describe(`deploy/kubernetes with kubectl ${UPSTREAM_VERSION}`, () => {
         'resources:',
         'labels:\n  - pairs:\n      a: b\nresources:',
       );
-      for (const f of ['configmap.yaml', 'daemonset.yaml', 'rbac.yaml'])
+      for (const f of readdirSync(DIR).filter((n) => n.endsWith('.yaml') && n !== 'kustomization.yaml'))
         copyFileSync(join(DIR, f), join(dir, f));
       writeFileSync(join(dir, 'kustomization.yaml'), text);
       const r = spawnSync(kubectl, ['kustomize', dir], { encoding: 'utf8' });
@@ -106,8 +106,12 @@ describe(`deploy/kubernetes with kubectl ${UPSTREAM_VERSION}`, () => {
         const tag = mode === 'client' ? 'dry run' : 'server dry run';
         assert.deepEqual(lines, [
           `clusterrole.rbac.authorization.k8s.io/cnikit created (${tag})`,
+          `clusterrole.rbac.authorization.k8s.io/cnikit-cluster-ipam created (${tag})`,
           `clusterrolebinding.rbac.authorization.k8s.io/cnikit created (${tag})`,
+          `clusterrolebinding.rbac.authorization.k8s.io/cnikit-cluster-ipam created (${tag})`,
           `configmap/cnikit-config created (${tag})`,
+          `customresourcedefinition.apiextensions.k8s.io/ipamallocations.ipam.cnikit.dev created (${tag})`,
+          `customresourcedefinition.apiextensions.k8s.io/ipamblocks.ipam.cnikit.dev created (${tag})`,
           `daemonset.apps/cnikit created (${tag})`,
           `serviceaccount/cnikit created (${tag})`,
         ]);
