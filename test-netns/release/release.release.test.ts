@@ -340,7 +340,7 @@ function inProcessUnitTests(): string[] {
         if (NOT_IN_QEMU_USER.has(`${base}/${d}/src/${f}`)) continue;
         const text = readFileSync(join(src, f), 'utf8');
         if (
-          /node:child_process|spawn|execFile|ensureBuilt|cniRunner|withSandbox|sandboxForFile|ip netns|Go reference|SIGKILL/.test(
+          /node:child_process|spawn|execFile|process\.execPath|ensureBuilt|cniRunner|withSandbox|sandboxForFile|ip netns|Go reference|SIGKILL/.test(
             text,
           )
         )
