@@ -20,6 +20,8 @@ export interface KubeConnection {
   cert?: Buffer;
   key?: Buffer;
   token?: string;
+  /** A token file read again at every request (the service account's projected token rotates); wins over token. */
+  tokenFile?: string;
   insecure?: boolean;
   /** Where the connection came from, for messages (`kubeconfig /etc/…`, `service account`). */
   source: string;
@@ -53,6 +55,7 @@ export function inClusterConnection(
   return {
     server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
     token,
+    tokenFile,
     ca,
     source: `service account (${caFile})`,
   };
@@ -245,6 +248,27 @@ export function closeConnection(c: KubeConnection): void {
   agents.delete(c);
 }
 
+/** The Authorization header of a connection (its token file read now, when it has one). */
+export function authHeaders(c: KubeConnection): Record<string, string> {
+  const token = c.tokenFile ? readFileSync(c.tokenFile, 'utf8').trim() : c.token;
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/** The TLS options of a connection (node:https): its CA, client certificate and key; verified unless insecure. */
+export function tlsOptions(c: KubeConnection): {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  rejectUnauthorized: boolean;
+} {
+  return {
+    ...(c.ca ? { ca: c.ca } : {}),
+    ...(c.cert ? { cert: c.cert } : {}),
+    ...(c.key ? { key: c.key } : {}),
+    rejectUnauthorized: !c.insecure,
+  };
+}
+
 /**
  * One request: `path` is below the server (`/api/v1/nodes/x`), `body` is sent as JSON. Resolves with the status
  * and body of any HTTP answer; rejects with KubeUnreachableError when there is none within timeoutMs (connection
@@ -256,6 +280,7 @@ export function kubeRequest(
   path: string,
   body: unknown,
   timeoutMs: number,
+  o: { contentType?: string } = {},
 ): Promise<KubeResponse> {
   return new Promise((resolvePromise, reject) => {
     let url: URL;
@@ -266,12 +291,17 @@ export function kubeRequest(
       return;
     }
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-    const headers: Record<string, string> = { accept: 'application/json' };
+    let headers: Record<string, string>;
+    try {
+      headers = { accept: 'application/json', ...authHeaders(c) };
+    } catch (e) {
+      reject(new KubeConfigError(`${c.source}: cannot read the token: ${(e as Error).message}`));
+      return;
+    }
     if (payload) {
-      headers['content-type'] = 'application/json';
+      headers['content-type'] = o.contentType ?? 'application/json';
       headers['content-length'] = String(payload.length);
     }
-    if (c.token) headers.authorization = `Bearer ${c.token}`;
     let done = false;
     const fail = (e: Error) => {
       if (done) return;
@@ -288,10 +318,7 @@ export function kubeRequest(
         method,
         headers,
         agent: agentOf(c),
-        ...(c.ca ? { ca: c.ca } : {}),
-        ...(c.cert ? { cert: c.cert } : {}),
-        ...(c.key ? { key: c.key } : {}),
-        rejectUnauthorized: !c.insecure,
+        ...tlsOptions(c),
       },
       (res) => {
         const chunks: Buffer[] = [];

@@ -9,12 +9,8 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { ResidentHandle } from '@cnikit/skel';
-import {
-  KubeClient as Client,
-  inClusterCredentials,
-  type KubeClient,
-  kubeconfigCredentials,
-} from '../kube-client.ts';
+import { inClusterConnection, kubeconfigConnection } from '../kube.ts';
+import { KubeClient as Client, type KubeClient } from '../kube-client.ts';
 import { escapeLabel, registerMetricsSource } from '../metrics.ts';
 import { ConfigError, type NodeAgentConfig, parseNodeAgentConfig } from './config.ts';
 import { applyPlan, ensureVxlan, findUnderlay, removeVxlan } from './kernel.ts';
@@ -254,7 +250,7 @@ export class NodeAgent {
     const path = `/api/v1/nodes/${encodeURIComponent(this.cfg.nodeName)}/status`;
     try {
       const r = await this.#client.request('PATCH', path, {
-        body: JSON.stringify({ metadata: { annotations: { [VTEP_MAC_ANNOTATION]: mac } } }),
+        body: { metadata: { annotations: { [VTEP_MAC_ANNOTATION]: mac } } },
         contentType: 'application/merge-patch+json',
       });
       if (r.status !== 200) throw new Error(`PATCH ${path}: HTTP ${r.status}${httpReason(r.status, r.body)}`);
@@ -342,8 +338,8 @@ export async function startNodeAgent(
   let agent: NodeAgent | undefined;
   if (cfg) {
     try {
-      const creds = cfg.kubeconfig ? kubeconfigCredentials(cfg.kubeconfig) : inClusterCredentials(env);
-      agent = new NodeAgent(cfg, new Client(creds), log);
+      const conn = cfg.kubeconfig ? kubeconfigConnection(cfg.kubeconfig) : inClusterConnection(env);
+      agent = new NodeAgent(cfg, new Client(conn), log);
     } catch (e) {
       fatal = (e as Error).message;
     }
