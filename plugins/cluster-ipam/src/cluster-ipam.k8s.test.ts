@@ -12,7 +12,12 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { cniRunner, expectCniError, expectOk } from '@cnikit/testing';
 import { stringify } from 'yaml';
-import { type ControlPlane, kubeconfigFor, startControlPlane } from '../../../scripts/k8s/control-plane.ts';
+import {
+  type ControlPlane,
+  issueCert,
+  kubeconfigFor,
+  startControlPlane,
+} from '../../../scripts/k8s/control-plane.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../../../scripts/k8s-build.mjs';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -37,47 +42,11 @@ let run: ReturnType<typeof cniRunner>;
 let kubeconfig = '';
 let nobodyConfig = '';
 
+/** A client certificate CN=name of the control plane's CA (RBAC gives it rights by that user name). */
 function userCert(pki: string, name: string): void {
-  const p = (f: string) => join(pki, f);
-  const must = (args: string[]) => {
-    const r = spawnSync('openssl', args, { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-  };
-  must([
-    'req',
-    '-new',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    p(`${name}.key`),
-    '-out',
-    p(`${name}.csr`),
-    '-subj',
-    `/CN=${name}`,
-  ]);
-  writeFileSync(
-    p(`${name}.ext`),
-    'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n',
-  );
-  must([
-    'x509',
-    '-req',
-    '-in',
-    p(`${name}.csr`),
-    '-CA',
-    p('ca.crt'),
-    '-CAkey',
-    p('ca.key'),
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-out',
-    p(`${name}.crt`),
-    '-extfile',
-    p(`${name}.ext`),
+  issueCert(pki, name, `/CN=${name}`, [
+    'keyUsage=critical,digitalSignature,keyEncipherment',
+    'extendedKeyUsage=clientAuth',
   ]);
 }
 

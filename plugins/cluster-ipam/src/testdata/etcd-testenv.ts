@@ -4,10 +4,11 @@
  * required) and with authentication on (a root user and a user restricted to one prefix).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { issueCert } from '../../../../scripts/k8s/control-plane.ts';
 import { EtcdClient, type EtcdClientOptions, prefixEnd } from '../etcd.ts';
 
 export interface TestEtcd {
@@ -71,27 +72,7 @@ export function makeEtcdPki(pki: string): void {
     '-addext',
     'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
   ]);
-  const leaf = (name: string, subj: string, ext: string[]) => {
-    openssl(['req', '-new', ...ec, '-keyout', p(`${name}.key`), '-out', p(`${name}.csr`), '-subj', subj]);
-    writeFileSync(p(`${name}.ext`), `${ext.join('\n')}\n`);
-    openssl([
-      'x509',
-      '-req',
-      '-in',
-      p(`${name}.csr`),
-      '-CA',
-      p('ca.crt'),
-      '-CAkey',
-      p('ca.key'),
-      '-CAcreateserial',
-      '-days',
-      '2',
-      '-out',
-      p(`${name}.crt`),
-      '-extfile',
-      p(`${name}.ext`),
-    ]);
-  };
+  const leaf = (name: string, subj: string, ext: string[]) => issueCert(pki, name, subj, ext);
   const ku = 'keyUsage=critical,digitalSignature,keyEncipherment';
   leaf('server', '/O=cnikit-etcd-test', [
     ku,
