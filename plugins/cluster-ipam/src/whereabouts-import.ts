@@ -11,6 +11,7 @@
  * Running the import twice is harmless.
  */
 import { formatIP, type IP, network, parseCIDR, parseIP } from '@cnikit/ip';
+import type { AllocationSpec } from './allocator.ts';
 import { nameKey, recordName } from './pool.ts';
 import type { Store } from './store.ts';
 
@@ -48,23 +49,8 @@ export interface WhereaboutsImportReport {
   skipped: Array<{ source: string; reason: string }>;
 }
 
-/** The record spec the allocator writes (its AllocationSpec); imported records carry `imported: "whereabouts"`. */
-export interface ImportedAllocationSpec {
-  network: string;
-  pool: string;
-  ip: string;
-  prefix: number;
-  containerID: string;
-  ifName: string;
-  podNamespace: string;
-  podName: string;
-  podUID: string;
-  node: string;
-  block: string;
-  borrowed: boolean;
-  created: string;
-  imported: string;
-}
+/** The record spec the allocator writes; imported records also carry `imported: "whereabouts"`. */
+export type ImportedAllocationSpec = AllocationSpec & { imported: string };
 
 /** The record name the allocator gives the address (pool.ts; enable_overlapping_ranges, the default). */
 export function recordNameFor(networkName: string, ip: IP): string {
