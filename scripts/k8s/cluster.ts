@@ -4,6 +4,7 @@
  * machine's network namespace, its sysctls or the roots of its cgroup hierarchies.
  *
  *   npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset]  start (N = 1–3, default 2); returns once every node is Ready
+ *        [--node-agent host-gw|vxlan|auto] [--dual-stack] [--underlay bridge|routed] [--outside]   (docs/lab-cluster.md)
  *   npm run cluster -- kubectl ARGS…                     kubectl as cluster admin (in the control plane's namespace)
  *   npm run cluster -- exec NODE CMD ARGS…              a command in every namespace of a node
  *   npm run cluster -- status | down
@@ -21,7 +22,14 @@ import { buildImage } from '../image.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../k8s-build.mjs';
 import { hierarchies, makeSubtree, procsFiles, removeSubtrees } from './cgroups.ts';
-import { APISERVER_PORT, CLIENT_EXT, issueCert, kubeconfigFor, startControlPlane } from './control-plane.ts';
+import {
+  APISERVER_PORT,
+  CLIENT_EXT,
+  issueCert,
+  kubeconfigFor,
+  SERVICE_CIDR,
+  startControlPlane,
+} from './control-plane.ts';
 import { buildBusyboxImage, buildPauseImage } from './images.ts';
 import {
   installCni,
@@ -47,6 +55,30 @@ export const NODE_CIDR_MASK = 24;
 export const UNDERLAY_PREFIX = '192.168.240';
 export const CNI_PLUGINS = ['bridge', 'host-local', 'loopback', 'portmap'];
 const BRIDGE = 'br0';
+/** Dual stack (`dualStack: true`): the IPv6 pod CIDR (/64 per node), Service range and underlay prefix. */
+export const CLUSTER_CIDR_V6 = 'fd00:10:244::/56';
+export const NODE_CIDR_MASK_V6 = 64;
+export const SERVICE_CIDR_V6 = 'fd00:10:96::/112';
+export const UNDERLAY_PREFIX6 = 'fd00:240::';
+/** The "outside" host (`outside: true`): a namespace beyond the underlay's router, not part of the cluster. */
+export const OUTSIDE = {
+  ip: '203.0.113.2',
+  ip6: '2001:db8:113::2',
+  gateway: '203.0.113.1',
+  gateway6: '2001:db8:113::1',
+};
+
+/** Node i's underlay addresses: one subnet for all (bridge), or a subnet of its own per node (routed). */
+export function nodeUnderlay(i: number, routed: boolean) {
+  const net = routed ? 240 + i : 240;
+  return {
+    bridge: routed ? `br${i}` : BRIDGE,
+    ip: `192.168.${net}.${10 + i}`,
+    gateway: `192.168.${net}.1`,
+    ip6: routed ? `fd00:${net}::${10 + i}` : `${UNDERLAY_PREFIX6}${10 + i}`,
+    gateway6: routed ? `fd00:${net}::1` : `${UNDERLAY_PREFIX6}1`,
+  };
+}
 
 export interface ClusterState {
   name: string;
@@ -56,8 +88,11 @@ export interface ClusterState {
   controlPlane: { netns: string; ip: string; dir: string; kubeconfig: string; procs: ProcRef[] };
   /** Cgroup directories made for the cluster, top first (one per hierarchy). */
   cgroupDirs: string[];
-  nodes: (NodeRecord & { podCIDR?: string })[];
+  nodes: (NodeRecord & { podCIDR?: string; podCIDRs?: string[] })[];
   netnsMade: string[];
+  /** The outside host's namespace and addresses (outside: true). */
+  outside?: { netns: string; ip: string; ip6: string };
+  dualStack?: boolean;
 }
 
 export interface LabNode {
@@ -66,7 +101,11 @@ export interface LabNode {
   netns: string;
   /** The node's address on the underlay (its InternalIP). */
   ip: string;
+  /** Its IPv6 underlay address (dual stack), '' otherwise. */
+  ip6: string;
   podCIDR: string;
+  /** spec.podCIDRs (dual stack: the IPv4 and the IPv6 subnet). */
+  podCIDRs: string[];
   /** The pid (on the machine) of the node's first process: nsenter -t PID joins the node. */
   pid: number;
   /** The node's scratch tree (its /var/lib/cni is dir/var-lib-cni, and so on: nodeTree()). */
@@ -81,6 +120,9 @@ export interface Cluster {
   binDir: string;
   nodes: LabNode[];
   controlPlane: { netns: string; ip: string; kubeconfig: string };
+  /** The outside host (outside: true): `ip netns exec NETNS …` runs a command there. */
+  outside?: { netns: string; ip: string; ip6: string };
+  dualStack: boolean;
   kubectl(args: string[], opts?: { timeout?: number; input?: string }): RunResult;
   stop(): Promise<void>;
   /** Seconds taken by up (set by startCluster). */
@@ -157,11 +199,15 @@ function handle(s: ClusterState, upSeconds?: number): Cluster {
       ip: s.controlPlane.ip,
       kubeconfig: s.controlPlane.kubeconfig,
     },
+    ...(s.outside ? { outside: s.outside } : {}),
+    dualStack: s.dualStack ?? false,
     nodes: s.nodes.map((n) => ({
       name: n.name,
       netns: n.netns,
       ip: n.ip,
+      ip6: n.ip6 ?? '',
       podCIDR: n.podCIDR ?? '',
+      podCIDRs: n.podCIDRs ?? (n.podCIDR ? [n.podCIDR] : []),
       pid: n.init?.pid ?? 0,
       dir: n.dir,
       exec: (cmd: string, args: string[], opts?: { timeout?: number; input?: string }) =>
@@ -198,6 +244,93 @@ export interface ClusterOptions {
    * it on every node and applies deploy/kubernetes/ (its install-cni renders the conflist, serve runs warm mode).
    */
   cni?: 'conflist' | 'daemonset';
+  /**
+   * The node agent of the DaemonSet (needs cni 'daemonset'): the ConfigMap gets node-agent "on", this
+   * node-agent-mode, cluster-cidr, mtu 1450 unless the mode is host-gw, and its conflist ipMasq false (the agent
+   * masquerades); `up` then adds no pod routes of its own — the agents route every peer's podCIDRs.
+   */
+  nodeAgent?: 'host-gw' | 'vxlan' | 'auto';
+  /**
+   * Dual stack: IPv6DualStack on apiserver, controller-manager, kubelet and kube-proxy; cluster CIDR
+   * 10.244.0.0/16 + fd00:10:244::/56 (/24 and /64 per node), Services 10.96.0.0/16 + fd00:10:96::/112; each node an
+   * IPv6 underlay address too (a second InternalIP), and a host-local range per family in its conflist.
+   */
+  dualStack?: boolean;
+  /**
+   * 'bridge' (default): every node on 192.168.240.0/24. 'routed': node i alone on 192.168.(240+i).0/24 (fd00:(240+i)::/64),
+   * each subnet a bridge of the underlay namespace, which routes between them (forwarding on): no node is on-link to
+   * another (VXLAN's case). The control plane stays on 192.168.240.0/24.
+   */
+  underlay?: 'bridge' | 'routed';
+  /** An "outside" host (OUTSIDE) beyond the underlay namespace, which routes to it: for masquerade tests. */
+  outside?: boolean;
+}
+
+/** Static pod routes (no node agent): via each node's address, or on a routed underlay in its router. */
+function addPodRoutes(s: ClusterState, routed: boolean): void {
+  for (const n of s.nodes) {
+    for (const cidr of n.podCIDRs ?? [n.podCIDR as string]) {
+      const via = cidr.includes(':') ? (n.ip6 as string) : n.ip;
+      if (routed) {
+        must('ip', ['-n', s.underlay.netns, 'route', 'add', cidr, 'via', via]);
+        continue;
+      }
+      if (!cidr.includes(':')) must('ip', ['-n', s.controlPlane.netns, 'route', 'add', cidr, 'via', via]);
+      for (const o of s.nodes) if (o !== n) must('ip', ['-n', o.netns, 'route', 'add', cidr, 'via', via]);
+    }
+  }
+}
+
+/**
+ * The ConfigMap of deploy/kubernetes/ for the node agent and/or dual stack, patched before the DaemonSet starts: the
+ * agent's keys, and in the conflist ipMasq false (the agent masquerades) and a host-local range (and default route)
+ * per family. Each edit of the conflist text must find what it replaces: a changed configmap.yaml fails here.
+ */
+function configureDaemonSet(
+  kubectl: Cluster['kubectl'],
+  o: { nodeAgent?: string; dualStack: boolean; clusterCidr: string },
+): void {
+  const get = kubectl(['-n', 'kube-system', 'get', 'configmap', 'cnikit-config', '-o', 'json']);
+  if (get.status !== 0) throw new Error(`kubectl get configmap cnikit-config: ${get.stderr}`);
+  let conflist =
+    (JSON.parse(get.stdout) as { data: Record<string, string> }).data['10-cnikit.conflist'] ?? '';
+  const edit = (from: string, to: string) => {
+    if (!conflist.includes(from))
+      throw new Error(`the ConfigMap's conflist has no ${from}: update cluster.ts`);
+    conflist = conflist.replace(from, to);
+  };
+  const data: Record<string, string> = {};
+  if (o.nodeAgent) {
+    edit('"ipMasq": true', '"ipMasq": false');
+    Object.assign(data, {
+      'node-agent': 'on',
+      'node-agent-mode': o.nodeAgent,
+      'cluster-cidr': o.clusterCidr,
+      mtu: o.nodeAgent === 'host-gw' ? '1500' : '1450',
+    });
+  }
+  if (o.dualStack) {
+    // install-cni's variables (the node's spec.podCIDRs by family)
+    const v = (n: string) => `\${${n}}`;
+    edit(
+      `"ranges": [[{ "subnet": "${v('POD_CIDR')}" }]]`,
+      `"ranges": [[{ "subnet": "${v('POD_CIDR_V4')}" }], [{ "subnet": "${v('POD_CIDR_V6')}" }]]`,
+    );
+    edit('"routes": [{ "dst": "0.0.0.0/0" }]', '"routes": [{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }]');
+  }
+  data['10-cnikit.conflist'] = conflist;
+  const r = kubectl([
+    '-n',
+    'kube-system',
+    'patch',
+    'configmap',
+    'cnikit-config',
+    '--type',
+    'merge',
+    '-p',
+    JSON.stringify({ data }),
+  ]);
+  if (r.status !== 0) throw new Error(`kubectl patch configmap cnikit-config: ${r.stderr}`);
 }
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
@@ -220,6 +353,15 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const binDir = join(cacheDir, 'bin');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const cpIp = `${UNDERLAY_PREFIX}.10`;
+  const routed = opts.underlay === 'routed';
+  const dual = opts.dualStack === true;
+  if (opts.nodeAgent && opts.cni !== 'daemonset')
+    throw new Error('the node agent comes with the DaemonSet: nodeAgent needs cni daemonset');
+  if (opts.nodeAgent && !['host-gw', 'vxlan', 'auto'].includes(opts.nodeAgent))
+    throw new Error(`the node agent's mode is host-gw, vxlan or auto, not ${opts.nodeAgent}`);
+  if (opts.underlay && opts.underlay !== 'bridge' && opts.underlay !== 'routed')
+    throw new Error(`the underlay is bridge or routed, not ${opts.underlay}`);
+  const clusterCidr = dual ? `${CLUSTER_CIDR},${CLUSTER_CIDR_V6}` : CLUSTER_CIDR;
   const s: ClusterState = {
     name,
     dir,
@@ -235,6 +377,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     cgroupDirs: [],
     nodes: [],
     netnsMade: [],
+    ...(dual ? { dualStack: true } : {}),
   };
   const save = () => saveState(s);
   save();
@@ -277,6 +420,63 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     ]) {
       must('ip', ['-n', u.netns, ...args]);
     }
+    if (dual) must('ip', ['-n', u.netns, 'addr', 'add', `${UNDERLAY_PREFIX6}1/64`, 'dev', BRIDGE, 'nodad']);
+    if (routed || opts.outside) {
+      // the underlay namespace is the router between the node subnets and to the outside host
+      must('ip', ['netns', 'exec', u.netns, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
+      must('ip', ['netns', 'exec', u.netns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1']);
+    }
+    if (routed) {
+      for (let i = 1; i <= count; i++) {
+        const nu = nodeUnderlay(i, true);
+        for (const args of [
+          ['link', 'add', nu.bridge, 'type', 'bridge'],
+          ['addr', 'add', `${nu.gateway}/24`, 'dev', nu.bridge],
+          ...(dual ? [['addr', 'add', `${nu.gateway6}/64`, 'dev', nu.bridge, 'nodad']] : []),
+          ['link', 'set', nu.bridge, 'up'],
+        ]) {
+          must('ip', ['-n', u.netns, ...args]);
+        }
+      }
+    }
+    if (opts.outside) {
+      const out = { netns: `cnikit-${name}-out`, ip: OUTSIDE.ip, ip6: OUTSIDE.ip6 };
+      s.outside = out;
+      s.netnsMade.push(out.netns);
+      save();
+      must('ip', ['netns', 'add', out.netns]);
+      must('ip', [
+        '-n',
+        u.netns,
+        'link',
+        'add',
+        'out',
+        'type',
+        'veth',
+        'peer',
+        'name',
+        'eth0',
+        'netns',
+        out.netns,
+      ]);
+      for (const args of [
+        ['addr', 'add', `${OUTSIDE.gateway}/24`, 'dev', 'out'],
+        ['addr', 'add', `${OUTSIDE.gateway6}/64`, 'dev', 'out', 'nodad'],
+        ['link', 'set', 'out', 'up'],
+      ]) {
+        must('ip', ['-n', u.netns, ...args]);
+      }
+      for (const args of [
+        ['link', 'set', 'lo', 'up'],
+        ['addr', 'add', `${OUTSIDE.ip}/24`, 'dev', 'eth0'],
+        ['addr', 'add', `${OUTSIDE.ip6}/64`, 'dev', 'eth0', 'nodad'],
+        ['link', 'set', 'eth0', 'up'],
+        ['route', 'add', 'default', 'via', OUTSIDE.gateway],
+        ['-6', 'route', 'add', 'default', 'via', OUTSIDE.gateway6],
+      ]) {
+        must('ip', ['-n', out.netns, ...args]);
+      }
+    }
     const hs = hierarchies();
     const top = `cnikit-${name}`;
     s.cgroupDirs = makeSubtree(top, hs).filter((d) => d.endsWith(`/${top}`));
@@ -289,7 +489,19 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       dir: s.controlPlane.dir,
       netns: s.controlPlane.netns,
       advertiseAddress: cpIp,
-      controllers: { clusterCidr: CLUSTER_CIDR, nodeCidrMaskSize: NODE_CIDR_MASK },
+      controllers: {
+        clusterCidr,
+        nodeCidrMaskSize: NODE_CIDR_MASK,
+        ...(dual
+          ? { nodeCidrMaskSizeV6: NODE_CIDR_MASK_V6, args: ['--feature-gates=IPv6DualStack=true'] }
+          : {}),
+      },
+      ...(dual
+        ? {
+            serviceCidr: `${SERVICE_CIDR},${SERVICE_CIDR_V6}`,
+            apiserverArgs: ['--feature-gates=IPv6DualStack=true'],
+          }
+        : {}),
       detached: opts.detached,
       onProcess: (p) => {
         s.controlPlane.procs.push(p);
@@ -313,6 +525,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         must('ip', ['-n', u.netns, 'link', 'set', 'cp', 'master', BRIDGE, 'up']);
         must('ip', ['-n', netns, 'addr', 'add', `${cpIp}/${u.prefix}`, 'dev', 'eth0']);
         must('ip', ['-n', netns, 'link', 'set', 'eth0', 'up']);
+        // the nodes of a routed underlay are behind the underlay's router
+        if (routed) must('ip', ['-n', netns, 'route', 'add', 'default', 'via', u.gateway]);
       },
     });
     const pki = cp.pki;
@@ -325,9 +539,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     );
     for (let i = 1; i <= count; i++) {
       const nodeName = `n${i}`;
-      const record: NodeRecord & { podCIDR?: string } = {
+      const nu = nodeUnderlay(i, routed);
+      const record: NodeRecord & { podCIDR?: string; podCIDRs?: string[] } = {
         name: nodeName,
-        ip: `${UNDERLAY_PREFIX}.${10 + i}`,
+        ip: nu.ip,
+        ...(dual ? { ip6: nu.ip6 } : {}),
         netns: `cnikit-${name}-${nodeName}`,
         dir: join(dir, 'nodes', nodeName),
         procs: [],
@@ -345,7 +561,13 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         hierarchies: hs,
         labexec,
         binDir,
-        underlay: { netns: u.netns, bridge: BRIDGE, prefix: u.prefix, gateway: u.gateway },
+        underlay: {
+          netns: u.netns,
+          bridge: nu.bridge,
+          prefix: u.prefix,
+          gateway: nu.gateway,
+          ...(dual ? { gateway6: nu.gateway6 } : {}),
+        },
         detached: opts.detached ?? false,
         save,
       };
@@ -373,7 +595,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         caFile: join(pki, 'ca.crt'),
         servingCert: join(pki, `kubelet-serving-${nodeName}.crt`),
         servingKey: join(pki, `kubelet-serving-${nodeName}.key`),
-        clusterCidr: CLUSTER_CIDR,
+        clusterCidr,
+        ...(dual ? { featureGates: { IPv6DualStack: true } } : {}),
       });
     }
     const kubectl = handle(s).kubectl;
@@ -404,7 +627,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       if (r.status !== 0) return [];
       return JSON.parse(r.stdout).items as {
         metadata: { name: string };
-        spec: { podCIDR?: string };
+        spec: { podCIDR?: string; podCIDRs?: string[] };
         status: { conditions?: { type: string; status: string }[] };
       }[];
     };
@@ -413,39 +636,53 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       check();
       const items = nodeList();
       for (const n of s.nodes) {
-        const cidr = items.find((i) => i.metadata.name === n.name)?.spec.podCIDR;
-        if (cidr && !n.podCIDR) {
+        const spec = items.find((i) => i.metadata.name === n.name)?.spec;
+        const cidr = spec?.podCIDR;
+        const cidrs = spec?.podCIDRs ?? (cidr ? [cidr] : []);
+        if (cidr && !n.podCIDR && (!dual || cidrs.length === 2)) {
           n.podCIDR = cidr;
+          n.podCIDRs = cidrs;
           save();
-          if (opts.cni !== 'daemonset') installCni(n.dir, distBin, cidr, CNI_PLUGINS);
+          if (opts.cni !== 'daemonset')
+            installCni(
+              n.dir,
+              distBin,
+              cidr,
+              CNI_PLUGINS,
+              cidrs.find((c) => c.includes(':')),
+            );
         }
       }
       if (s.nodes.every((n) => n.podCIDR)) break;
       await sleep(500);
     }
-    // pod routes over the underlay: the control plane and every other node reach a node's pods through it
-    for (const n of s.nodes) {
-      must('ip', ['-n', s.controlPlane.netns, 'route', 'add', n.podCIDR as string, 'via', n.ip]);
-      for (const o of s.nodes) {
-        if (o !== n) must('ip', ['-n', o.netns, 'route', 'add', n.podCIDR as string, 'via', n.ip]);
-      }
-    }
+    // pod routes over the underlay: the control plane and every other node reach a node's pods through it (on a
+    // routed underlay: its router); with the node agent, the agents route and up adds none
+    if (!opts.nodeAgent) addPodRoutes(s, routed);
     if (opts.cni === 'daemonset') {
       log('applying deploy/kubernetes/');
-      const manifests = ['rbac.yaml', 'configmap.yaml', 'daemonset.yaml'].flatMap((f) => [
-        '-f',
-        join(ROOT, 'deploy', 'kubernetes', f),
-      ]);
-      must('ip', [
-        'netns',
-        'exec',
-        s.controlPlane.netns,
-        join(binDir, 'kubectl'),
-        '--kubeconfig',
-        s.controlPlane.kubeconfig,
-        'apply',
-        ...manifests,
-      ]);
+      const apply = (files: string[]) =>
+        must('ip', [
+          'netns',
+          'exec',
+          s.controlPlane.netns,
+          join(binDir, 'kubectl'),
+          '--kubeconfig',
+          s.controlPlane.kubeconfig,
+          'apply',
+          ...files.flatMap((f) => ['-f', join(ROOT, 'deploy', 'kubernetes', f)]),
+        ]);
+      if (opts.nodeAgent || dual) {
+        apply(['rbac.yaml', 'configmap.yaml']);
+        configureDaemonSet(handle(s).kubectl, {
+          ...(opts.nodeAgent ? { nodeAgent: opts.nodeAgent } : {}),
+          dualStack: dual,
+          clusterCidr,
+        });
+        apply(['daemonset.yaml']);
+      } else {
+        apply(['rbac.yaml', 'configmap.yaml', 'daemonset.yaml']);
+      }
     }
     log('waiting for Ready');
     for (;;) {
@@ -492,17 +729,34 @@ async function main(argv: string[]): Promise<number> {
       const cni = opt('--cni') ?? 'conflist';
       if (cni !== 'conflist' && cni !== 'daemonset')
         throw new Error(`--cni is conflist or daemonset, not ${cni}`);
+      const flag = (f: string) => {
+        const i = rest.indexOf(f);
+        if (i >= 0) rest.splice(i, 1);
+        return i >= 0;
+      };
+      const nodeAgent = opt('--node-agent') as ClusterOptions['nodeAgent'];
+      const underlay = opt('--underlay') as ClusterOptions['underlay'];
       const c = await startCluster({
         nodes,
         name,
         dir,
         detached: true,
-        cni,
+        cni: nodeAgent ? 'daemonset' : cni,
+        ...(nodeAgent ? { nodeAgent } : {}),
+        ...(underlay ? { underlay } : {}),
+        dualStack: flag('--dual-stack'),
+        outside: flag('--outside'),
         log: (m) => process.stderr.write(`cluster: ${m}\n`),
       });
       process.stdout.write(
         `lab cluster ${name} up in ${c.upSeconds?.toFixed(1)} s (state in ${dir}):\n` +
-          c.nodes.map((n) => `  ${n.name}  ${n.ip}  podCIDR ${n.podCIDR}  netns ${n.netns}\n`).join('') +
+          c.nodes
+            .map(
+              (n) =>
+                `  ${n.name}  ${[n.ip, n.ip6].filter(Boolean).join(' ')}  podCIDRs ${n.podCIDRs.join(',')}  netns ${n.netns}\n`,
+            )
+            .join('') +
+          (c.outside ? `  outside  ${c.outside.ip} ${c.outside.ip6}  netns ${c.outside.netns}\n` : '') +
           'npm run cluster -- kubectl get nodes -o wide; npm run cluster -- down\n',
       );
       return 0;
@@ -551,7 +805,7 @@ async function main(argv: string[]): Promise<number> {
     }
     default:
       process.stderr.write(
-        'usage: npm run cluster -- up [--nodes N] [--name NAME] | down [--name NAME] | status | kubectl ARGS… | exec NODE CMD…\n',
+        'usage: npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset] [--node-agent host-gw|vxlan|auto] [--dual-stack] [--underlay bridge|routed] [--outside] | down [--name NAME] | status | kubectl ARGS… | exec NODE CMD…\n',
       );
       return 2;
   }

@@ -165,7 +165,18 @@ export async function startControlPlane(opts: {
   apiserverArgs?: string[];
   advertiseAddress?: string;
   setupNetns?: (netns: string) => void;
-  controllers?: { clusterCidr: string; nodeCidrMaskSize: number };
+  /**
+   * nodeCidrMaskSizeV6: a dual-stack clusterCidr (v4,v6) — the per-family mask flags replace --node-cidr-mask-size,
+   * which the controller-manager refuses with two CIDRs; args: more controller-manager flags (feature gates).
+   */
+  controllers?: {
+    clusterCidr: string;
+    nodeCidrMaskSize: number;
+    nodeCidrMaskSizeV6?: number;
+    args?: string[];
+  };
+  /** The Service range(s) of the apiserver and the controller-manager (default SERVICE_CIDR; dual stack: v4,v6). */
+  serviceCidr?: string;
   detached?: boolean;
   onProcess?: (p: ProcRef) => void;
 }): Promise<ControlPlane> {
@@ -243,7 +254,7 @@ export async function startControlPlane(opts: {
       `--service-account-key-file=${pk('sa.pub')}`,
       `--service-account-signing-key-file=${pk('sa.key')}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      `--service-cluster-ip-range=${opts.serviceCidr ?? SERVICE_CIDR}`,
       '--authorization-mode=Node,RBAC',
       '--enable-admission-plugins=NodeRestriction',
       '--allow-privileged=true',
@@ -303,10 +314,16 @@ export async function startControlPlane(opts: {
         `--cluster-signing-key-file=${pk('ca.key')}`,
         '--allocate-node-cidrs=true',
         `--cluster-cidr=${opts.controllers.clusterCidr}`,
-        `--node-cidr-mask-size=${opts.controllers.nodeCidrMaskSize}`,
-        `--service-cluster-ip-range=${SERVICE_CIDR}`,
+        ...(opts.controllers.nodeCidrMaskSizeV6 === undefined
+          ? [`--node-cidr-mask-size=${opts.controllers.nodeCidrMaskSize}`]
+          : [
+              `--node-cidr-mask-size-ipv4=${opts.controllers.nodeCidrMaskSize}`,
+              `--node-cidr-mask-size-ipv6=${opts.controllers.nodeCidrMaskSizeV6}`,
+            ]),
+        `--service-cluster-ip-range=${opts.serviceCidr ?? SERVICE_CIDR}`,
         '--controllers=*,-cloud-node-lifecycle,-service,-route',
         '--profiling=false',
+        ...(opts.controllers.args ?? []),
       ]);
       start('kube-scheduler', join(binDir, 'kube-scheduler'), [
         `--kubeconfig=${join(dir, 'kube-scheduler.kubeconfig')}`,

@@ -66,6 +66,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export interface NodeRecord {
   name: string;
   ip: string;
+  /** The node's IPv6 underlay address (dual-stack clusters): a second InternalIP. */
+  ip6?: string;
   /** The `ip netns` name pinning the node's network namespace. */
   netns: string;
   dir: string;
@@ -86,8 +88,8 @@ export interface NodeConfig {
   hierarchies: Hierarchy[];
   labexec: string;
   binDir: string;
-  /** The underlay: its namespace, its bridge, the node's prefix length and gateway. */
-  underlay: { netns: string; bridge: string; prefix: number; gateway: string };
+  /** The underlay: its namespace, its bridge, the node's prefix length and gateway (and IPv6 gateway with ip6). */
+  underlay: { netns: string; bridge: string; prefix: number; gateway: string; gateway6?: string };
   detached: boolean;
   /** Saves the record (called after every resource made, so a failure or `down` finds it). */
   save: () => void;
@@ -254,11 +256,18 @@ export async function startNodeBase(c: NodeConfig, images: string[]): Promise<vo
     ['addr', 'add', `${r.ip}/${u.prefix}`, 'dev', 'eth0'],
     ['link', 'set', 'eth0', 'up'],
     ['route', 'add', 'default', 'via', u.gateway],
+    ...(r.ip6 && u.gateway6
+      ? [
+          ['addr', 'add', `${r.ip6}/64`, 'dev', 'eth0', 'nodad'],
+          ['-6', 'route', 'add', 'default', 'via', u.gateway6],
+        ]
+      : []),
   ]) {
     must('ip', ['-n', r.netns, ...args]);
   }
   // a node routes its pods' traffic (the node's namespace, not the machine's)
   must('ip', ['netns', 'exec', r.netns, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
+  if (r.ip6) must('ip', ['netns', 'exec', r.netns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1']);
   const hosts = join(t.etc, 'hosts');
   writeFileSync(hosts, `127.0.0.1 localhost\n${r.ip} ${r.name}\n`);
   inNs('mount', ['--bind', hosts, '/etc/hosts']);
@@ -324,7 +333,10 @@ export interface NodeAuth {
   caFile: string;
   servingCert: string;
   servingKey: string;
+  /** The cluster's pod CIDR (dual stack: v4,v6). */
   clusterCidr: string;
+  /** Feature gates of kubelet and kube-proxy (dual stack: IPv6DualStack). */
+  featureGates?: Record<string, boolean>;
 }
 
 /** kubelet (CRI to the node's containerd, cgroupfs, no QoS cgroups) and kube-proxy (iptables) on the node. */
@@ -366,6 +378,7 @@ export function startKubelet(c: NodeConfig, auth: NodeAuth): void {
         syncFrequency: '10s',
         fileCheckFrequency: '10s',
         volumeStatsAggPeriod: '0s',
+        ...(auth.featureGates ? { featureGates: auth.featureGates } : {}),
       },
       null,
       2,
@@ -379,7 +392,7 @@ export function startKubelet(c: NodeConfig, auth: NodeAuth): void {
     `--image-service-endpoint=unix://${CONTAINERD_SOCKET}`,
     `--pod-infra-container-image=${SANDBOX_IMAGE}`,
     `--hostname-override=${r.name}`,
-    `--node-ip=${r.ip}`,
+    `--node-ip=${r.ip6 ? `${r.ip},${r.ip6}` : r.ip}`,
     '--v=2',
   ]);
   startInNode(c, 'kube-proxy', join(c.binDir, 'kube-proxy'), [
@@ -388,6 +401,13 @@ export function startKubelet(c: NodeConfig, auth: NodeAuth): void {
     `--hostname-override=${r.name}`,
     `--bind-address=${r.ip}`,
     `--cluster-cidr=${auth.clusterCidr}`,
+    ...(auth.featureGates
+      ? [
+          `--feature-gates=${Object.entries(auth.featureGates)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(',')}`,
+        ]
+      : []),
     '--metrics-bind-address=127.0.0.1:10249',
     '--healthz-bind-address=127.0.0.1:10256',
     // the conntrack table size and timeouts are the machine's (or per namespace): leave them
@@ -399,8 +419,17 @@ export function startKubelet(c: NodeConfig, auth: NodeAuth): void {
   ]);
 }
 
-/** cnikit as the DaemonSet's install-cni would put it: the executable, a link per plugin, a conflist. */
-export function installCni(dir: string, distBin: string, podCIDR: string, plugins: string[]): void {
+/**
+ * cnikit as the DaemonSet's install-cni would put it: the executable, a link per plugin, a conflist (with podCIDR6,
+ * a second host-local range and an IPv6 default route: dual stack).
+ */
+export function installCni(
+  dir: string,
+  distBin: string,
+  podCIDR: string,
+  plugins: string[],
+  podCIDR6?: string,
+): void {
   const t = nodeTree(dir);
   const exe = join(t.cniBin, 'cnikit');
   if (!existsSync(exe)) linkSync(join(distBin, 'cnikit'), exe);
@@ -415,7 +444,11 @@ export function installCni(dir: string, distBin: string, podCIDR: string, plugin
         isGateway: true,
         ipMasq: false,
         hairpinMode: true,
-        ipam: { type: 'host-local', ranges: [[{ subnet: podCIDR }]], routes: [{ dst: '0.0.0.0/0' }] },
+        ipam: {
+          type: 'host-local',
+          ranges: [[{ subnet: podCIDR }], ...(podCIDR6 ? [[{ subnet: podCIDR6 }]] : [])],
+          routes: [{ dst: '0.0.0.0/0' }, ...(podCIDR6 ? [{ dst: '::/0' }] : [])],
+        },
       },
       { type: 'portmap', capabilities: { portMappings: true } },
     ],
