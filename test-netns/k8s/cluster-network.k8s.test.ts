@@ -431,6 +431,8 @@ async function run(name: string, opts: ClusterOptions, e: Expect) {
     cni: 'daemonset',
     outside: true,
     dualStack: true,
+    // up took 225–310 s at load 25–60 (2 and 3 nodes): twice the default wait for Ready
+    readyTimeoutMs: 480_000,
     ...opts,
   });
   const up = (Date.now() - t0) / 1000;
@@ -441,6 +443,8 @@ async function run(name: string, opts: ClusterOptions, e: Expect) {
         `pods Running ${times.pods?.toFixed(1)} s, pod-to-pod checks ${times.podToPod?.toFixed(1)} s, Service answering ${times.service?.toFixed(1)} s\n`,
     );
   } finally {
+    outsideServer?.kill('SIGKILL');
+    outsideServer = undefined;
     await cluster.stop();
     cluster = undefined;
   }
