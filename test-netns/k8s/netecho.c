@@ -4,7 +4,7 @@
  *
  *   netecho serve PORT            TCP and UDP on [::]:PORT (IPv4 too); for each message prints
  *                                 "tcp|udp from ADDR: MSG" and answers "PEER ADDR MSG"
- *   netecho tcp|udp HOST PORT MSG  sends MSG, prints the answer; exit 1 without one (5 s; UDP: 5 tries)
+ *   netecho tcp|udp HOST PORT MSG  sends MSG, prints the answer; exit 1 without one (10 s; UDP: 5 tries)
  *
  * Built with cc -static by the test and given to pods through a hostPath volume.
  */
@@ -17,6 +17,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+static void timeout(int sig) {
+  static const char m[] = "netecho: timeout (no connection or no answer in 10 s)\n";
+  (void)sig;
+  if (write(1, m, sizeof m - 1) < 0) _exit(1);
+  _exit(1);
+}
 
 static void peer(const struct sockaddr_in6 *sa, char *out, size_t n) {
   if (IN6_IS_ADDR_V4MAPPED(&sa->sin6_addr))
@@ -110,7 +117,8 @@ static int client(int udp, const char *host, const char *port, const char *msg) 
   sa = v6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a4;
   len = v6 ? sizeof a6 : sizeof a4;
   fd = socket(v6 ? AF_INET6 : AF_INET, udp ? SOCK_DGRAM : SOCK_STREAM, 0);
-  alarm(udp ? 10 : 5);
+  signal(SIGALRM, timeout);
+  alarm(10);
   if (fd < 0 || connect(fd, sa, len) < 0) {
     perror("connect");
     return 1;
