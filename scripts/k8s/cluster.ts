@@ -14,7 +14,7 @@
  * exactly that: processes by pid and start time, network namespaces, cgroup directories, the scratch directory.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -93,6 +93,9 @@ export interface ClusterState {
   /** The outside host's namespace and addresses (outside: true). */
   outside?: { netns: string; ip: string; ip6: string };
   dualStack?: boolean;
+  /** The underlay is routed (a subnet per node) and the node agent's mode: what a reboot must start again alike. */
+  routed?: boolean;
+  nodeAgent?: string;
 }
 
 export interface LabNode {
@@ -124,6 +127,12 @@ export interface Cluster {
   outside?: { netns: string; ip: string; ip6: string };
   dualStack: boolean;
   kubectl(args: string[], opts?: { timeout?: number; input?: string }): RunResult;
+  /**
+   * A node "reboot" (rebootNode): every process of the node killed at once, its namespaces gone (with them /run, the
+   * pods' netns pins and network namespaces, the tmpfs state), then the node started again on the same disk tree
+   * (/var/lib/{cni,kubelet,containerd}, /etc/cni, /opt persist) with containerd, kubelet and kube-proxy.
+   */
+  rebootNode(name: string, opts?: RebootOptions): Promise<{ downSeconds: number; upSeconds: number }>;
   stop(): Promise<void>;
   /** Seconds taken by up (set by startCluster). */
   upSeconds?: number;
@@ -208,15 +217,119 @@ function handle(s: ClusterState, upSeconds?: number): Cluster {
       ip6: n.ip6 ?? '',
       podCIDR: n.podCIDR ?? '',
       podCIDRs: n.podCIDRs ?? (n.podCIDR ? [n.podCIDR] : []),
-      pid: n.init?.pid ?? 0,
+      // a getter: a reboot gives the node a new first process
+      get pid() {
+        return n.init?.pid ?? 0;
+      },
       dir: n.dir,
       exec: (cmd: string, args: string[], opts?: { timeout?: number; input?: string }) =>
         nodeExec(n, cmd, args, opts),
     })),
     kubectl,
+    rebootNode: (name: string, opts?: RebootOptions) => rebootNode(s, name, opts),
     stop: () => teardown(s),
     upSeconds,
   };
+}
+
+export interface RebootOptions {
+  /** The node's processes outlive this one (as for `up` from the CLI). */
+  detached?: boolean;
+  log?: (msg: string) => void;
+  /**
+   * The runtime's own records go too (/var/lib/containerd emptied: a node whose containerd root is not kept, or one
+   * re-imaged with /var/lib/cni kept): containerd no longer knows the old sandboxes, so nothing runs their CNI DEL.
+   * The images of `up` are imported again.
+   */
+  loseRuntimeState?: boolean;
+}
+
+/**
+ * Kills every process of node `name` at once (SIGKILL to the first process of its PID namespace: no process gets
+ * to clean up, as in a power cut), drops its `ip netns` pin so its network namespace — the pods' veths, the bridge,
+ * the node's iptables — goes, and with its mount namespace the tmpfs on /run (containerd's state, the pods' netns
+ * pins, /run/cnikit); what is on the node's disk tree stays. Then starts the node again: namespaces, mounts, the
+ * underlay link, containerd (its images are still in /var/lib/containerd), kubelet and kube-proxy, and the routes
+ * to the other nodes' podCIDRs. Returns once the new processes run (the Node's Ready condition follows).
+ */
+export async function rebootNode(
+  s: ClusterState,
+  name: string,
+  opts: RebootOptions = {},
+): Promise<{ downSeconds: number; upSeconds: number }> {
+  const log = opts.log ?? (() => {});
+  const record = s.nodes.find((n) => n.name === name);
+  if (!record) throw new Error(`no node ${name}: ${s.nodes.map((n) => n.name).join(', ')}`);
+  const t0 = Date.now();
+  log(`${name}: power off`);
+  if (record.init) await terminate([record.init], 0, 'SIGKILL');
+  await terminate([...record.procs, ...(record.holder ? [record.holder] : [])], 5000, 'SIGKILL');
+  if (netnsExists(record.netns)) must('ip', ['netns', 'del', record.netns]);
+  record.init = undefined;
+  record.holder = undefined;
+  record.procs = [];
+  saveState(s);
+  // the kernel removes a network namespace (and the underlay end of the node's veth) once its last user is gone
+  for (let i = 0; ; i++) {
+    const links = run('ip', ['-n', s.underlay.netns, '-o', 'link', 'show', 'dev', name]);
+    if (links.status !== 0) break;
+    if (i > 600)
+      throw new Error(`the underlay link of ${name} is still there 60 s after its namespace was dropped`);
+    await sleep(100);
+  }
+  const downSeconds = (Date.now() - t0) / 1000;
+  const t1 = Date.now();
+  log(`${name}: power on`);
+  const hs = hierarchies();
+  const top = `cnikit-${s.name}`;
+  const nu = nodeUnderlay(s.nodes.indexOf(record) + 1, s.routed === true);
+  const c: NodeConfig = {
+    record,
+    cgroup: `${top}/${name}`,
+    hierarchies: hs,
+    labexec: record.labexec,
+    binDir: s.binDir,
+    underlay: {
+      netns: s.underlay.netns,
+      bridge: nu.bridge,
+      prefix: s.underlay.prefix,
+      gateway: nu.gateway,
+      ...(s.dualStack ? { gateway6: nu.gateway6 } : {}),
+    },
+    detached: opts.detached ?? false,
+    save: () => saveState(s),
+  };
+  const images: string[] = [];
+  if (opts.loseRuntimeState) {
+    rmSync(nodeTree(record.dir).varLibContainerd, { recursive: true, force: true });
+    const imagesDir = join(s.dir, 'images');
+    for (const d of readdirSync(imagesDir))
+      for (const f of readdirSync(join(imagesDir, d)))
+        if (f.endsWith('.oci.tar')) images.push(join(imagesDir, d, f));
+  }
+  await startNodeBase(c, images);
+  const pki = join(s.controlPlane.dir, 'pki');
+  startKubelet(c, {
+    kubeletKubeconfig: join(record.dir, 'kubelet.kubeconfig'),
+    kubeProxyKubeconfig: join(s.dir, 'kube-proxy.kubeconfig'),
+    caFile: join(pki, 'ca.crt'),
+    servingCert: join(pki, `kubelet-serving-${name}.crt`),
+    servingKey: join(pki, `kubelet-serving-${name}.key`),
+    clusterCidr: s.dualStack ? `${CLUSTER_CIDR},${CLUSTER_CIDR_V6}` : CLUSTER_CIDR,
+    ...(s.dualStack ? { featureGates: { IPv6DualStack: true } } : {}),
+  });
+  // the static pod routes of a node (addPodRoutes; with the node agent, the agent puts its own back, and on a
+  // routed underlay they are in the router)
+  if (!s.nodeAgent && !s.routed) {
+    for (const o of s.nodes) {
+      if (o === record) continue;
+      for (const cidr of o.podCIDRs ?? (o.podCIDR ? [o.podCIDR] : [])) {
+        const via = cidr.includes(':') ? (o.ip6 as string) : o.ip;
+        must('ip', ['-n', record.netns, 'route', 'add', cidr, 'via', via]);
+      }
+    }
+  }
+  return { downSeconds, upSeconds: (Date.now() - t1) / 1000 };
 }
 
 /** A handle on a cluster started by another process (`npm run cluster -- up`). */
@@ -378,6 +491,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     nodes: [],
     netnsMade: [],
     ...(dual ? { dualStack: true } : {}),
+    ...(routed ? { routed: true } : {}),
+    ...(opts.nodeAgent ? { nodeAgent: opts.nodeAgent } : {}),
   };
   const save = () => saveState(s);
   save();

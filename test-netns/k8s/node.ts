@@ -29,7 +29,11 @@ export { buildPauseImage, SANDBOX_IMAGE } from '../../scripts/k8s/images.ts';
 
 export const NODE_IP = '192.168.77.1';
 export const CLIENT_IP = '192.168.77.2';
-export const CGROUP_PARENT = '/cnikit-k8s-e2e';
+/**
+ * The cgroup parent runc puts this run's sandboxes under: one per test process, because stop() kills every process
+ * under it and removes it, which must not reach the pods of another run on the same machine.
+ */
+export const CGROUP_PARENT = `/cnikit-k8s-e2e-${process.pid}`;
 
 export interface RunResult {
   status: number | null;
