@@ -38,6 +38,7 @@ import {
   tail,
 } from './lab-node.ts';
 import { alive, type ProcRef, terminate } from './procs.ts';
+import { apiserverOf, kubeletOf, type Restartable } from './restart.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..', '..');
@@ -85,6 +86,10 @@ export interface Cluster {
   stop(): Promise<void>;
   /** Seconds taken by up (set by startCluster). */
   upSeconds?: number;
+  /** The control plane's kube-apiserver, to stop and start again (./restart.ts). */
+  apiserver: Restartable;
+  /** A node's kubelet, to stop and start again (./restart.ts). */
+  kubelet(node: string): Restartable;
 }
 
 export function defaultDir(name: string): string {
@@ -170,6 +175,8 @@ function handle(s: ClusterState, upSeconds?: number): Cluster {
     kubectl,
     stop: () => teardown(s),
     upSeconds,
+    apiserver: apiserverOf(s, () => saveState(s)),
+    kubelet: (node: string) => kubeletOf(s, () => saveState(s), node),
   };
 }
 
