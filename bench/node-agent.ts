@@ -3,7 +3,8 @@
 //     processes (one each) and through one `ip -batch`, each in a fresh namespace (created outside the timing);
 //  2. end to end with a real kube-apiserver (scripts/k8s/control-plane.ts): 100 Node objects created through the API
 //     in one `kubectl create` (no kubelet) → all 200 routes in the namespace of a node whose agent
-//     (`dist-bin/cnikit serve --node-agent`) is running.
+//     (`dist-bin/cnikit serve --node-agent`) is running;
+//  3. convergence after a join: a Node object's podCIDR assigned (PATCH) → its route on that node, 100 peers known.
 //   node --conditions=cnikit-source --import tsx bench/node-agent.ts [runs=10] [--kernel-only]
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -156,6 +157,40 @@ try {
   console.log(
     `end to end: ${PEERS} Node objects in one kubectl create (${created.toFixed(0)} ms) → ${2 * PEERS} routes on the node after ${all.toFixed(0)} ms; ` +
       `the agent's last sync ${m.match(/^cnikit_node_agent_last_sync_duration_seconds (\S+)$/m)?.[1]} s`,
+  );
+  // 3. convergence after a join: a Node object without a pod CIDR (a kubelet registering), then its podCIDR
+  // assigned (what the controller-manager's allocator does: one PATCH of spec) → its route on the agent's node,
+  // with the 100 peers already there
+  const joins: number[] = [];
+  const fromRequest: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const name = `joiner-${i}`;
+    const cidr = `10.246.${i}.0/24`;
+    lab.kubectl(
+      ['create', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name },
+        status: { addresses: [{ type: 'InternalIP', address: `192.168.50.${10 + i}` }] },
+      }),
+    );
+    const before = performance.now();
+    lab.kubectl(['patch', 'node', name, '-p', JSON.stringify({ spec: { podCIDR: cidr, podCIDRs: [cidr] } })]);
+    const assigned = performance.now();
+    for (;;) {
+      if (lab.routes(a).some((r) => r.startsWith(cidr))) break;
+      if (performance.now() - before > 30_000) throw new Error(`no route to ${cidr} after 30 s`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const seen = performance.now();
+    joins.push(seen - assigned);
+    fromRequest.push(seen - before);
+  }
+  console.log(
+    `convergence after a join (podCIDR assigned by a PATCH → route on the node, ${PEERS} peers known, ${runs} joins): ` +
+      `median ${quantile(joins, 0.5).toFixed(0)} ms, p90 ${quantile(joins, 0.9).toFixed(0)} ms after the PATCH returned ` +
+      `(${quantile(fromRequest, 0.5).toFixed(0)} / ${quantile(fromRequest, 0.9).toFixed(0)} ms from the request)`,
   );
 } finally {
   await lab.destroy();

@@ -138,7 +138,11 @@ function podArgs(c: Container): string[] {
   }
   // what the kubelet gives: the pod's fields, the ConfigMap's keys (optional ones may be absent), and a value with
   // $(VAR) references to the variables defined before it
-  const fields: Record<string, string> = { 'spec.nodeName': 'node-1', 'metadata.uid': 'pod-uid-1' };
+  const fields: Record<string, string> = {
+    'spec.nodeName': 'node-1',
+    'metadata.uid': 'pod-uid-1',
+    'status.hostIP': '192.0.2.10',
+  };
   const set: Record<string, string> = {};
   for (const e of c.env ?? []) {
     const fieldPath = e.valueFrom?.fieldRef?.fieldPath;
@@ -261,7 +265,8 @@ describe('the image run as the DaemonSet runs it (podman)', () => {
     const confPath = join(HOST, 'etc/cni/net.d/10-cnikit.conflist');
     const conf = JSON.parse(readFileSync(confPath, 'utf8'));
     assert.equal(conf.plugins[0].ipam.ranges[0][0].subnet, cm.data['pod-cidr']);
-    assert.equal(conf.plugins[0].mtu, Number(cm.data.mtu));
+    // no mtu key (the shipped ConfigMap leaves it to the template's default, the agent being off)
+    assert.equal(conf.plugins[0].mtu, Number(cm.data.mtu ?? 1500));
     const confTime = statSync(confPath).mtimeMs;
     for (const f of readdirSync(bin))
       assert.ok(statSync(join(bin, f)).mtimeMs <= confTime, `${f} after the conflist`);

@@ -46,6 +46,7 @@ import {
   tail,
 } from './lab-node.ts';
 import { alive, type ProcRef, terminate } from './procs.ts';
+import { apiserverOf, kubeletOf, type Restartable } from './restart.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..', '..');
@@ -136,6 +137,10 @@ export interface Cluster {
   stop(): Promise<void>;
   /** Seconds taken by up (set by startCluster). */
   upSeconds?: number;
+  /** The control plane's kube-apiserver, to stop and start again (./restart.ts). */
+  apiserver: Restartable;
+  /** A node's kubelet, to stop and start again (./restart.ts). */
+  kubelet(node: string): Restartable;
 }
 
 export function defaultDir(name: string): string {
@@ -229,6 +234,8 @@ function handle(s: ClusterState, upSeconds?: number): Cluster {
     rebootNode: (name: string, opts?: RebootOptions) => rebootNode(s, name, opts),
     stop: () => teardown(s),
     upSeconds,
+    apiserver: apiserverOf(s, () => saveState(s)),
+    kubelet: (node: string) => kubeletOf(s, () => saveState(s), node),
   };
 }
 
@@ -419,7 +426,6 @@ function configureDaemonSet(
       'node-agent': 'on',
       'node-agent-mode': o.nodeAgent,
       'cluster-cidr': o.clusterCidr,
-      mtu: o.nodeAgent === 'host-gw' ? '1500' : '1450',
     });
   }
   if (o.dualStack) {

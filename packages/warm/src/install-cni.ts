@@ -33,8 +33,10 @@ import { basename, dirname, join } from 'node:path';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
 import { InstallCniError } from './install-cni-error.ts';
 import { checkInstalled, type InstallCniOptions, installCni, uninstallCni } from './install-cni-installer.ts';
+import { withAgentMtu } from './install-cni-mtu.ts';
 import { readTemplate } from './install-cni-template.ts';
 import { watchTemplate } from './install-cni-watch.ts';
+import { checkNodeAgentReady } from './node-agent/readyz.ts';
 import { type NodePodCidrOptions, withNodePodCidr } from './node-podcidr.ts';
 
 export { InstallCniError } from './install-cni-error.ts';
@@ -57,7 +59,8 @@ export const INSTALL_CNI_USAGE =
   'usage: cnikit install-cni [--warm|--cold] [--bin-dir DIR] [--conf-dir DIR] [--template FILE|--no-conf]\n' +
   '                         [--conf-name NAME] [--run-dir DIR] [--watch [--watch-interval SECONDS]] [--dry-run]\n' +
   '       cnikit install-cni --uninstall [--bin-dir DIR] [--dry-run]\n' +
-  '       cnikit install-cni --check [--bin-dir DIR] [--socket PATH]   (readiness: files + conflist [+ service])\n' +
+  '       cnikit install-cni --check [--bin-dir DIR] [--socket PATH]   (readiness: files + conflist [+ service\n' +
+  "                         + the node agent's /readyz when $CNIKIT_NODE_AGENT is on])\n" +
   `defaults: --warm --bin-dir ${DEFAULT_BIN_DIR} --conf-dir ${DEFAULT_CONF_DIR} --template ${DEFAULT_TEMPLATE}\n` +
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the template syntax, literally
   'template: ${NAME} and ${NAME:-default} are replaced by environment variables (JSON-escaped); an unset one is an\n' +
@@ -164,6 +167,8 @@ export interface InstallCniContext {
   signal?: AbortSignal;
   /** Attempts/waits/credential paths of the node pod-subnet lookup (tests). */
   podCidr?: NodePodCidrOptions;
+  /** The underlay MTU lookup of the node agent's conflist MTU (tests). */
+  underlayMtu?: Parameters<typeof withAgentMtu>[2];
 }
 
 /** Entry of `cnikit install-cni …` (args after the word). Resolves to the exit code. */
@@ -193,7 +198,8 @@ export async function installCniMain(args: readonly string[], ctx: InstallCniCon
           ctx.out('not ready: this executable has no warm-mode service to check');
           return 1;
         }
-        return await ctx.serviceCheck(a.socket);
+        const rc = await ctx.serviceCheck(a.socket);
+        return rc === 0 ? await checkNodeAgentReady(ctx.env, ctx.out) : rc;
       }
       ctx.out(`ok: ${a.binDir} installed, conflist written`);
       return 0;
@@ -211,7 +217,11 @@ export async function installCniMain(args: readonly string[], ctx: InstallCniCon
       env:
         a.template === undefined
           ? ctx.env
-          : await withNodePodCidr(ctx.env, readTemplate(a.template), { out: ctx.out, ...ctx.podCidr }),
+          : withAgentMtu(
+              await withNodePodCidr(ctx.env, readTemplate(a.template), { out: ctx.out, ...ctx.podCidr }),
+              ctx.out,
+              ctx.underlayMtu,
+            ),
       ...(a.runDir !== undefined ? { runDir: a.runDir } : {}),
       dryRun: a.dryRun,
       out: ctx.out,

@@ -371,7 +371,12 @@ export class Service {
    */
   async startResidents(): Promise<void> {
     if (this.opts.nodeAgent) {
-      const handle = await startNodeAgent(process.env, log);
+      const tracing = this.#traceEndpoint && this.#batcher;
+      const handle = await startNodeAgent(
+        process.env,
+        log,
+        tracing ? { endpoint: this.#traceEndpoint as string, exporter: tracing.add } : undefined,
+      );
       this.#residents.push({ name: 'node agent', handle });
       log(handle.description);
     }

@@ -8,7 +8,7 @@
  * successful list or a watch event says otherwise.
  */
 import { createServer, type Server } from 'node:http';
-import type { ResidentHandle } from '@cnikit/skel';
+import { type ResidentHandle, type Span, traced } from '@cnikit/skel';
 import { inClusterConnection, kubeconfigConnection } from '../kube.ts';
 import { KubeClient as Client, type KubeClient } from '../kube-client.ts';
 import { escapeLabel, registerMetricsSource } from '../metrics.ts';
@@ -16,6 +16,7 @@ import { ConfigError, type NodeAgentConfig, parseNodeAgentConfig } from './confi
 import { applyPlan, ensureVxlan, findUnderlay, removeVxlan } from './kernel.ts';
 import { syncMasquerade } from './masquerade.ts';
 import { type PeerNode, peerFromNode, plan, VTEP_MAC_ANNOTATION } from './plan.ts';
+import { type AgentTracing, KIND, rootSpan } from './trace.ts';
 
 /** Node objects kept at most (a cluster's documented limit is 5000 nodes). */
 export const MAX_NODES = 20_000;
@@ -37,6 +38,7 @@ export class NodeAgent {
   readonly cfg: NodeAgentConfig;
   readonly #client: KubeClient;
   readonly #log: (m: string) => void;
+  readonly #tracing: AgentTracing | undefined;
   readonly nodes = new Map<string, PeerNode>();
   #rv = '';
   #listed = false;
@@ -56,10 +58,11 @@ export class NodeAgent {
   readonly errors: Record<string, number> = {};
   problems: string[] = [];
 
-  constructor(cfg: NodeAgentConfig, client: KubeClient, log: (m: string) => void) {
+  constructor(cfg: NodeAgentConfig, client: KubeClient, log: (m: string) => void, tracing?: AgentTracing) {
     this.cfg = cfg;
     this.#client = client;
     this.#log = log;
+    this.#tracing = tracing;
   }
 
   /** Counts an error; logs it when it differs from the last one (`detail`, e.g. the retry delay, aside). */
@@ -114,7 +117,17 @@ export class NodeAgent {
     }
   }
 
-  async #list(): Promise<void> {
+  #list(): Promise<void> {
+    return rootSpan(
+      this.#tracing,
+      'node-agent list nodes',
+      { 'server.address': this.#client.server },
+      KIND.Client,
+      (span) => this.#listPages(span),
+    );
+  }
+
+  async #listPages(span?: Span): Promise<void> {
     const fresh = new Map<string, PeerNode>();
     let cont = '';
     let rv = '';
@@ -141,6 +154,7 @@ export class NodeAgent {
     this.nodes.clear();
     for (const [k, v] of fresh) this.nodes.set(k, v);
     this.#rv = rv;
+    span?.setAttributes({ 'cnikit.node_agent.nodes': fresh.size, 'k8s.resource_version': rv });
     const first = !this.#listed;
     this.#listed = true;
     if (first) this.#log(`node agent: ${this.nodes.size} node(s) listed (resourceVersion ${rv})`);
@@ -197,16 +211,35 @@ export class NodeAgent {
     this.#syncing = true;
     const t0 = performance.now();
     try {
-      const self = this.nodes.get(this.cfg.nodeName);
-      if (!self) throw new Error(`node ${this.cfg.nodeName} (NODE_NAME) is not among the Node objects`);
-      const u = findUnderlay(self.internalIps);
-      if (!u)
-        throw new Error(
-          `none of node ${self.name}'s InternalIPs (${self.internalIps.join(', ') || 'none'}) is an address of this host`,
-        );
-      let vxlanIndex: number | undefined;
-      if (this.cfg.mode !== 'host-gw') {
-        const vx = ensureVxlan(
+      rootSpan(
+        this.#tracing,
+        'node-agent reconcile',
+        { 'k8s.node.name': this.cfg.nodeName, 'cnikit.node_agent.mode': this.cfg.mode },
+        KIND.Internal,
+        (span) => this.#reconcile(span),
+      );
+    } catch (e) {
+      this.#error('sync', `sync: ${(e as Error).message}`);
+    } finally {
+      this.syncs++;
+      this.lastSync = Date.now();
+      this.lastSyncSeconds = (performance.now() - t0) / 1000;
+      this.#syncing = false;
+    }
+  }
+
+  #reconcile(span?: Span): void {
+    const self = this.nodes.get(this.cfg.nodeName);
+    if (!self) throw new Error(`node ${this.cfg.nodeName} (NODE_NAME) is not among the Node objects`);
+    const u = findUnderlay(self.internalIps);
+    if (!u)
+      throw new Error(
+        `none of node ${self.name}'s InternalIPs (${self.internalIps.join(', ') || 'none'}) is an address of this host`,
+      );
+    let vxlanIndex: number | undefined;
+    if (this.cfg.mode !== 'host-gw') {
+      const vx = traced('node-agent vxlan', { 'network.interface.name': `cnikit.${this.cfg.vxlan.id}` }, () =>
+        ensureVxlan(
           {
             vni: this.cfg.vxlan.id,
             port: this.cfg.vxlan.port,
@@ -216,33 +249,40 @@ export class NodeAgent {
           },
           u,
           this.#log,
-        );
-        vxlanIndex = vx.index;
-        if (self.vtepMac !== vx.mac && this.#published !== vx.mac) void this.#publish(vx.mac);
-      } else if (removeVxlan(this.cfg.vxlan.id)) this.#log('node agent: mode host-gw: VXLAN device removed');
-      const p = plan(self, this.nodes.values(), this.cfg.mode, u);
-      const res = applyPlan(p, u.linkIndex, vxlanIndex);
-      if (this.cfg.masquerade) syncMasquerade(self.podCidrs, this.cfg.nonMasqueradeCidrs);
-      const problems = [...p.problems, ...res.conflicts];
-      if (problems.join('\n') !== this.problems.join('\n'))
-        for (const m of problems) this.#log(`node agent: ${m}`);
-      this.problems = problems;
-      if (res.conflicts.length) this.errors.conflict = (this.errors.conflict ?? 0) + res.conflicts.length;
-      this.routesProgrammed = res.routes;
-      if (res.changes > 0 || !this.ready)
-        this.#log(
-          `node agent: ${res.routes} route(s) to ${this.nodes.size - 1} peer(s), ${res.changes} change(s)`,
-        );
-      this.ready = true;
-      this.lastError = '';
-    } catch (e) {
-      this.#error('sync', `sync: ${(e as Error).message}`);
-    } finally {
-      this.syncs++;
-      this.lastSync = Date.now();
-      this.lastSyncSeconds = (performance.now() - t0) / 1000;
-      this.#syncing = false;
-    }
+        ),
+      );
+      vxlanIndex = vx.index;
+      if (self.vtepMac !== vx.mac && this.#published !== vx.mac) void this.#publish(vx.mac);
+    } else if (removeVxlan(this.cfg.vxlan.id)) this.#log('node agent: mode host-gw: VXLAN device removed');
+    const p = plan(self, this.nodes.values(), this.cfg.mode, u);
+    const res = traced('node-agent routes', { 'cnikit.node_agent.routes_wanted': p.routes.length }, (s) => {
+      const r = applyPlan(p, u.linkIndex, vxlanIndex);
+      s?.setAttributes({
+        'cnikit.node_agent.routes': r.routes,
+        'cnikit.node_agent.changes': r.changes,
+        'cnikit.node_agent.conflicts': r.conflicts.length,
+      });
+      return r;
+    });
+    if (this.cfg.masquerade)
+      traced('node-agent masquerade', {}, () => syncMasquerade(self.podCidrs, this.cfg.nonMasqueradeCidrs));
+    const problems = [...p.problems, ...res.conflicts];
+    if (problems.join('\n') !== this.problems.join('\n'))
+      for (const m of problems) this.#log(`node agent: ${m}`);
+    this.problems = problems;
+    if (res.conflicts.length) this.errors.conflict = (this.errors.conflict ?? 0) + res.conflicts.length;
+    this.routesProgrammed = res.routes;
+    if (res.changes > 0 || !this.ready)
+      this.#log(
+        `node agent: ${res.routes} route(s) to ${this.nodes.size - 1} peer(s), ${res.changes} change(s)`,
+      );
+    span?.setAttributes({
+      'cnikit.node_agent.peers': this.nodes.size - 1,
+      'cnikit.node_agent.routes': res.routes,
+      'cnikit.node_agent.changes': res.changes,
+    });
+    this.ready = true;
+    this.lastError = '';
   }
 
   async #publish(mac: string): Promise<void> {
@@ -327,6 +367,7 @@ function serveHealth(cfg: NodeAgentConfig, state: () => { ready: boolean; error:
 export async function startNodeAgent(
   env: Readonly<Record<string, string | undefined>>,
   log: (m: string) => void,
+  tracing?: AgentTracing,
 ): Promise<ResidentHandle & { agent: NodeAgent | undefined }> {
   let cfg: NodeAgentConfig | undefined;
   let fatal = '';
@@ -339,7 +380,7 @@ export async function startNodeAgent(
   if (cfg) {
     try {
       const conn = cfg.kubeconfig ? kubeconfigConnection(cfg.kubeconfig) : inClusterConnection(env);
-      agent = new NodeAgent(cfg, new Client(conn), log);
+      agent = new NodeAgent(cfg, new Client(conn), log, tracing);
     } catch (e) {
       fatal = (e as Error).message;
     }
