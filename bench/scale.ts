@@ -36,7 +36,10 @@ import { quantile } from './lib/side-by-side.ts';
 const ROOT = join(import.meta.dirname, '..');
 const arg = (name: string, def: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
-const RUNS = Number(arg('runs', '20'));
+/** Medians over at least 20 rounds (`--runs` below that only with --strace, which times nothing). */
+const RUNS = process.argv.some((a) => a.startsWith('--strace='))
+  ? Number(arg('runs', '20'))
+  : Math.max(20, Number(arg('runs', '20')));
 const LEVELS = arg('levels', '0,50,100,250').split(',').map(Number);
 const JSON_OUT = process.argv.includes('--json');
 /** --strace=DIR: after each level, one cold probe chain under strace (execs, netlink and directory reads), in DIR. */

@@ -67,7 +67,13 @@ export function natChainsInPlace(
     () =>
       xtablesTableLoaded(family, table) === false &&
       chains.every((c) => {
-        const j = nftChainJumps(family, table, c.chain);
+        // without a rule count to check, the dump stops once the jumps looked for were seen
+        const j = nftChainJumps(
+          family,
+          table,
+          c.chain,
+          c.rules === undefined ? { until: c.jumpsTo ?? [] } : {},
+        );
         if (!j) return false;
         if (c.rules !== undefined && j.rules !== c.rules) return false;
         return (c.jumpsTo ?? []).every((t) => j.jumps.includes(t));

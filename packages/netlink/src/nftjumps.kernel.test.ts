@@ -1,9 +1,10 @@
 // nftRemoveJumpChains against the real kernel: rules made by iptables-nft (the machine's iptables) inside a
 // namespace this file creates, removed over nfnetlink, checked with iptables-save.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { withNetns } from './netns.ts';
-import { nftRemoveJumpChains } from './nftjumps.ts';
+import { nftChainJumps, nftRemoveJumpChains } from './nftjumps.ts';
 import { run, withTestNs } from './testns.ts';
 
 const save = (ns: string, bin = 'iptables-save') =>
@@ -93,6 +94,33 @@ describe('nftRemoveJumpChains (iptables-nft rulesets)', () => {
         withNetns(ns.path, () => nftRemoveJumpChains(4, 'nat', [{ from: 'POSTROUTING', target: 'CNI-x' }])),
         true,
       );
+    });
+  });
+
+  test('nftChainJumps with `until` stops reading a long chain once the jumps looked for were seen', () => {
+    withTestNs(1, (ns) => {
+      // POSTROUTING: a shared jump inserted at the top, then 400 per-container jumps (one restore)
+      let script = '*nat\n:CNI-SHARED - [0:0]\n';
+      for (let i = 0; i < 400; i++) script += `:CNI-c${i} - [0:0]\n`;
+      for (let i = 0; i < 400; i++)
+        script += `-A POSTROUTING -s 10.9.${i >> 8}.${i & 255}/32 -m comment --comment "name: \\"n\\" id: \\"c${i}\\"" -j CNI-c${i}\n`;
+      script += '-I POSTROUTING 1 -m comment --comment "shared" -j CNI-SHARED\nCOMMIT\n';
+      const r = spawnSync('ip', ['netns', 'exec', ns.name, 'iptables-restore', '--noflush'], {
+        input: script,
+      });
+      assert.equal(r.status, 0, String(r.stderr));
+      const whole = withNetns(ns.path, () => nftChainJumps(4, 'nat', 'POSTROUTING'));
+      assert.equal(whole?.rules, 401);
+      assert.equal(whole?.jumps[0], 'CNI-SHARED');
+      const top = withNetns(ns.path, () => nftChainJumps(4, 'nat', 'POSTROUTING', { until: ['CNI-SHARED'] }));
+      assert.ok(top, 'an answer');
+      assert.ok(top.jumps.includes('CNI-SHARED'), 'the shared jump is seen');
+      assert.ok(top.rules < 401, `read ${top.rules} of 401 rules`);
+      // a jump that is not there: the whole chain is read
+      const none = withNetns(ns.path, () => nftChainJumps(4, 'nat', 'POSTROUTING', { until: ['CNI-NOPE'] }));
+      assert.equal(none?.rules, 401);
+      // the socket dropped mid-dump leaves the namespace usable: a full dump again
+      assert.equal(withNetns(ns.path, () => nftChainJumps(4, 'nat', 'POSTROUTING'))?.rules, 401);
     });
   });
 });

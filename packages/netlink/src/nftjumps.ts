@@ -93,8 +93,11 @@ export function ruleJumpTarget(rule: Attrs): string | undefined {
 
 interface Exchange {
   send(msgs: Buffer[]): void;
-  /** The messages of dump `seq` until NLMSG_DONE; an error throws. */
-  dump(seq: number): NlMessage[];
+  /**
+   * The messages of dump `seq` until NLMSG_DONE; an error throws. `enough`, asked after each datagram with the
+   * messages so far: true ends the reading there (the rest of the dump is dropped with the socket).
+   */
+  dump(seq: number, enough?: (sofar: readonly NlMessage[]) => boolean): NlMessage[];
   /** Wait for the ACK (NLMSG_ERROR 0) of every sequence number in `seqs`; an error throws. */
   acks(seqs: readonly number[]): void;
 }
@@ -112,7 +115,7 @@ function open(): { sock: NetlinkSocket; x: Exchange } {
     send(msgs) {
       sock.send(Buffer.concat(msgs));
     },
-    dump(seq) {
+    dump(seq, enough) {
       const out: NlMessage[] = [];
       for (;;) {
         for (const m of receive()) {
@@ -125,6 +128,7 @@ function open(): { sock: NetlinkSocket; x: Exchange } {
           if (m.type === NLMSG_DONE) return out;
           out.push(m);
         }
+        if (enough?.(out)) return out;
       }
     },
     acks(seqs) {
@@ -186,6 +190,7 @@ function listRules(
   table: string,
   chain: string,
   mustContain?: Buffer,
+  enough?: (sofar: readonly NlMessage[]) => boolean,
 ): Array<{ handle: Buffer; attrs: Attrs }> {
   const seq = nextSeq();
   const req = nfgen(new NlBuilder(nftType(NFT_MSG_GETRULE), NLM_F_REQUEST | NLM_F_DUMP, 128), family)
@@ -194,7 +199,7 @@ function listRules(
     .finish(seq);
   x.send([req]);
   const out: Array<{ handle: Buffer; attrs: Attrs }> = [];
-  for (const m of x.dump(seq)) {
+  for (const m of x.dump(seq, enough)) {
     if ((m.type & 0xff) !== NFT_MSG_NEWRULE) continue;
     if (mustContain && !m.payload.includes(mustContain)) continue;
     const a = parseAttrs(m.payload, 4);
@@ -329,7 +334,7 @@ export function nftRemoveJumpChains(
 
 /** What nftChainJumps tells of one iptables-nft chain. */
 export interface ChainJumps {
-  /** Number of rules in the chain (0 when it does not exist). */
+  /** Number of rules in the chain (0 when it does not exist; with `until`, of the part read). */
   rules: number;
   /** The chains its rules jump or go to, in rule order (one entry per such rule). */
   jumps: string[];
@@ -340,7 +345,12 @@ export interface ChainJumps {
  * and which chains they jump to — one nfnetlink dump of that chain only (never the whole table), no tool process.
  * Undefined when the kernel does not answer; a missing chain has no rules.
  */
-export function nftChainJumps(family: 4 | 6, table: string, chain: string): ChainJumps | undefined {
+export function nftChainJumps(
+  family: 4 | 6,
+  table: string,
+  chain: string,
+  opts: { until?: readonly string[] } = {},
+): ChainJumps | undefined {
   const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
   let conn: ReturnType<typeof open>;
   try {
@@ -349,7 +359,18 @@ export function nftChainJumps(family: 4 | 6, table: string, chain: string): Chai
     return undefined;
   }
   try {
-    const rules = listRules(conn.x, nfproto, table, chain);
+    // `until`: the reading stops at the first datagram after which a rule jumping to each of these chains was seen
+    // (a chain like POSTROUTING holds one jump per container; the shared jump looked for is inserted at its top)
+    const until = opts.until?.map((t) => Buffer.from(t));
+    const enough = until
+      ? (sofar: readonly NlMessage[]) =>
+          until.every((t) =>
+            sofar.some(
+              (m) => m.payload.includes(t) && ruleJumpTarget(parseAttrs(m.payload, 4)) === t.toString(),
+            ),
+          )
+      : undefined;
+    const rules = listRules(conn.x, nfproto, table, chain, undefined, enough);
     const jumps: string[] = [];
     for (const r of rules) {
       const t = ruleJumpTarget(r.attrs);

@@ -3,6 +3,7 @@
  * test scenarios (host_local_test.go, allocator_test.go, config_test.go) plus GC/STATUS and hostile input.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -10,7 +11,7 @@ import { ALL_VERSIONS, decodeRequest, type RequestBase } from '@cnikit/skel';
 import { cniRunner, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
 import { goFsError } from './store.ts';
-import { net, reservations, storeFiles } from './testenv.ts';
+import { ipamEnv, net, ourHostLocal, reservations, storeFiles } from './testenv.ts';
 
 // host-local in-process, with the reference tests' environment (CNI_NETNS is not used by IPAM)
 const hl = cniRunner(plugin, { containerId: 'dummy', netns: '/var/run/netns/test', path: '/opt/cni/bin' });
@@ -229,6 +230,102 @@ describe('ADD/DEL (reference host_local_test.go)', () => {
     await hl.call('ADD', conf);
     assert.equal((await hl.call('CHECK', conf)).code, 0);
     assert.equal((await hl.call('CHECK', conf, { ifName: 'eth1' })).code, 1);
+  });
+});
+
+describe('DEL by the addresses of the prevResult', () => {
+  const prevOf = (...addrs: string[]) => ({
+    cniVersion: '1.1.0',
+    ips: addrs.map((address) => ({ address })),
+  });
+  /** A store of `others` reservations of other containers plus this container's, at the given addresses. */
+  const fill = (dir: string, others: number, mine: Record<string, string>) => {
+    mkdirSync(dir, { recursive: true });
+    for (let i = 0; i < others; i++)
+      writeFileSync(join(dir, `10.1.${i >> 8}.${(i & 255) + 10}`), `c${i}\r\neth0`);
+    for (const [ip, content] of Object.entries(mine)) writeFileSync(join(dir, ip), content);
+  };
+
+  test('a prevResult naming the files of this attachment: only those are read and removed, the directory is not listed', () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    fill(dir, 200, { '10.1.9.2': 'dummy\r\neth0', '2001:db8::2': 'dummy\r\neth0' });
+    const conf = net(
+      tmp.path,
+      { ranges: [[{ subnet: '10.1.0.0/16' }], [{ subnet: '2001:db8::/64' }]] },
+      {
+        prevResult: prevOf('10.1.9.2/16', '2001:db8::2/64'),
+      },
+    );
+    // the built executable under strace: no getdents64 (no listing), one open of a reservation file per address
+    const bin = ourHostLocal();
+    if (bin.kind !== 'binary') return; // the syscall trace needs the executable (npm run build)
+    const trace = join(tmp.path, 'trace');
+    const r = spawnSync(
+      'strace',
+      ['-f', '-qq', '-o', trace, '-e', 'trace=getdents64,openat', (bin.target as { binary: string }).binary],
+      {
+        input: JSON.stringify(conf),
+        env: { ...ipamEnv('DEL', 'dummy'), CNI_IFNAME: 'eth0' },
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+    const lines = readFileSync(trace, 'utf8').split('\n');
+    assert.deepEqual(
+      lines.filter((l) => l.includes('getdents64')),
+      [],
+      'the store directory is not listed',
+    );
+    const opened = lines.filter(
+      (l) => /openat\(.*\/proc\/self\/fd\/\d+\/[0-9a-f.:]+"/.test(l) && !l.includes('= -1'),
+    );
+    assert.equal(opened.length, 2, opened.join('\n'));
+    const left = reservations(dir);
+    assert.equal(Object.keys(left).length, 200);
+    assert.ok(!('10.1.9.2' in left) && !('2001:db8::2' in left));
+  });
+
+  test('in-process: the same release, and stale temp files are left to the next scan (no listing happened)', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    fill(dir, 20, { '10.1.9.2': 'dummy\r\neth0' });
+    writeFileSync(join(dir, '.cnikit-999999-1.tmp'), 'x');
+    const conf = net(tmp.path, { subnet: '10.1.0.0/16' }, { prevResult: prevOf('10.1.9.2/16') });
+    assert.equal((await hl.call('DEL', conf)).code, 0);
+    assert.ok(!existsSync(join(dir, '10.1.9.2')));
+    assert.ok(existsSync(join(dir, '.cnikit-999999-1.tmp')), 'a scan would have removed it');
+    assert.equal(Object.keys(reservations(dir)).length, 21);
+  });
+
+  test('falls back to the scan when a named file belongs to another container, is missing, or a range set has no address', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    const two = { ranges: [[{ subnet: '10.1.0.0/16' }], [{ subnet: '2001:db8::/64' }]] };
+    // prevResult names another container's address: kept; ours (elsewhere) found by the scan
+    fill(dir, 3, { '10.1.9.2': 'dummy\r\neth0' });
+    let r = await hl.call(
+      'DEL',
+      net(tmp.path, { subnet: '10.1.0.0/16' }, { prevResult: prevOf('10.1.0.10/16') }),
+    );
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(Object.keys(reservations(dir)).sort(), ['10.1.0.10', '10.1.0.11', '10.1.0.12']);
+    // prevResult names only the v4 address of a dual-stack attachment: both go (scan)
+    writeFileSync(join(dir, '10.1.9.2'), 'dummy\r\neth0');
+    writeFileSync(join(dir, '2001:db8::2'), 'dummy\r\neth0');
+    r = await hl.call('DEL', net(tmp.path, two, { prevResult: prevOf('10.1.9.2/16') }));
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(Object.keys(reservations(dir)).sort(), ['10.1.0.10', '10.1.0.11', '10.1.0.12']);
+    // a legacy ID-only file named by the prevResult: the scan removes it like the reference
+    writeFileSync(join(dir, '10.1.9.3'), 'dummy');
+    r = await hl.call('DEL', net(tmp.path, { subnet: '10.1.0.0/16' }, { prevResult: prevOf('10.1.9.3/16') }));
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual(Object.keys(reservations(dir)).sort(), ['10.1.0.10', '10.1.0.11', '10.1.0.12']);
+    // an address that is not a file (a directory in its place): not read, the scan releases nothing else
+    mkdirSync(join(dir, '10.1.9.4'));
+    r = await hl.call('DEL', net(tmp.path, { subnet: '10.1.0.0/16' }, { prevResult: prevOf('10.1.9.4/16') }));
+    assert.equal(r.code, 0, r.stdout);
+    assert.ok(existsSync(join(dir, '10.1.9.4')));
   });
 });
 

@@ -8,7 +8,7 @@
  * set, and a rollback cannot race with another process's ADD/DEL/GC of the same attachment. Both
  * implementations take the same kernel lock, so they can share a directory.
  */
-import { formatIP, type IP } from '@cnikit/ip';
+import { formatIP, type IP, parseIP } from '@cnikit/ip';
 import {
   CniError,
   CURRENT_VERSION,
@@ -26,7 +26,14 @@ import {
 import { AddSession, AllocError, type CursorChange, restoreCursors } from './allocator.ts';
 import { type IPAMConfig, parseConf } from './config.ts';
 import { parseResolvConf } from './dns.ts';
-import { type RangeSet, rangeContains, rangeSetFree, rangeSetSize, rangeSetString } from './range.ts';
+import {
+  type RangeSet,
+  rangeContains,
+  rangeFor,
+  rangeSetFree,
+  rangeSetSize,
+  rangeSetString,
+} from './range.ts';
 import { type Entry, entryIP, reservationKey, Store } from './store.ts';
 
 function add(req: Request<IPAMConfig>): Result {
@@ -145,6 +152,37 @@ function releaseAll(
   }
 }
 
+/**
+ * DEL without listing the directory, when the prevResult names this attachment's addresses: for every range set,
+ * the file of a prevResult address in that set (its name is the address) must hold this container+interface's
+ * current-format reservation; those files are removed and nothing else is read. A container's reservations are all
+ * written by one ADD of one range set each (the duplicate check forbids a second), so this removes what the scan
+ * would. False when that cannot be told (no prevResult, an address missing or held by someone else, a range set
+ * without one): nothing was changed and the caller scans, like the reference.
+ */
+function releaseNamed(store: Store, req: Request<IPAMConfig>, sets: readonly RangeSet[]): boolean {
+  const prev = req.prevResult?.ips;
+  if (!prev || prev.length === 0 || sets.length === 0) return false;
+  const key = reservationKey(req.containerId, req.ifName);
+  const names: string[] = [];
+  for (const set of sets) {
+    let found: string | undefined;
+    for (const c of prev) {
+      const ip = parseIP(c.address.split('/')[0] ?? '');
+      if (!ip || !rangeFor(set, ip)) continue;
+      const name = formatIP(ip);
+      if (store.readReservation(name) === key) {
+        found = name;
+        break;
+      }
+    }
+    if (!found) return false;
+    if (!names.includes(found)) names.push(found);
+  }
+  for (const name of names) store.remove(name);
+  return true;
+}
+
 /** DEL releases, it never creates: no store directory (nothing was ever reserved there) is success. */
 function del(req: Request<IPAMConfig>): void {
   const conf = req.conf;
@@ -152,9 +190,10 @@ function del(req: Request<IPAMConfig>): void {
   if (!store) return;
   const errors = new ErrorList();
   try {
-    store.withLock(() =>
-      releaseAll(store, store.scan().entries, req.containerId, req.ifName, conf.ranges.length, errors),
-    );
+    store.withLock(() => {
+      if (releaseNamed(store, req, conf.ranges)) return;
+      releaseAll(store, store.scan().entries, req.containerId, req.ifName, conf.ranges.length, errors);
+    });
   } finally {
     store.close();
   }

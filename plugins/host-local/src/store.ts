@@ -30,6 +30,7 @@ import {
   closeSync,
   type Dirent,
   fdatasyncSync,
+  fstatSync,
   mkdirSync,
   readSync,
   writeSync,
@@ -231,8 +232,19 @@ export class Store {
     }
   }
 
+  /**
+   * The trimmed content of the reservation file `name` (an address in Go's canonical text), read by name without
+   * listing the directory; undefined when there is no such regular file or it cannot be read.
+   */
+  readReservation(name: string): string | undefined {
+    if (!this.#locked) throw new Error('host-local store: read without the lock');
+    if (name === LOCK_FILE || name.startsWith(LAST_IP_PREFIX) || name.startsWith(TMP_PREFIX))
+      return undefined;
+    return this.#read(name, true)?.trim();
+  }
+
   /** A regular file's complete content (O_NOFOLLOW, non-blocking); undefined when it cannot be read. */
-  #read(name: string): string | undefined {
+  #read(name: string, checkType = false): string | undefined {
     let fd: number;
     try {
       fd = this.#d.openFile(name, C.O_RDONLY | C.O_NONBLOCK);
@@ -240,6 +252,8 @@ export class Store {
       return undefined; // unreadable files are skipped, like the reference
     }
     try {
+      // the scan reads only what readdir says is a regular file; a file named by the caller is checked here
+      if (checkType && !fstatSync(fd).isFile()) return undefined;
       let n = 0;
       for (;;) {
         if (n === this.#buf.length) {
@@ -247,9 +261,11 @@ export class Store {
           this.#buf.copy(bigger, 0, 0, n);
           this.#buf = bigger;
         }
-        const got = readSync(fd, this.#buf, n, this.#buf.length - n, null);
-        if (got === 0) break;
+        const want = this.#buf.length - n;
+        const got = readSync(fd, this.#buf, n, want, null);
         n += got;
+        // a short read of a regular file is its end: no second read(2) for the usual ~80-byte reservation
+        if (got < want) break;
       }
       return this.#buf.toString('utf8', 0, n);
     } catch {

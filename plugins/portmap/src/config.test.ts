@@ -39,6 +39,14 @@ describe('portmap config', () => {
     assert.equal(probes, 1);
     decodeConf({ name: 'n' }, { detect, needBackend: false });
     assert.equal(probes, 1, 'DEL without backend-specific options needs no detection');
+    const add = decodeConf({ name: 'n' }, { detect, deferDetect: true });
+    assert.equal(probes, 1, 'ADD leaves the detection to a failure of iptables');
+    assert.deepEqual([add.backend, add.detectOnFailure], ['iptables', true]);
+    assert.equal(
+      decodeConf({ name: 'n', conditionsV4: ['ip saddr 1.2.3.4'] }, { detect, deferDetect: true }).backend,
+      'nftables',
+    );
+    assert.equal(probes, 2, 'options of one backend still need the detection for the consistency check');
     assert.throws(
       () => decodeConf({ name: 'n', externalSetMarkChain: 'X' }, { detect, needBackend: false }),
       {

@@ -34,6 +34,11 @@ export type RawConf = Infer<typeof confSchema>;
 export interface PortMapConf {
   name: string;
   backend: FirewallBackend;
+  /**
+   * No backend configured or implied by an option, and the detection left to the ADD (`deferDetect`): it tries
+   * iptables first and runs the detection only when that fails (nothing is changed by a failed iptables batch).
+   */
+  detectOnFailure?: true;
   snat: boolean;
   masqAll: boolean;
   markMasqBit: number;
@@ -62,7 +67,7 @@ function fail(msg: string): CniError {
  */
 export function decodeConf(
   config: Record<string, unknown>,
-  opts: { detect?: () => FirewallBackend; needBackend?: boolean } = {},
+  opts: { detect?: () => FirewallBackend; needBackend?: boolean; deferDetect?: boolean } = {},
 ): PortMapConf {
   const detect = opts.detect ?? detectBackend;
   const raw = decode(confSchema, config);
@@ -77,10 +82,13 @@ export function decodeConf(
     if (b) owned[b].push(key);
   }
   let backend: FirewallBackend;
+  let detectOnFailure: true | undefined;
   if (raw.backend === undefined) {
     // DEL tears down both backends: the detection (a process start) only matters for the consistency check
-    const mustKnow = opts.needBackend !== false || owned.iptables.length > 0 || owned.nftables.length > 0;
+    const implied = owned.iptables.length > 0 || owned.nftables.length > 0;
+    const mustKnow = implied || (opts.needBackend !== false && !opts.deferDetect);
     backend = mustKnow ? detect() : 'iptables';
+    if (!mustKnow && opts.deferDetect) detectOnFailure = true;
   } else if (raw.backend === 'iptables' || raw.backend === 'nftables') backend = raw.backend;
   else throw fail(`unrecognized backend ${JSON.stringify(raw.backend)}`);
   const wrong: FirewallBackend = backend === 'iptables' ? 'nftables' : 'iptables';
@@ -115,6 +123,7 @@ export function decodeConf(
   return {
     name: raw.name,
     backend,
+    ...(detectOnFailure ? { detectOnFailure } : {}),
     snat: raw.snat ?? true,
     masqAll: raw.masqAll,
     markMasqBit,
@@ -128,12 +137,12 @@ export function decodeConf(
 /**
  * The plugin's config decoder: CHECK decodes as the reference's parseConfig does; ADD, DEL, GC and STATUS wrap a
  * failure like the reference (`failed to parse config: …`, keeping the code), and only ADD needs a backend when none
- * is configured or implied (DEL, GC and STATUS tear down or probe both).
+ * is configured or implied (DEL, GC and STATUS tear down or probe both); ADD detects it only when iptables fails.
  */
 export function parseConf(raw: Record<string, unknown>, req: Pick<RequestBase, 'command'>): PortMapConf {
   if (req.command === 'CHECK') return decodeConf(raw);
   try {
-    return decodeConf(raw, { needBackend: req.command === 'ADD' });
+    return decodeConf(raw, { needBackend: req.command === 'ADD', deferDetect: req.command === 'ADD' });
   } catch (err) {
     const e = CniError.from(err);
     throw new CniError(e.code, `failed to parse config: ${e.msg}`, e.details, { cause: err });

@@ -10,7 +10,7 @@
  * - CHECK: the reference's per-family checks and messages. GC: stale per-container iptables chains of this
  *   network. STATUS: code 50 when neither iptables nor nftables is usable.
  */
-import { parseCidr, supportsIPTables, supportsNFTables } from '@cnikit/firewall';
+import { detectBackend, parseCidr, supportsIPTables, supportsNFTables } from '@cnikit/firewall';
 import { deleteConntrackByDstPort, getLink, IPPROTO_UDP, routeGet, sysctlSet } from '@cnikit/netlink';
 import {
   CniError,
@@ -87,18 +87,41 @@ function flushUdpConntrack(req: Request<PortMapConf>, conf: PortMapConf, family:
   }
 }
 
+/**
+ * The reference's backend detection (`iptables -S INPUT` usable, else nftables when usable) is a process start per
+ * ADD. With no backend configured, iptables is tried first: its batch is one iptables-restore, which changes nothing
+ * when it fails, and only then does the detection decide — the outcome of detecting first, without the probe on
+ * every call. Later families use the backend the first one settled on.
+ */
+function setupDetecting(conf: PortMapConf, a: PortMapArgs, used: { backend: PortMapConf['backend'] }): void {
+  used.backend = conf.backend;
+  if (!conf.detectOnFailure) {
+    setupPortMap(conf.backend, a);
+    return;
+  }
+  try {
+    setupPortMap('iptables', a);
+  } catch (err) {
+    if (detectBackend() === 'iptables') throw err;
+    used.backend = 'nftables';
+    setupPortMap('nftables', a);
+  }
+}
+
 function add(req: Request<PortMapConf>): Result {
-  const conf = req.conf;
+  let conf = req.conf;
   if (!req.prevResult) throw internalError('must be called as chained plugin');
   const prev = req.prevResult;
   if (conf.mappings.length === 0) return prev;
   try {
     for (const { family, ip } of containerIPs(prev, req.ifName)) {
+      const used = { backend: conf.backend };
       try {
-        setupPortMap(conf.backend, argsFor(conf, req, ip, family));
+        setupDetecting(conf, argsFor(conf, req, ip, family), used);
+        if (conf.detectOnFailure) conf = { ...conf, backend: used.backend, detectOnFailure: undefined };
       } catch (err) {
         throw internalError(
-          conf.backend === 'nftables'
+          used.backend === 'nftables'
             ? `unable to set up nftables rules for port mappings: ${errorReason(err)}`
             : `unable to setup DNAT: ${errorReason(err)}`,
           err,

@@ -4,10 +4,11 @@
  * thread into a private "host" namespace (portmap works in the runtime's namespace) and never leaves it until the end.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { execStats } from '@cnikit/firewall/testing';
-import { cniRunner, expectCniError, expectOk, sandboxForFile } from '@cnikit/testing';
+import { cniRunner, expectCniError, expectOk, sandboxForFile, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
 
 const GO = '/usr/lib/cni/portmap';
@@ -374,6 +375,54 @@ describe('portmap iptables backend', () => {
     assert.deepEqual(ids(4), ['a1', 'a1', 'a3', 'a3']);
     assert.deepEqual(ids(6), ['a1', 'a1', 'a3', 'a3'], 'entry rules ignore the hostIP family');
     expectOk(await cni.status({ ...conf(), cniVersion: '1.1.0' }));
+  });
+});
+
+describe('portmap without a configured backend', () => {
+  test('ADD runs no detection probe while iptables works: one iptables-restore per family, nothing else', async () => {
+    flushAll();
+    expectOk(await cni.add(conf({ backend: undefined })));
+    const start = execStats.count;
+    expectOk(
+      await cni.add(conf({ backend: undefined }, [{ hostPort: 8081, containerPort: 80, protocol: 'tcp' }]), {
+        containerId: 'def',
+      }),
+    );
+    assert.equal(execStats.count - start, 2, 'no `iptables -S INPUT` before the batch');
+    assert.equal(natRules(4).filter((l) => l.startsWith('-A CNI-HOSTPORT-DNAT ')).length, 3);
+    assert.equal(nftTable('ip'), '', 'nothing in the nftables backend');
+    for (const id of ['abc', 'def']) expectOk(await cni.del(conf(), { containerId: id }));
+  });
+
+  test('iptables unusable: the detection picks nftables and the failed iptables attempt left nothing', async () => {
+    flushAll();
+    using fake = tempDir();
+    // iptables tools that fail (as on a kernel without x_tables/nf_tables compat), the real nft
+    for (const t of [
+      'iptables',
+      'ip6tables',
+      'iptables-restore',
+      'ip6tables-restore',
+      'iptables-save',
+      'ip6tables-save',
+    ])
+      writeFileSync(join(fake.path, t), '#!/bin/sh\necho "iptables: unusable here" >&2\nexit 3\n', {
+        mode: 0o755,
+      });
+    symlinkSync('/usr/sbin/nft', join(fake.path, 'nft'));
+    const path = process.env.PATH;
+    process.env.PATH = fake.path;
+    try {
+      expectOk(await cni.add(conf({ backend: undefined })));
+    } finally {
+      process.env.PATH = path;
+    }
+    assert.match(nftTable('ip'), /tcp dport 8080 dnat to 10\.1\.2\.2:80 comment "abc"/);
+    assert.match(nftTable('ip6'), /tcp dport 8080 dnat to \[fd00::2\]:80 comment "abc"/);
+    assert.deepEqual(natRules(4), [], 'no iptables rule');
+    assert.deepEqual(natRules(6), []);
+    expectOk(await cni.del(conf({ backend: 'nftables' })));
+    assert.doesNotMatch(nftTable('ip'), /comment "abc"/);
   });
 });
 
