@@ -3,7 +3,7 @@
  * namespaces of its own, joined by an underlay bridge in a private network namespace; nothing is created in the
  * machine's network namespace, its sysctls or the roots of its cgroup hierarchies.
  *
- *   npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset]  start (N = 1–3, default 2); returns once every node is Ready
+ *   npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset|none]  start (N = 1–3, default 2); returns once every node is Ready (none: registered, no network)
  *   npm run cluster -- kubectl ARGS…                     kubectl as cluster admin (in the control plane's namespace)
  *   npm run cluster -- exec NODE CMD ARGS…              a command in every namespace of a node
  *   npm run cluster -- status | down
@@ -195,9 +195,11 @@ export interface ClusterOptions {
   /**
    * How cnikit gets onto the nodes: 'conflist' (default) installs dist-bin/cnikit and a bridge + host-local
    * conflist on each node's podCIDR itself; 'daemonset' builds the image (scripts/image.ts) from dist-bin, imports
-   * it on every node and applies deploy/kubernetes/ (its install-cni renders the conflist, serve runs warm mode).
+   * it on every node and applies deploy/kubernetes/ (its install-cni renders the conflist, serve runs warm mode);
+   * 'none' installs no CNI at all: up returns once every node is registered with its podCIDR (not Ready: the
+   * caller installs a network, as the operator's guide does, and waits for Ready itself).
    */
-  cni?: 'conflist' | 'daemonset';
+  cni?: 'conflist' | 'daemonset' | 'none';
 }
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
@@ -417,7 +419,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         if (cidr && !n.podCIDR) {
           n.podCIDR = cidr;
           save();
-          if (opts.cni !== 'daemonset') installCni(n.dir, distBin, cidr, CNI_PLUGINS);
+          if (opts.cni === undefined || opts.cni === 'conflist')
+            installCni(n.dir, distBin, cidr, CNI_PLUGINS);
         }
       }
       if (s.nodes.every((n) => n.podCIDR)) break;
@@ -448,7 +451,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       ]);
     }
     log('waiting for Ready');
-    for (;;) {
+    for (; opts.cni !== 'none'; ) {
       check();
       const items = nodeList();
       const ready = (n: string) =>
@@ -490,8 +493,8 @@ async function main(argv: string[]): Promise<number> {
     case 'up': {
       const nodes = Number(opt('--nodes') ?? '2');
       const cni = opt('--cni') ?? 'conflist';
-      if (cni !== 'conflist' && cni !== 'daemonset')
-        throw new Error(`--cni is conflist or daemonset, not ${cni}`);
+      if (cni !== 'conflist' && cni !== 'daemonset' && cni !== 'none')
+        throw new Error(`--cni is conflist, daemonset or none, not ${cni}`);
       const c = await startCluster({
         nodes,
         name,
