@@ -3,7 +3,7 @@
  * namespaces of its own, joined by an underlay bridge in a private network namespace; nothing is created in the
  * machine's network namespace, its sysctls or the roots of its cgroup hierarchies.
  *
- *   npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset]  start (N = 1–3, default 2); returns once every node is Ready
+ *   npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset|none]  start (N = 1–3, default 2); returns once every node is Ready (none: registered, no network)
  *        [--node-agent host-gw|vxlan|auto] [--dual-stack] [--underlay bridge|routed] [--outside]   (docs/lab-cluster.md)
  *   npm run cluster -- kubectl ARGS…                     kubectl as cluster admin (in the control plane's namespace)
  *   npm run cluster -- exec NODE CMD ARGS…              a command in every namespace of a node
@@ -361,12 +361,14 @@ export interface ClusterOptions {
   /**
    * How cnikit gets onto the nodes: 'conflist' (default) installs dist-bin/cnikit and a bridge + host-local
    * conflist on each node's podCIDR itself; 'daemonset' builds the image (scripts/image.ts) from dist-bin, imports
-   * it on every node and applies deploy/kubernetes/ (its install-cni renders the conflist, serve runs warm mode).
+   * it on every node and applies deploy/kubernetes/ (its install-cni renders the conflist, serve runs warm mode);
+   * 'none' installs no CNI at all: up returns once every node is registered with its podCIDR (not Ready: the
+   * caller installs a network, as the operator's guide does, and waits for Ready itself).
    */
-  cni?: 'conflist' | 'daemonset';
+  cni?: 'conflist' | 'daemonset' | 'none';
   /**
    * The node agent of the DaemonSet (needs cni 'daemonset'): the ConfigMap gets node-agent "on", this
-   * node-agent-mode, cluster-cidr, mtu 1450 unless the mode is host-gw, and its conflist ipMasq false (the agent
+   * node-agent-mode, cluster-cidr (no mtu: install-cni gives the conflist the mode's MTU), and its conflist ipMasq false (the agent
    * masquerades); `up` then adds no pod routes of its own — the agents route every peer's podCIDRs.
    */
   nodeAgent?: 'host-gw' | 'vxlan' | 'auto';
@@ -764,7 +766,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           n.podCIDR = cidr;
           n.podCIDRs = cidrs;
           save();
-          if (opts.cni !== 'daemonset')
+          if (opts.cni === undefined || opts.cni === 'conflist')
             installCni(
               n.dir,
               distBin,
@@ -806,7 +808,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       }
     }
     log('waiting for Ready');
-    for (;;) {
+    for (; opts.cni !== 'none'; ) {
       check();
       const items = nodeList();
       const ready = (n: string) =>
@@ -848,8 +850,8 @@ async function main(argv: string[]): Promise<number> {
     case 'up': {
       const nodes = Number(opt('--nodes') ?? '2');
       const cni = opt('--cni') ?? 'conflist';
-      if (cni !== 'conflist' && cni !== 'daemonset')
-        throw new Error(`--cni is conflist or daemonset, not ${cni}`);
+      if (cni !== 'conflist' && cni !== 'daemonset' && cni !== 'none')
+        throw new Error(`--cni is conflist, daemonset or none, not ${cni}`);
       const flag = (f: string) => {
         const i = rest.indexOf(f);
         if (i >= 0) rest.splice(i, 1);

@@ -21,7 +21,8 @@ import { after, before, test } from 'node:test';
 import { type Cluster, type LabNode, startCluster } from '../../scripts/k8s/cluster.ts';
 import { BUSYBOX_IMAGE } from '../../scripts/k8s/images.ts';
 import { nodeTree } from '../../scripts/k8s/lab-node.ts';
-import { ensureBuilt } from '../dist.ts';
+import { ensureBuilt, ROOT } from '../dist.ts';
+import { runGuideBlock } from './guide.ts';
 
 let cluster: Cluster | undefined;
 after(async () => {
@@ -206,10 +207,13 @@ before(async () => {
         const r = spawnSync('ip', ['-n', n.netns, 'route', 'del', o.podCIDR, 'via', o.ip]);
         assert.equal(r.status, 0, String(r.stderr));
       }
-  // as docs/kubernetes.md says: the keys in the ConfigMap, then the pods restarted to read them
-  patchConfig(AGENT);
-  kubectl(['-n', 'kube-system', 'rollout', 'restart', 'daemonset', 'cnikit']);
-  kubectl(['-n', 'kube-system', 'rollout', 'status', 'daemonset', 'cnikit', '--timeout=600s']);
+  // docs/kubernetes.md's block as written: the keys in the ConfigMap (the values of AGENT), then the pods restarted
+  // to read them
+  runGuideBlock(c(), 'agent-on', ROOT);
+  const data = JSON.parse(
+    kubectl(['-n', 'kube-system', 'get', 'configmap', 'cnikit-config', '-o', 'json']),
+  ).data;
+  for (const [k, v] of Object.entries(AGENT)) assert.equal(data[k], v, `the guide's patch sets ${k}`);
   await until('the agent’s routes on every node', 120_000, () => converged(podCidrs));
 });
 

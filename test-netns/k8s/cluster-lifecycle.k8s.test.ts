@@ -12,12 +12,14 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { type Cluster, type LabNode, startCluster } from '../../scripts/k8s/cluster.ts';
 import { BUSYBOX_IMAGE } from '../../scripts/k8s/images.ts';
 import { CONTAINERD_SOCKET, nodeTree, type RunResult } from '../../scripts/k8s/lab-node.ts';
 import { ensureBuilt, GO_CNI, ROOT } from '../dist.ts';
+import { runGuideBlock } from './guide.ts';
 import { CGROUP_PARENT } from './node.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -80,11 +82,6 @@ function must(n: LabNode, cmd: string, args: string[]): string {
   const r = n.exec(cmd, args, { timeout: 120_000 });
   assert.equal(r.status, 0, `${cmd} ${args.join(' ')} on ${n.name}: ${r.stderr}${r.stdout}`);
   return r.stdout;
-}
-
-/** A shell line of the guide, run on a node as an operator would type it. */
-function guide(n: LabNode, line: string): string {
-  return must(n, 'sh', ['-c', line]);
 }
 
 interface Pod {
@@ -430,17 +427,9 @@ test('switching to the Go reference plugins and back, as docs/kubernetes.md says
   // conflist of the same network that install-cni did not write, and install-cni --uninstall
   log('kubectl delete -k deploy/kubernetes/');
   kubectl(c, ['delete', '-k', KUSTOMIZATION, '--wait=true']);
+  // docs/kubernetes.md's block as written, on every node
+  runGuideBlock(c, 'to-go-node', tmpdir());
   for (const n of c.nodes) {
-    guide(
-      n,
-      'for f in /usr/lib/cni/*; do p=$(basename "$f"); cp "$f" "/opt/cni/bin/.$p.new" && mv -f "/opt/cni/bin/.$p.new" "/opt/cni/bin/$p"; done',
-    );
-    guide(
-      n,
-      'cp /etc/cni/net.d/10-cnikit.conflist /etc/cni/net.d/.go.new && mv /etc/cni/net.d/.go.new /etc/cni/net.d/05-go.conflist',
-    );
-    const out = must(n, '/opt/cni/bin/cnikit', ['install-cni', '--uninstall', '--bin-dir', '/opt/cni/bin']);
-    log(`${n.name} install-cni --uninstall:\n${out.trim()}`);
     const t = nodeTree(n.dir);
     assert.equal(existsSync(join(t.cniBin, 'cnikit')), false, `cnikit removed from ${n.name}`);
     assert.equal(existsSync(join(t.confDir, '10-cnikit.conflist')), false);
@@ -485,7 +474,7 @@ test('switching to the Go reference plugins and back, as docs/kubernetes.md says
   log('kubectl apply -k deploy/kubernetes/');
   kubectl(c, ['apply', '-k', KUSTOMIZATION]);
   await dsReady(c);
-  for (const n of c.nodes) guide(n, 'rm /etc/cni/net.d/05-go.conflist');
+  runGuideBlock(c, 'from-go-node', tmpdir());
   await sleep(5000);
   const failed = failedSandboxes(c);
   await loop.stop();
