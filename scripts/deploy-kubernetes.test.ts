@@ -8,7 +8,12 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
-import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import {
+  ClusterRole,
+  ClusterRoleBinding,
+  Role,
+  RoleBinding,
+} from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ConfigMap, ServiceAccount } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 import { parseGcEnv } from '../packages/warm/src/cri-gc-loop.ts';
@@ -129,6 +134,8 @@ describe('deploy/kubernetes', () => {
       'v1 ServiceAccount': ServiceAccount as never,
       'rbac.authorization.k8s.io/v1 ClusterRole': ClusterRole as never,
       'rbac.authorization.k8s.io/v1 ClusterRoleBinding': ClusterRoleBinding as never,
+      'rbac.authorization.k8s.io/v1 Role': Role as never,
+      'rbac.authorization.k8s.io/v1 RoleBinding': RoleBinding as never,
       'apiextensions.k8s.io/v1 CustomResourceDefinition': CustomResourceDefinition as never,
     };
     for (const { file, doc } of all) {

@@ -22,6 +22,11 @@ const KINDS: Record<string, [string, string]> = {
     'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding',
     'IClusterRoleBinding',
   ],
+  'rbac.authorization.k8s.io/v1 Role': ['kubernetes-models/rbac.authorization.k8s.io/v1/Role', 'IRole'],
+  'rbac.authorization.k8s.io/v1 RoleBinding': [
+    'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding',
+    'IRoleBinding',
+  ],
   'apiextensions.k8s.io/v1 CustomResourceDefinition': [
     'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition',
     'ICustomResourceDefinition',

@@ -380,6 +380,13 @@ export class Service {
       this.#residents.push({ name: 'node agent', handle });
       log(handle.description);
     }
+    // the cluster-ipam reclaimer (ConfigMap key cluster-ipam-reclaimer: "on"; its flags from the environment)
+    const reclaimer = this.ctx.plugins.find((p) => p.name === 'cluster-ipam')?.resident;
+    if (reclaimer && envEnabled(process.env.CNIKIT_CLUSTER_IPAM_RECLAIMER)) {
+      const handle = await reclaimer.start([], log);
+      this.#residents.push({ name: 'cluster-ipam reclaimer', handle });
+      log(handle.description);
+    }
     if (this.opts.dhcpDaemon === undefined) return;
     const dhcp = this.ctx.plugins.find((p) => p.name === 'dhcp');
     if (!dhcp?.resident) throw new Error('--dhcp-daemon: this executable has no dhcp plugin daemon');

@@ -155,6 +155,19 @@ export const plugin: Plugin<ClusterIPAMConf> = {
   check,
   gc,
   status,
+  // `cluster-ipam import …` (whereabouts' objects into records), `cluster-ipam reclaimer …` (the elected reclaimer)
+  commands: {
+    import: async (args) => (await import('./import-command.ts')).importMain(args),
+    reclaimer: async (args) => (await import('./reclaimer.ts')).reclaimerMain(args),
+  },
+  // `cnikit serve` with $CNIKIT_CLUSTER_IPAM_RECLAIMER on hosts the reclaimer on its event loop
+  resident: {
+    command: 'reclaimer',
+    async start(args, log) {
+      const { startReclaimer } = await import('./reclaimer.ts');
+      return startReclaimer(args, process.env, log);
+    },
+  },
 };
 
 // The switch from whereabouts (its IPPool and OverlappingRangeIPReservation objects into this plugin's records).

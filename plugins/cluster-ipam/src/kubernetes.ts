@@ -8,6 +8,9 @@
  * `ipam.cnikit.dev/p<k>` = its first k dot-separated name segments (a 63-character label value, or `h-` + a hash of
  * them when longer); a prefix ending in '.' is one label-selected list, anything else a full list filtered here.
  *
+ * Empty strings are left out of what is written (the spec's top-level fields): kube-apiserver 1.20 refuses an empty
+ * string in a CRD's string property as "null" (HTTP 422); read back, such a field is absent (readers take it as empty).
+ *
  * Failures: no answer, 429 or 5xx → StoreUnavailableError (CNI code 11), each request bounded by the time left of
  * the operation's deadline (never a hang); 401/403 → StoreConfigError naming the user and the verb/resource that
  * is denied; a collection that does not exist (no CRD) → StoreConfigError naming the CRD to install.
@@ -53,6 +56,8 @@ export function labelsFor(name: string): Record<string, string> {
 }
 
 export interface KubernetesStoreOptions {
+  /** A connection made already (the reclaimer's); else from kubeconfig / the service account. */
+  connection?: KubeConnection;
   kubeconfig?: string;
   apiRoot?: string;
   env?: Readonly<Record<string, string | undefined>>;
@@ -92,13 +97,19 @@ export function connectionFor(o: KubernetesStoreOptions): KubeConnection {
   );
 }
 
+/** The spec as written: top-level empty strings left out (see above). */
+export function wireSpec<T>(spec: T): T {
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return spec;
+  return Object.fromEntries(Object.entries(spec).filter(([, v]) => v !== '')) as T;
+}
+
 export class KubernetesStore implements Store {
   private readonly conn: KubeConnection;
   private readonly deadline: number;
   private readonly requestMs: number;
 
   constructor(o: KubernetesStoreOptions) {
-    this.conn = connectionFor(o);
+    this.conn = o.connection ?? connectionFor(o);
     this.deadline = Date.now() + (o.deadlineMs ?? 30_000);
     this.requestMs = o.requestMs ?? 10_000;
   }
@@ -190,7 +201,7 @@ export class KubernetesStore implements Store {
       apiVersion: `${GROUP}/${VERSION}`,
       kind: RESOURCES[kind].kind,
       metadata: { name, labels: labelsFor(name) },
-      spec,
+      spec: wireSpec(spec),
     };
     const { status, json } = await this.call('POST', kind, this.path(kind), body);
     if (status === 409) return undefined;
@@ -208,7 +219,7 @@ export class KubernetesStore implements Store {
       apiVersion: `${GROUP}/${VERSION}`,
       kind: RESOURCES[kind].kind,
       metadata: { name, labels: labelsFor(name), resourceVersion: version },
-      spec,
+      spec: wireSpec(spec),
     };
     const { status, json } = await this.call('PUT', kind, this.path(kind, name), body);
     if (status === 409 || status === 404) return undefined;

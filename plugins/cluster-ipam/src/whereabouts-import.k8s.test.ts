@@ -7,18 +7,20 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { type ControlPlane, startControlPlane } from '../../../scripts/k8s/control-plane.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../../../scripts/k8s-build.mjs';
+import { distBin } from '../../../test-netns/dist.ts';
 import { networkOfPool, parseReservationName, recordNameFor } from './whereabouts-import.ts';
 
 const netns = `cnikit-wbimport-${process.pid}`;
 const dir = mkdtempSync(join(tmpdir(), 'cnikit-wb-import-test-'));
 const here = import.meta.dirname;
+const ROOT = join(here, '..', '..', '..');
 let cp: ControlPlane;
 
 before(async () => {
@@ -255,4 +257,73 @@ test('IPPools and OverlappingRangeIPReservations made with kubectl become record
     '10.20.0.8',
   ]);
   assert.match(after.allocated[after.allocated.length - 1] ?? '', /^error: .*exhausted/);
+});
+
+test('`cluster-ipam import` (the compiled command) into the Kubernetes store: --dry-run writes nothing, then records, then nothing new', () => {
+  const bin = join(distBin(), 'cluster-ipam');
+  assert.ok(existsSync(bin), `${bin} is missing: npm run build`);
+  const ok = (r: { status: number | null; stderr: string }) => assert.equal(r.status, 0, r.stderr);
+  ok(
+    cp.kubectl(
+      ['apply', '-f', '-'],
+      readFileSync(join(ROOT, 'deploy/kubernetes/cluster-ipam-crds.yaml'), 'utf8'),
+    ),
+  );
+  ok(
+    cp.kubectl([
+      'wait',
+      '--for=condition=Established',
+      'crd/ipamallocations.ipam.cnikit.dev',
+      '--timeout=60s',
+    ]),
+  );
+  const cmd = (args: string[]) =>
+    spawnSync('ip', ['netns', 'exec', netns, bin, 'import', '--kubeconfig', cp.kubeconfig, ...args], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' },
+    });
+  const records = () =>
+    JSON.parse(cp.kubectl(['get', 'ipamallocations.ipam.cnikit.dev', '-o', 'json']).stdout).items as Array<{
+      metadata: { name: string };
+      spec: Record<string, unknown>;
+    }>;
+  const all = ['10.20.0.200', '10.20.0.5', '10.20.0.6', '10.20.0.77', 'fd00::11'];
+  const dry = cmd(['--dry-run', '--json']);
+  assert.equal(dry.status, 0, dry.stderr);
+  const d = JSON.parse(dry.stdout);
+  assert.equal(d.dryRun, true);
+  assert.deepEqual(d.created.map((r: { ip: string }) => r.ip).sort(), all);
+  assert.deepEqual(records(), [], 'a dry run writes nothing');
+
+  const real = cmd(['--fallback-node', 'lost-node']);
+  assert.equal(real.status, 0, real.stderr);
+  assert.match(real.stdout, /^imported 5, already recorded 0, conflicts 0, skipped 0\n/);
+  assert.match(real.stdout, /imported 10\.20\.0\.5 \(default\) default\/pod-a ctr-a\/net1 from /);
+  const recs = records();
+  assert.deepEqual(recs.map((r) => r.spec.ip).sort(), all);
+  const a = recs.find((r) => r.spec.ip === '10.20.0.5')!;
+  assert.equal(a.metadata.name, recordNameFor('', { family: 4, value: 0x0a140005n }));
+  const uid = cp.kubectl(['-n', 'default', 'get', 'pod', 'pod-a', '-o', 'jsonpath={.metadata.uid}']).stdout;
+  assert.deepEqual(
+    [a.spec.containerID, a.spec.ifName, a.spec.podUID, a.spec.node, a.spec.imported],
+    ['ctr-a', 'net1', uid, 'node-a', 'whereabouts'],
+  );
+  // the entry whose pod is gone: the fallback node, no pod UID (an empty field is absent on the API)
+  const gone = recs.find((r) => r.spec.ip === '10.20.0.200')!;
+  assert.equal(gone.spec.node, 'lost-node');
+  // the network key the allocator uses for a network without network_name (its DEL and GC find the record by it)
+  assert.equal(a.spec.network, 'default');
+  assert.equal(gone.spec.podUID ?? '', '');
+
+  const again = cmd(['--json']);
+  assert.equal(again.status, 0, again.stderr);
+  const g = JSON.parse(again.stdout);
+  assert.deepEqual(g.created, []);
+  assert.equal(g.existing.length, 5);
+  assert.equal(records().length, 5, 'nothing new written');
+  // usage errors: exit 2 and the usage text
+  const bad = cmd(['--bogus']);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /usage: cluster-ipam import/);
 });

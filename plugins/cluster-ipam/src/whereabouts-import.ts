@@ -237,7 +237,8 @@ export async function importWhereabouts(
     const pod = await podOf(e.podRef);
     const [podNamespace, podName] = e.podRef.includes('/') ? e.podRef.split('/', 2) : ['', e.podRef];
     const spec: ImportedAllocationSpec = {
-      network: e.network,
+      // the allocator's network key (config.ts `net`): its DEL, GC and CHECK find the record by it
+      network: nameKey(e.network || 'default'),
       pool: e.pool,
       ip: ipText,
       prefix: e.prefix,
