@@ -36,7 +36,7 @@ import {
 import { configError, dnsSchema, routeSchema, toDNS, toRoute } from '@cnikit/ipam';
 import { CniError, type DNS, decode, ErrorCode, type RequestBase, type Route, s } from '@cnikit/skel';
 import { makePool, nameKey, type Pool, type Span } from './pool.ts';
-import { isResident } from './warm.ts';
+import { isResident } from './resident.ts';
 
 export const FLAT_FILES = [
   '/etc/kubernetes/cni/net.d/whereabouts.d/whereabouts.conf',

@@ -11,14 +11,10 @@
 import { statSync } from 'node:fs';
 import { NodeView } from './allocator.ts';
 import type { ClusterIPAMConf } from './config.ts';
+import { isResident } from './resident.ts';
 import type { Store } from './store.ts';
 
-/** Set on globalThis by the warm service when it starts (packages/warm/src/resident.ts). */
-const RESIDENT = Symbol.for('cnikit.resident');
-
-export function isResident(): boolean {
-  return (globalThis as Record<symbol, unknown>)[RESIDENT] === true;
-}
+export { isResident };
 
 interface Entry {
   store: Store;
