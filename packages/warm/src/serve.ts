@@ -85,6 +85,7 @@ import {
   T_REQUEST,
   T_STDIN,
 } from './protocol.ts';
+import { markResident } from './resident.ts';
 import { TraceBatcher } from './traces.ts';
 
 /** The file name of the client executable; the per-plugin names are hard links of it. */
@@ -357,6 +358,7 @@ export class Service {
     if (process.geteuid?.() !== 0)
       log('warning: not running as root; clients only talk to a service of uid 0');
     for (const p of this.ctx.plugins) this.#invoker.register(p);
+    markResident();
     if (process.env.CNIKIT_BUNDLED === '1') {
       // a request stuck in synchronous code (a tool exec that never returns) cannot reach the JavaScript deadline:
       // the watchdog thread replaces the process image WATCHDOG_GRACE_MS after the deadline

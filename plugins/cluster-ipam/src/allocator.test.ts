@@ -2,7 +2,14 @@
 // claims, borrowing, exhaustion, idempotent DEL, node-scoped GC, STATUS figures, overlapping pools, 128-bit IPv6.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type AllocationSpec, Allocator, type BlockSpec, PoolExhaustedError } from './allocator.ts';
+import {
+  type AllocationSpec,
+  Allocator,
+  type BlockSpec,
+  NodeView,
+  PoolExhaustedError,
+  VIEW_MAX_AGE_MS,
+} from './allocator.ts';
 import { parseConf } from './config.ts';
 import type { Pool } from './pool.ts';
 import { MemoryStore } from './testdata/memory-store.ts';
@@ -15,8 +22,15 @@ function pools(ipam: Record<string, unknown>): Pool[] {
   ).pools;
 }
 
-function alloc(store: MemoryStore, node: string, p: Pool[], overlapping = true, net = 'default'): Allocator {
-  return new Allocator(store, { net, overlapping, pools: p, node });
+function alloc(
+  store: MemoryStore,
+  node: string,
+  p: Pool[],
+  overlapping = true,
+  net = 'default',
+  view?: NodeView,
+): Allocator {
+  return new Allocator(store, { net, overlapping, pools: p, node }, undefined, view);
 }
 
 async function records(store: MemoryStore) {
@@ -56,7 +70,7 @@ describe('allocation', () => {
     assert.equal(st[0]!.freeOwn + st[0]!.freeUnclaimed + st[0]!.freeBorrowable, 0n);
   });
 
-  test('a node claims a block, takes from it, and reads only its block group per ADD', async () => {
+  test('a node claims a block, takes from it, and reads only its own blocks and records per ADD', async () => {
     const store = new MemoryStore();
     const p = pools({ range: '10.1.0.0/16' });
     const a = alloc(store, 'n1', p);
@@ -66,11 +80,83 @@ describe('allocation', () => {
     assert.equal(blocks[0]!.spec.node, 'n1');
     assert.equal(blocks[0]!.spec.size, 32);
     const listsBefore = store.calls.list;
+    const listedBefore = store.listed;
     await a.allocate({ containerID: 'c2', ifName: 'eth0' });
-    // one list of the pool's blocks, one of the block's address group
+    // one list of this node's blocks (1), one of the records it holds (1), one create
     assert.equal(store.calls.list - listsBefore, 2);
+    assert.equal(store.listed - listedBefore, 2);
     assert.equal((await store.list('blocks')).length, 1);
     assert.equal(first[0]!.record.spec.block, blocks[0]!.name);
+  });
+
+  test('a cold ADD reads the same whatever the pool holds: not the other nodes’ blocks and records', async () => {
+    // per ADD: objects the store sends back, for one node holding 5 addresses, beside 1 and then 60 other nodes
+    const cost = async (others: number, range: string) => {
+      const store = new MemoryStore();
+      const p = pools({ range, block_size: 8 });
+      for (let n = 0; n < others; n++)
+        for (let i = 0; i < 6; i++)
+          await alloc(store, `o${n}`, p).allocate({ containerID: `o${n}-${i}`, ifName: 'e' });
+      const a = alloc(store, 'me', p);
+      for (let i = 0; i < 5; i++) await a.allocate({ containerID: `m${i}`, ifName: 'e' });
+      const before = { listed: store.listed, lists: store.calls.list, creates: store.calls.create };
+      await a.allocate({ containerID: 'last', ifName: 'e' });
+      return {
+        listed: store.listed - before.listed,
+        lists: store.calls.list - before.lists,
+        creates: store.calls.create - before.creates,
+      };
+    };
+    const small = await cost(1, '10.20.0.0/22');
+    const big = await cost(60, '10.21.0.0/18');
+    assert.deepEqual(small, { listed: 6, lists: 2, creates: 1 });
+    assert.deepEqual(big, small);
+  });
+
+  test('a repeated ADD of a borrowed address answers that address, not a second one', async () => {
+    const store = new MemoryStore();
+    const p = pools({ range: '10.2.1.0/29' }); // 6 addresses, one per block
+    const a = alloc(store, 'n1', p);
+    for (let i = 0; i < 6; i++) await a.allocate({ containerID: `a${i}`, ifName: 'eth0' });
+    await a.release('a3', 'eth0');
+    const b = alloc(store, 'n2', p);
+    const first = await b.allocate({ containerID: 'b0', ifName: 'eth0' });
+    assert.equal(first[0]!.record.spec.borrowed, true);
+    // a free address again, which a second allocation would take
+    await a.release('a4', 'eth0');
+    const again = await b.allocate({ containerID: 'b0', ifName: 'eth0' });
+    assert.equal(again[0]!.ip, first[0]!.ip);
+    assert.equal(again[0]!.existing, true);
+    const mine = (await records(store)).filter((r) => r.spec.containerID === 'b0');
+    assert.deepEqual(
+      mine.map((r) => r.spec.ip),
+      [first[0]!.ip],
+    );
+  });
+
+  test('enable_overlapping_ranges false: two configurations of one range never hand out one address twice', async () => {
+    // whereabouts keeps one IPPool per network_name and range CIDR, whatever range_start/range_end/exclude say
+    const store = new MemoryStore();
+    const one = pools({ range: '10.9.0.0/24', range_start: '10.9.0.10', range_end: '10.9.0.10' });
+    const other = pools({
+      range: '10.9.0.0/24',
+      range_start: '10.9.0.9',
+      range_end: '10.9.0.10',
+      exclude: ['10.9.0.9/32'],
+    });
+    const x = await alloc(store, 'n1', one, false).allocate({ containerID: 'a', ifName: 'e' });
+    assert.equal(x[0]!.ip, '10.9.0.10');
+    await assert.rejects(
+      alloc(store, 'n2', other, false).allocate({ containerID: 'b', ifName: 'e' }),
+      PoolExhaustedError,
+    );
+    assert.deepEqual(
+      (await records(store)).map((r) => r.spec.ip),
+      ['10.9.0.10'],
+    );
+    // another network_name is another pool: the address may be handed out there
+    const y = await alloc(store, 'n2', other, false, 'blue').allocate({ containerID: 'b', ifName: 'e' });
+    assert.equal(y[0]!.ip, '10.9.0.10');
   });
 
   test('a repeated ADD of one attachment answers the same address', async () => {
@@ -148,6 +234,77 @@ describe('allocation', () => {
     const big = pools({ range: 'fd00::/8' });
     const r = await alloc(store, 'n1', big).allocate({ containerID: 'c', ifName: 'e' });
     assert.match(r[0]!.ip, /^fd/);
+  });
+});
+
+describe('the warm view (the node service keeps it between calls)', () => {
+  test('after the first ADD: an ADD is one create and nothing else, a DEL one delete', async () => {
+    const store = new MemoryStore();
+    const p = pools({ range: '10.30.0.0/20' });
+    const view = new NodeView();
+    const a = alloc(store, 'n1', p, true, 'default', view);
+    await a.allocate({ containerID: 'c0', ifName: 'e' });
+    const before = { ...store.calls };
+    const got = [];
+    for (let i = 1; i <= 20; i++) got.push((await a.allocate({ containerID: `c${i}`, ifName: 'e' }))[0]!);
+    // 20 more ADDs in the node's block of 32
+    assert.equal(store.calls.create - before.create, 20);
+    assert.equal(store.calls.list - before.list, 0);
+    assert.equal(store.calls.get - before.get, 0);
+    assert.equal(new Set(got.map((g) => g.ip)).size, 20);
+    const del0 = { ...store.calls };
+    assert.deepEqual(await a.release('c5', 'e'), [got[4]!.ip]);
+    assert.equal(store.calls.delete - del0.delete, 1);
+    assert.equal(store.calls.list - del0.list + store.calls.get - del0.get, 0);
+    // a repeat ADD is answered from memory
+    const again = await a.allocate({ containerID: 'c7', ifName: 'e' });
+    assert.equal(again[0]!.ip, got[6]!.ip);
+    assert.equal(store.calls.create - del0.create, 0);
+  });
+
+  test('concurrent ADDs through one view: distinct addresses; a view that runs dry is read again', async () => {
+    const store = new MemoryStore();
+    const p = pools({ range: '10.31.0.0/28' }); // 14 addresses, one per block
+    const view = new NodeView();
+    const a = alloc(store, 'n1', p, true, 'default', view);
+    const other = alloc(store, 'n2', p);
+    const got = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => a.allocate({ containerID: `c${i}`, ifName: 'e' })),
+    );
+    assert.equal(new Set(got.map((g) => g[0]!.ip)).size, 8);
+    for (let i = 0; i < 6; i++) await other.allocate({ containerID: `o${i}`, ifName: 'e' });
+    // n1 gives one back, n2 borrows it (n1's view does not know)
+    await a.release('c3', 'e');
+    const borrowed = await other.allocate({ containerID: 'o-b', ifName: 'e' });
+    assert.equal(borrowed[0]!.ip, got[3]![0]!.ip);
+    assert.equal(borrowed[0]!.record.spec.borrowed, true);
+    await assert.rejects(a.allocate({ containerID: 'x', ifName: 'e' }), PoolExhaustedError);
+    // another process (a cold DEL) frees it: the view read again finds it
+    await other.release('o-b', 'e');
+    const loads = view.loads;
+    const late = await a.allocate({ containerID: 'x', ifName: 'e' });
+    assert.equal(late[0]!.ip, got[3]![0]!.ip);
+    assert.equal(view.loads, loads + 1);
+    const ips = (await records(store)).map((r) => r.spec.ip);
+    assert.equal(ips.length, 14);
+    assert.equal(new Set(ips).size, 14);
+  });
+
+  test('a view is read exactly when new, and again once it is older than a minute', async () => {
+    const store = new MemoryStore();
+    const p = pools({ range: '10.32.0.0/24' });
+    const view = new NodeView();
+    const a = alloc(store, 'n1', p, true, 'default', view);
+    await a.allocate({ containerID: 'c0', ifName: 'e' });
+    assert.equal(view.loads, 1);
+    // a record written by a previous image of the service (or a cold call) for this node
+    const cold = alloc(store, 'n1', p);
+    const c1 = await cold.allocate({ containerID: 'c1', ifName: 'e' });
+    view.loadedAt = Date.now() - VIEW_MAX_AGE_MS - 1;
+    const again = await a.allocate({ containerID: 'c1', ifName: 'e' });
+    assert.equal(view.loads, 2);
+    assert.equal(again[0]!.ip, c1[0]!.ip);
+    assert.equal(again[0]!.existing, true);
   });
 });
 

@@ -8,15 +8,21 @@
  *   second object of that name, which is what makes a duplicate impossible, whatever the blocks say;
  * - an ADD takes an address in one of the node's blocks, else claims a new block, else borrows a free address in
  *   another node's block (the record carries the node that holds it), else the pool is exhausted;
- * - the records of one block are one prefix listing (≤ 256 names): an ADD reads its blocks and their records, not
- *   the pool;
- * - DEL deletes the records of the attachment (container ID + ifname) with their version as precondition, and is
- *   idempotent; GC deletes this node's records whose attachment is not valid.
+ * - what an ADD reads is the node's view (NodeView): this node's blocks and the records this node holds, two lists
+ *   selected by node (Kubernetes: a label, answered from the API server's watch cache), whatever the size of the
+ *   pool; the view may lag a moment behind the store, which costs at most a failed create (someone holds that
+ *   name: the next address is tried), never a duplicate. Only claiming a block reads the pool's blocks, and only
+ *   borrowing (every block claimed) reads the pool's records;
+ * - in the warm service (warm.ts) the view lives in memory from call to call, kept in sync by the service's own
+ *   writes and read again from the store when it runs dry or is older than a minute: an ADD is then one durable
+ *   write (the record's create), a DEL one delete;
+ * - a repeated ADD of an attachment (container ID + ifname) answers the record it already holds, borrowed or not;
+ * - DEL deletes the records of the attachment with their version as precondition, and is idempotent; GC deletes
+ *   this node's records whose attachment is not valid.
  */
 import {
   allocatable,
   blockAt,
-  blockBase,
   blockName,
   blockPrefix,
   blockSpan,
@@ -25,10 +31,9 @@ import {
   hexWidth,
   ipText,
   type Pool,
-  recordGroupPrefix,
   recordName,
 } from './pool.ts';
-import type { Store, StoredObject } from './store.ts';
+import type { ListOptions, Store, StoredObject } from './store.ts';
 
 export interface BlockSpec {
   network: string;
@@ -116,46 +121,128 @@ function fnv(text: string): number {
 
 /** How many candidate blocks one ADD looks at before it calls the pool exhausted of unclaimed blocks. */
 const MAX_BLOCK_PROBES = 1 << 16;
+/** A warm view older than this is read again from the store before the next ADD. */
+export const VIEW_MAX_AGE_MS = 60_000;
+
+/**
+ * What this node knows of the store: its blocks per pool and the records it holds. Cold: read for one call. Warm:
+ * kept by the service (warm.ts) and updated by its own writes.
+ */
+export class NodeView {
+  /** Pool key → block base → block name. */
+  readonly blocks = new Map<string, Map<bigint, string>>();
+  /** The records this node holds (every pool of the network), by name. */
+  readonly held = new Map<string, StoredObject<AllocationSpec>>();
+  /** Names a create found taken by someone else (another node borrowed it, or the view lagged). */
+  readonly taken = new Set<string>();
+  /** Names a call in flight is creating (calls of one process never race each other for a name). */
+  readonly pending = new Set<string>();
+  /** When it was read (Date.now()); 0: never. */
+  loadedAt = 0;
+  /** Reads from the store since it was made (the warm service's figure). */
+  loads = 0;
+  #lock: Promise<unknown> = Promise.resolve();
+
+  /** Runs f when no other exclusive work of this view runs (one read, one block claim at a time). */
+  exclusive<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.#lock.then(f, f);
+    this.#lock = run.catch(() => {});
+    return run;
+  }
+
+  ownBlocks(p: Pool): Map<bigint, string> {
+    let m = this.blocks.get(p.key);
+    if (!m) {
+      m = new Map();
+      this.blocks.set(p.key, m);
+    }
+    return m;
+  }
+}
 
 export class Allocator {
+  /**
+   * `view`: the warm service's NodeView of this network and node (kept between calls); without it every call
+   * reads its own.
+   */
   constructor(
     readonly store: Store,
     readonly conf: AllocatorConf,
     private readonly now: () => Date = () => new Date(),
+    readonly view?: NodeView,
   ) {}
 
   /** The record name prefix of a pool's addresses (without the trailing dot). */
   recordPrefix(p: Pool): string {
-    return this.conf.overlapping ? this.conf.net : `${this.conf.net}.${p.key}`;
+    return this.conf.overlapping ? this.conf.net : `${this.conf.net}.${p.rangeKey}`;
   }
 
-  private async blocksOf(p: Pool): Promise<StoredObject<BlockSpec>[]> {
-    return this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p));
+  private recordPrefixes(): string[] {
+    const out = new Set(this.conf.pools.map((p) => `${this.recordPrefix(p)}.`));
+    if (out.size === 0) out.add(`${this.conf.net}.`);
+    return [...out];
   }
 
-  private baseOf(p: Pool, b: StoredObject<BlockSpec>): bigint | undefined {
+  private baseOf(p: Pool, name: string): bigint | undefined {
     const prefix = blockPrefix(this.conf.net, p);
-    if (!b.name.startsWith(prefix)) return undefined;
-    const [hex, bits] = b.name.slice(prefix.length).split('-');
+    if (!name.startsWith(prefix)) return undefined;
+    const [hex, bits] = name.slice(prefix.length).split('-');
     if (hex === undefined || Number(bits) !== p.blockBits || hex.length !== hexWidth(p.family))
       return undefined;
     return BigInt(`0x${hex}`);
   }
 
-  /** Every allocation record of one address group (cached for one operation). */
-  private groupReader(): (p: Pool, v: bigint) => Promise<Map<string, StoredObject<AllocationSpec>>> {
-    const cache = new Map<string, Promise<Map<string, StoredObject<AllocationSpec>>>>();
-    return (p, v) => {
-      const prefix = recordGroupPrefix(this.recordPrefix(p), p.family, v);
-      let got = cache.get(prefix);
-      if (!got) {
-        got = this.store
-          .list<AllocationSpec>('allocations', prefix)
-          .then((list) => new Map(list.map((r) => [r.name, r])));
-        cache.set(prefix, got);
+  /** The records this node holds, from the store (`cached`: the watch cache may answer). */
+  private async heldRecords(opts: ListOptions): Promise<StoredObject<AllocationSpec>[]> {
+    const out: StoredObject<AllocationSpec>[] = [];
+    for (const prefix of this.recordPrefixes())
+      out.push(
+        ...(await this.store.list<AllocationSpec>('allocations', prefix, { ...opts, node: this.conf.node })),
+      );
+    return out.filter((r) => r.spec?.network === this.conf.net);
+  }
+
+  /** Reads this node's blocks and records into the view (replacing what it had). */
+  async load(view: NodeView, quorum = false): Promise<void> {
+    const opts: ListOptions = quorum ? {} : { cached: true };
+    const blocks = new Map<string, Map<bigint, string>>();
+    for (const p of this.conf.pools) {
+      const m = new Map<bigint, string>();
+      for (const b of await this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), {
+        ...opts,
+        node: this.conf.node,
+      })) {
+        const base = this.baseOf(p, b.name);
+        if (base !== undefined && b.spec.node === this.conf.node) m.set(base, b.name);
       }
-      return got;
-    };
+      blocks.set(p.key, m);
+    }
+    const held = await this.heldRecords(opts);
+    view.blocks.clear();
+    for (const [k, m] of blocks) view.blocks.set(k, m);
+    view.held.clear();
+    for (const r of held) view.held.set(r.name, r);
+    view.taken.clear();
+    view.loadedAt = Date.now();
+    view.loads++;
+  }
+
+  /** The view of this call: the warm one (read when new or old), else a fresh one. */
+  private async viewOf(): Promise<{ view: NodeView; fresh: boolean }> {
+    const view = this.view;
+    if (view) {
+      const stale = () => view.loadedAt === 0 || Date.now() - view.loadedAt > VIEW_MAX_AGE_MS;
+      if (!stale()) return { view, fresh: false };
+      // a new service reads exactly (no lag: what its previous image wrote just before it died is seen)
+      return view.exclusive(async () => {
+        if (!stale()) return { view, fresh: true };
+        await this.load(view, view.loadedAt === 0);
+        return { view, fresh: true };
+      });
+    }
+    const once = new NodeView();
+    await this.load(once);
+    return { view: once, fresh: true };
   }
 
   private matches(r: StoredObject<AllocationSpec>, containerID: string, ifName: string): boolean {
@@ -165,43 +252,75 @@ export class Allocator {
   /** One address per pool; on a failure the records this call created are deleted again. */
   async allocate(owner: Owner): Promise<Allocated[]> {
     const out: Allocated[] = [];
+    const { view, fresh } = await this.viewOf();
     try {
-      for (const p of this.conf.pools) out.push(await this.allocateIn(p, owner));
+      for (const p of this.conf.pools) out.push(await this.allocateIn(p, owner, view, fresh));
     } catch (err) {
       for (const a of out) {
-        if (!a.existing)
-          await this.store.delete('allocations', a.record.name, a.record.version).catch(() => {});
+        if (a.existing) continue;
+        view.held.delete(a.record.name);
+        await this.store.delete('allocations', a.record.name, a.record.version).catch(() => {});
       }
       throw err;
     }
     return out;
   }
 
-  private async allocateIn(p: Pool, owner: Owner): Promise<Allocated> {
-    const { node } = this.conf;
-    const group = this.groupReader();
-    const blocks = await this.blocksOf(p);
-    const claimed = new Set<bigint>();
-    const own: Array<{ base: bigint; name: string }> = [];
-    const others: Array<{ base: bigint; name: string }> = [];
-    for (const b of blocks) {
-      const base = this.baseOf(p, b);
-      if (base === undefined) continue;
-      claimed.add(base);
-      (b.spec.node === node ? own : others).push({ base, name: b.name });
+  private existing(p: Pool, owner: Owner, view: NodeView): Allocated | undefined {
+    for (const r of view.held.values()) {
+      if (this.matches(r, owner.containerID, owner.ifName) && r.spec.pool === p.key)
+        return { pool: p, ip: r.spec.ip, record: r, existing: true };
     }
-    // a repeated ADD of the same attachment answers its record
-    for (const b of own) {
-      for (const r of (await group(p, b.base)).values()) {
-        if (this.matches(r, owner.containerID, owner.ifName) && r.spec.pool === p.key)
-          return { pool: p, ip: r.spec.ip, record: r, existing: true };
-      }
-    }
-    for (const b of own) {
-      const got = await this.takeIn(p, b.base, b.name, owner, false, group);
+    return undefined;
+  }
+
+  private async takeOwn(p: Pool, owner: Owner, view: NodeView): Promise<Allocated | undefined> {
+    for (const [base, name] of [...view.ownBlocks(p)]) {
+      const got = await this.takeIn(p, base, name, owner, false, view);
       if (got) return got;
     }
-    // claim a block nobody holds, starting at a place of our own
+    return undefined;
+  }
+
+  private async allocateIn(p: Pool, owner: Owner, view: NodeView, fresh: boolean): Promise<Allocated> {
+    // a repeated ADD of the same attachment answers its record, wherever it lies (a borrowed one too)
+    const had = this.existing(p, owner, view);
+    if (had) return had;
+    const got = await this.takeOwn(p, owner, view);
+    if (got) return got;
+    // the node's blocks are full: one call of this process at a time reads again and claims
+    return view.exclusive(async () => {
+      const meanwhile = (await this.takeOwn(p, owner, view)) ?? this.existing(p, owner, view);
+      if (meanwhile) return meanwhile;
+      if (!fresh) {
+        // the warm view ran dry: read it again (records released elsewhere, blocks claimed meanwhile), retry
+        await this.load(view);
+        const now = this.existing(p, owner, view) ?? (await this.takeOwn(p, owner, view));
+        if (now) return now;
+      }
+      return this.claimOrBorrow(p, owner, view);
+    });
+  }
+
+  private async claimOrBorrow(p: Pool, owner: Owner, view: NodeView): Promise<Allocated> {
+    const { node } = this.conf;
+    // claim a block nobody holds, starting at a place of our own: the one read of the pool's blocks
+    const claimed = new Set<bigint>();
+    const others: Array<{ base: bigint; name: string }> = [];
+    for (const b of await this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), {
+      cached: true,
+    })) {
+      const base = this.baseOf(p, b.name);
+      if (base === undefined) continue;
+      claimed.add(base);
+      if (b.spec.node !== node) others.push({ base, name: b.name });
+      else if (!view.ownBlocks(p).has(base)) {
+        // ours, but the view did not have it yet
+        view.ownBlocks(p).set(base, b.name);
+        const got = await this.takeIn(p, base, b.name, owner, false, view);
+        if (got) return got;
+      }
+    }
     const { first, count } = blockSpan(p);
     const probes = count < BigInt(MAX_BLOCK_PROBES) ? count : BigInt(MAX_BLOCK_PROBES);
     const startAt = BigInt(fnv(node)) % count;
@@ -226,12 +345,18 @@ export class Allocator {
         others.push({ base, name });
         continue;
       }
-      const got = await this.takeIn(p, base, name, owner, false, group);
+      view.ownBlocks(p).set(base, name);
+      const got = await this.takeIn(p, base, name, owner, false, view);
       if (got) return got;
     }
-    // borrow from the other nodes' blocks
+    // borrow from the other nodes' blocks: the one read of the pool's records
+    const used = new Set<string>();
+    for (const r of await this.store.list<AllocationSpec>('allocations', `${this.recordPrefix(p)}.`, {
+      cached: true,
+    }))
+      used.add(r.name);
     for (const b of others) {
-      const got = await this.takeIn(p, b.base, b.name, owner, true, group);
+      const got = await this.takeIn(p, b.base, b.name, owner, true, view, used);
       if (got) return got;
     }
     throw new PoolExhaustedError(p);
@@ -244,11 +369,11 @@ export class Allocator {
     block: string,
     owner: Owner,
     borrowed: boolean,
-    group: (p: Pool, v: bigint) => Promise<Map<string, StoredObject<AllocationSpec>>>,
+    view: NodeView,
+    used?: ReadonlySet<string>,
   ): Promise<Allocated | undefined> {
     const ref = blockAt(p, base);
     if (countFree(p, ref.first, ref.last) === 0n) return undefined;
-    const used = await group(p, base);
     const prefix = this.recordPrefix(p);
     const span = ref.last - ref.first + 1n;
     // concurrent ADDs on one node start at different places of the block
@@ -257,7 +382,7 @@ export class Allocator {
       const v = ref.first + ((offset + i) % span);
       if (!allocatable(p, v)) continue;
       const name = recordName(prefix, p.family, v);
-      if (used.has(name)) continue;
+      if (view.held.has(name) || view.taken.has(name) || view.pending.has(name) || used?.has(name)) continue;
       const ip = ipText(p.family, v);
       const spec: AllocationSpec = {
         network: this.conf.net,
@@ -274,44 +399,48 @@ export class Allocator {
         borrowed,
         created: this.now().toISOString(),
       };
-      const made = await this.store.create<AllocationSpec>('allocations', name, spec);
+      view.pending.add(name);
+      let made: StoredObject<AllocationSpec> | undefined;
+      try {
+        made = await this.store.create<AllocationSpec>('allocations', name, spec);
+      } finally {
+        view.pending.delete(name);
+      }
       if (made) {
-        used.set(name, made);
+        view.held.set(name, made);
         return { pool: p, ip, record: made, existing: false };
       }
-      // someone else took it meanwhile: mark it and go on
-      used.set(name, { name, spec, version: '' });
+      // someone else holds it: mark it and go on
+      view.taken.add(name);
     }
     return undefined;
   }
 
-  /** Every record of the network (or of the pools, without overlapping ranges). */
-  async listAll(): Promise<StoredObject<AllocationSpec>[]> {
-    const prefixes = new Set(this.conf.pools.map((p) => `${this.recordPrefix(p)}.`));
-    if (prefixes.size === 0) prefixes.add(`${this.conf.net}.`);
+  /** Every record of the network (or of the pools' ranges, without overlapping ranges). */
+  async listAll(opts: ListOptions = {}): Promise<StoredObject<AllocationSpec>[]> {
     const out: StoredObject<AllocationSpec>[] = [];
-    for (const prefix of prefixes)
-      out.push(...(await this.store.list<AllocationSpec>('allocations', prefix)));
+    for (const prefix of this.recordPrefixes())
+      out.push(...(await this.store.list<AllocationSpec>('allocations', prefix, opts)));
     return out.filter((r) => r.spec?.network === this.conf.net);
   }
 
-  /** The records of one attachment: first in this node's blocks, else in the whole network. */
+  /**
+   * The records of one attachment. They are held by this node (an ADD's record names the node it ran on): the
+   * warm view, else the node's records from the watch cache; when that misses a pool, the node's records read
+   * exactly (a record created a moment ago is never missed).
+   */
   async find(containerID: string, ifName: string): Promise<StoredObject<AllocationSpec>[]> {
-    const group = this.groupReader();
     const found = new Map<string, StoredObject<AllocationSpec>>();
-    for (const p of this.conf.pools) {
-      for (const b of await this.blocksOf(p)) {
-        if (b.spec.node !== this.conf.node) continue;
-        const base = this.baseOf(p, b);
-        if (base === undefined) continue;
-        for (const r of (await group(p, base)).values())
-          if (this.matches(r, containerID, ifName)) found.set(r.name, r);
-      }
-    }
-    const pools = new Set([...found.values()].map((r) => r.spec.pool));
-    if (this.conf.pools.every((p) => pools.has(p.key))) return [...found.values()];
-    // borrowed addresses, or the node's blocks changed: the whole network
-    for (const r of await this.listAll()) if (this.matches(r, containerID, ifName)) found.set(r.name, r);
+    const complete = () => {
+      const pools = new Set([...found.values()].map((r) => r.spec.pool));
+      return this.conf.pools.every((p) => pools.has(p.key));
+    };
+    const fromView = this.view && this.view.loadedAt > 0 ? [...this.view.held.values()] : undefined;
+    for (const r of fromView ?? (await this.heldRecords({ cached: true })))
+      if (this.matches(r, containerID, ifName)) found.set(r.name, r);
+    if (complete()) return [...found.values()];
+    for (const r of await this.heldRecords({}))
+      if (this.matches(r, containerID, ifName)) found.set(r.name, r);
     return [...found.values()];
   }
 
@@ -319,17 +448,20 @@ export class Allocator {
   async release(containerID: string, ifName: string): Promise<string[]> {
     const out: string[] = [];
     for (const r of await this.find(containerID, ifName)) {
-      if (await this.store.delete('allocations', r.name, r.version)) out.push(r.spec.ip);
-      else {
-        // changed or gone meanwhile: delete it only if it is still ours
-        const now = await this.store.get<AllocationSpec>('allocations', r.name);
-        if (
-          now &&
-          this.matches(now, containerID, ifName) &&
-          (await this.store.delete('allocations', now.name, now.version))
-        )
-          out.push(now.spec.ip);
+      if (await this.store.delete('allocations', r.name, r.version)) {
+        this.view?.held.delete(r.name);
+        out.push(r.spec.ip);
+        continue;
       }
+      // changed or gone meanwhile: delete it only if it is still ours
+      this.view?.held.delete(r.name);
+      const now = await this.store.get<AllocationSpec>('allocations', r.name);
+      if (
+        now &&
+        this.matches(now, containerID, ifName) &&
+        (await this.store.delete('allocations', now.name, now.version))
+      )
+        out.push(now.spec.ip);
     }
     return out;
   }
@@ -338,20 +470,31 @@ export class Allocator {
   async gc(valid: ReadonlyArray<{ containerID: string; ifname: string }>): Promise<string[]> {
     const keep = new Set(valid.map((a) => `${a.containerID}\n${a.ifname}`));
     const out: string[] = [];
-    for (const r of await this.listAll()) {
+    for (const r of await this.heldRecords({})) {
       if (r.spec.node !== this.conf.node) continue;
       if (keep.has(`${r.spec.containerID}\n${r.spec.ifName}`)) continue;
-      if (await this.store.delete('allocations', r.name, r.version)) out.push(r.spec.ip);
+      if (await this.store.delete('allocations', r.name, r.version)) {
+        this.view?.held.delete(r.name);
+        out.push(r.spec.ip);
+      }
     }
     return out;
   }
 
-  /** What an ADD on this node could still get, per pool. */
+  /** What an ADD on this node could still get, per pool (reads the pool's blocks and records, from the cache). */
   async status(): Promise<PoolStatus[]> {
     const out: PoolStatus[] = [];
-    const group = this.groupReader();
     for (const p of this.conf.pools) {
-      const blocks = await this.blocksOf(p);
+      const blocks = await this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), {
+        cached: true,
+      });
+      const values = new Set<bigint>();
+      for (const r of await this.store.list<AllocationSpec>('allocations', `${this.recordPrefix(p)}.`, {
+        cached: true,
+      })) {
+        const v = recordValue(r.name);
+        if (v !== undefined) values.add(v);
+      }
       const st: PoolStatus = {
         pool: p,
         freeOwn: 0n,
@@ -363,53 +506,43 @@ export class Allocator {
       };
       const claimed = new Set<bigint>();
       let claimedFree = 0n;
+      let otherFree = 0n;
+      let otherUsed = 0;
       for (const b of blocks) {
-        const base = this.baseOf(p, b);
+        const base = this.baseOf(p, b.name);
         if (base === undefined || claimed.has(base)) continue;
         claimed.add(base);
         const ref = blockAt(p, base);
         const cap = countFree(p, ref.first, ref.last);
         claimedFree += cap;
-        const mine = b.spec.node === this.conf.node;
-        if (mine) st.ownBlocks++;
-        // other nodes' blocks are read only when the node has nothing left of its own and no block to claim
-        if (!mine) continue;
-        const used = await this.usedIn(p, ref.first, ref.last, group);
-        st.used += used;
-        st.freeOwn += cap - BigInt(used);
+        let used = 0;
+        for (let v = ref.first; v <= ref.last; v++) if (values.has(v) && allocatable(p, v)) used++;
+        if (b.spec.node === this.conf.node) {
+          st.ownBlocks++;
+          st.used += used;
+          st.freeOwn += cap - BigInt(used);
+        } else {
+          otherUsed += used;
+          otherFree += cap - BigInt(used);
+        }
       }
       st.freeUnclaimed = p.size - claimedFree;
+      // other nodes' blocks count only when the node has nothing left of its own and no block to claim
       if (st.freeOwn === 0n && st.freeUnclaimed === 0n) {
-        for (const b of blocks) {
-          if (b.spec.node === this.conf.node) continue;
-          const base = this.baseOf(p, b);
-          if (base === undefined) continue;
-          const ref = blockAt(p, base);
-          const used = await this.usedIn(p, ref.first, ref.last, group);
-          st.used += used;
-          st.freeBorrowable += countFree(p, ref.first, ref.last) - BigInt(used);
-        }
+        st.used += otherUsed;
+        st.freeBorrowable = otherFree;
       }
       out.push(st);
     }
     return out;
   }
+}
 
-  private async usedIn(
-    p: Pool,
-    first: bigint,
-    last: bigint,
-    group: (p: Pool, v: bigint) => Promise<Map<string, StoredObject<AllocationSpec>>>,
-  ): Promise<number> {
-    let n = 0;
-    for (const r of (await group(p, blockBase(p, first))).values()) {
-      const name = r.name;
-      const low = BigInt(`0x${name.slice(name.lastIndexOf('.') + 1)}`);
-      const v = ((first >> 8n) << 8n) | low;
-      if (v >= first && v <= last && allocatable(p, v)) n++;
-    }
-    return n;
-  }
+/** The address a record's name stands for (`…<fam>-<group>.<low>`), or undefined for a name of another shape. */
+export function recordValue(name: string): bigint | undefined {
+  const m = /\.[46]-([0-9a-f]+)\.([0-9a-f]{2})$/.exec(name);
+  if (!m) return undefined;
+  return (BigInt(`0x${m[1]}`) << 8n) | BigInt(`0x${m[2]}`);
 }
 
 /** `ip/prefix` of a record as a result carries it. */

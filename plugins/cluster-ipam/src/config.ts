@@ -20,6 +20,7 @@
  * never handed out. Ours: `block_size` (addresses per node block, a power of two ≤ 256, default 32) and
  * `node_name` (else NODENAME, else `<configuration_path>/nodename`, else /etc/hostname: whereabouts' order).
  */
+
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import {
@@ -35,6 +36,7 @@ import {
 import { configError, dnsSchema, routeSchema, toDNS, toRoute } from '@cnikit/ipam';
 import { CniError, type DNS, decode, ErrorCode, type RequestBase, type Route, s } from '@cnikit/skel';
 import { makePool, nameKey, type Pool, type Span } from './pool.ts';
+import { isResident } from './resident.ts';
 
 export const FLAT_FILES = [
   '/etc/kubernetes/cni/net.d/whereabouts.d/whereabouts.conf',
@@ -240,14 +242,20 @@ function readFlatFile(paths: string[]): { ipam: RawIpam | undefined; file: strin
   return { ipam: undefined, file: '' };
 }
 
-/** Whereabouts' node name: NODENAME, then `<configuration_path>/nodename`, then /etc/hostname (first line). */
+/**
+ * Whereabouts' node name: NODENAME, then `<configuration_path>/nodename`, then /etc/hostname (first line). In the
+ * warm service the call's environment holds only the forwarded CNI_/CNIKIT_ variables: there NODENAME, else
+ * NODE_NAME (the DaemonSet's downward-API variable) of the service's own environment comes before the files.
+ */
 export function nodeName(
   env: Readonly<Record<string, string | undefined>>,
   configurationPath: string,
   configured?: string,
 ): string {
   if (configured?.trim()) return configured.trim();
-  const fromEnv = env.NODENAME?.trim();
+  const fromEnv =
+    env.NODENAME?.trim() ||
+    (isResident() ? (process.env.NODENAME ?? process.env.NODE_NAME)?.trim() : undefined);
   if (fromEnv) return fromEnv;
   for (const f of [...(configurationPath ? [join(configurationPath, 'nodename')] : []), '/etc/hostname']) {
     try {

@@ -10,7 +10,13 @@
 import { readFileSync } from 'node:fs';
 import { EtcdClient, type EtcdClientOptions, EtcdError, EtcdUnavailableError, prefixEnd } from './etcd.ts';
 import { StoreConfigError } from './kubernetes.ts';
-import { type Store, type StoredObject, type StoreKind, StoreUnavailableError } from './store.ts';
+import {
+  type ListOptions,
+  type Store,
+  type StoredObject,
+  type StoreKind,
+  StoreUnavailableError,
+} from './store.ts';
 
 /** Whereabouts' etcd keys, as they appear in the IPAM configuration. */
 export interface EtcdIpamConfig {
@@ -135,8 +141,16 @@ export class EtcdStore implements Store {
     );
   }
 
-  async list<T>(kind: StoreKind, prefix = ''): Promise<StoredObject<T>[]> {
-    return (await this.listAt<T>(kind, prefix)).items;
+  /** `node`: filtered here (etcd has no secondary index: the prefix range is read whole, from etcd's memory). */
+  async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}): Promise<StoredObject<T>[]> {
+    const items = (await this.listAt<T>(kind, prefix)).items;
+    const node = opts.node;
+    if (node === undefined) return items;
+    return items.filter((o) => (o.spec as { node?: unknown } | null)?.node === node);
+  }
+
+  rebound(ms: number): void {
+    this.client.setDeadline(Date.now() + ms);
   }
 
   async get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined> {

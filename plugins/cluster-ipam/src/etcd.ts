@@ -165,7 +165,7 @@ function parseEndpoints(e: string | string[], tls: boolean): Endpoint[] {
 export class EtcdClient {
   readonly #endpoints: Endpoint[];
   readonly #timeoutMs: number;
-  readonly #deadline?: number;
+  #deadline?: number;
   readonly #httpAgent: http.Agent;
   readonly #httpsAgent: https.Agent;
   readonly #username?: string;
@@ -381,6 +381,11 @@ export class EtcdClient {
       revision: int((r.header as Record<string, unknown> | undefined)?.revision),
       responses,
     };
+  }
+
+  /** Bound the requests from now on by this absolute time (ms since the epoch). */
+  setDeadline(deadline: number): void {
+    this.#deadline = deadline;
   }
 
   close(): void {

@@ -22,11 +22,12 @@ import {
   CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { Allocator, addressOf, PoolExhaustedError } from './allocator.ts';
-import { openStore } from './backend.ts';
+import { deadlineOf, openStore } from './backend.ts';
 import { type ClusterIPAMConf, parseConf } from './config.ts';
 import { StoreConfigError } from './kubernetes.ts';
 import { describePool } from './pool.ts';
 import { type Store, StoreUnavailableError } from './store.ts';
+import { warmUse } from './warm.ts';
 
 /** A store or allocator failure as the CNI error it is. */
 export function toCniError(err: unknown, what: string): unknown {
@@ -46,20 +47,29 @@ async function withAllocator<T>(
   f: (a: Allocator) => Promise<T>,
 ): Promise<T> {
   const conf = req.conf;
+  const allocatorConf = {
+    net: conf.net,
+    overlapping: conf.overlapping,
+    pools: conf.pools,
+    node: conf.node,
+  };
   let store: Store | undefined;
+  let warm: ReturnType<typeof warmUse>;
+  let failed = true;
   try {
+    // in the node's warm service: its kept store and in-memory view of this node (warm.ts); else cold
+    warm = warmUse(conf, deadlineOf(req.env), () => openStore(conf, req.env));
+    if (warm) {
+      const out = await f(new Allocator(warm.store, allocatorConf, undefined, warm.view));
+      failed = false;
+      return out;
+    }
     store = openStore(conf, req.env);
-    return await f(
-      new Allocator(store, {
-        net: conf.net,
-        overlapping: conf.overlapping,
-        pools: conf.pools,
-        node: conf.node,
-      }),
-    );
+    return await f(new Allocator(store, allocatorConf));
   } catch (err) {
     throw toCniError(err, what);
   } finally {
+    await warm?.done(failed);
     await store?.close();
   }
 }

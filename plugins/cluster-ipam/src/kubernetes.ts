@@ -7,6 +7,10 @@
  * Prefix listing: the API server selects by label, not by name prefix, so every object carries the labels
  * `ipam.cnikit.dev/p<k>` = its first k dot-separated name segments (a 63-character label value, or `h-` + a hash of
  * them when longer); a prefix ending in '.' is one label-selected list, anything else a full list filtered here.
+ * An object whose spec names a node also carries `ipam.cnikit.dev/node` = that node (same encoding), so "this
+ * node's blocks" and "the records this node holds" are one label-selected list each, whatever the pool's size;
+ * `cached` lists add `resourceVersion=0`: the API server answers from its watch cache instead of reading (and
+ * decoding) every object of the resource from etcd.
  *
  * Empty strings are left out of what is written (the spec's top-level fields): kube-apiserver 1.20 refuses an empty
  * string in a CRD's string property as "null" (HTTP 422); read back, such a field is absent (readers take it as empty).
@@ -25,7 +29,13 @@ import {
   kubeconfigConnection,
   kubeRequest,
 } from '@cnikit/warm/kube';
-import { type Store, type StoredObject, type StoreKind, StoreUnavailableError } from './store.ts';
+import {
+  type ListOptions,
+  type Store,
+  type StoredObject,
+  type StoreKind,
+  StoreUnavailableError,
+} from './store.ts';
 
 export const GROUP = 'ipam.cnikit.dev';
 export const VERSION = 'v1alpha1';
@@ -34,6 +44,7 @@ export const RESOURCES: Record<StoreKind, { plural: string; kind: string }> = {
   allocations: { plural: 'ipamallocations', kind: 'IPAMAllocation' },
 };
 const LABEL = `${GROUP}/p`;
+export const NODE_LABEL = `${GROUP}/node`;
 const MAX_SEGMENT_LABELS = 4;
 
 /** Missing rights, a missing CRD, an unusable kubeconfig: the CNI call fails with code 7 and this text. */
@@ -47,11 +58,13 @@ function labelValue(prefixSegments: string): string {
   return `h-${createHash('sha256').update(prefixSegments).digest('hex').slice(0, 40)}`;
 }
 
-export function labelsFor(name: string): Record<string, string> {
+export function labelsFor(name: string, spec?: unknown): Record<string, string> {
   const parts = name.split('.');
   const out: Record<string, string> = {};
   for (let k = 1; k < parts.length && k <= MAX_SEGMENT_LABELS; k++)
     out[`${LABEL}${k}`] = labelValue(parts.slice(0, k).join('.'));
+  const node = (spec as { node?: unknown } | null | undefined)?.node;
+  if (typeof node === 'string' && node !== '') out[NODE_LABEL] = labelValue(node);
   return out;
 }
 
@@ -105,7 +118,7 @@ export function wireSpec<T>(spec: T): T {
 
 export class KubernetesStore implements Store {
   private readonly conn: KubeConnection;
-  private readonly deadline: number;
+  private deadline: number;
   private readonly requestMs: number;
 
   constructor(o: KubernetesStoreOptions) {
@@ -174,19 +187,34 @@ export class KubernetesStore implements Store {
     return { name: o.metadata.name, spec: o.spec, version: o.metadata.resourceVersion };
   }
 
-  async list<T>(kind: StoreKind, prefix = ''): Promise<StoredObject<T>[]> {
-    let query = '';
+  async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}): Promise<StoredObject<T>[]> {
+    const selectors: string[] = [];
     if (prefix.endsWith('.')) {
       const segs = prefix.slice(0, -1).split('.');
       if (segs.length <= MAX_SEGMENT_LABELS)
-        query = `?labelSelector=${encodeURIComponent(`${LABEL}${segs.length}=${labelValue(segs.join('.'))}`)}`;
+        selectors.push(`${LABEL}${segs.length}=${labelValue(segs.join('.'))}`);
     }
-    const { status, json } = await this.call('GET', kind, `${this.path(kind)}${query}`);
+    if (opts.node !== undefined) selectors.push(`${NODE_LABEL}=${labelValue(opts.node)}`);
+    const query = [
+      ...(selectors.length > 0 ? [`labelSelector=${encodeURIComponent(selectors.join(','))}`] : []),
+      ...(opts.cached ? ['resourceVersion=0'] : []),
+    ];
+    const { status, json } = await this.call(
+      'GET',
+      kind,
+      `${this.path(kind)}${query.length > 0 ? `?${query.join('&')}` : ''}`,
+    );
     if (status !== 200) this.fail(`list ${RESOURCES[kind].plural}`, status, json);
-    const items = ((json as { items?: KubeObject<T>[] }).items ?? []).filter((o) =>
-      o.metadata.name.startsWith(prefix),
+    const items = ((json as { items?: KubeObject<T>[] }).items ?? []).filter(
+      (o) =>
+        o.metadata.name.startsWith(prefix) &&
+        (opts.node === undefined || (o.spec as { node?: unknown } | null)?.node === opts.node),
     );
     return items.map((o) => this.toStored(o));
+  }
+
+  rebound(ms: number): void {
+    this.deadline = Date.now() + ms;
   }
 
   async get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined> {
@@ -200,7 +228,7 @@ export class KubernetesStore implements Store {
     const body = {
       apiVersion: `${GROUP}/${VERSION}`,
       kind: RESOURCES[kind].kind,
-      metadata: { name, labels: labelsFor(name) },
+      metadata: { name, labels: labelsFor(name, spec) },
       spec: wireSpec(spec),
     };
     const { status, json } = await this.call('POST', kind, this.path(kind), body);
@@ -218,7 +246,7 @@ export class KubernetesStore implements Store {
     const body = {
       apiVersion: `${GROUP}/${VERSION}`,
       kind: RESOURCES[kind].kind,
-      metadata: { name, labels: labelsFor(name), resourceVersion: version },
+      metadata: { name, labels: labelsFor(name, spec), resourceVersion: version },
       spec: wireSpec(spec),
     };
     const { status, json } = await this.call('PUT', kind, this.path(kind, name), body);

@@ -8,6 +8,7 @@ import { plugin } from './index.ts';
 import { StoreConfigError } from './kubernetes.ts';
 import { StoreUnavailableError } from './store.ts';
 import { MemoryStore } from './testdata/memory-store.ts';
+import { dropWarmState, isResident } from './warm.ts';
 
 let store = new MemoryStore();
 const use = (s: MemoryStore) => {
@@ -135,5 +136,55 @@ describe('cluster-ipam verbs', () => {
     );
     assert.deepEqual(r.ips, [{ address: '10.9.9.9/24', gateway: '10.9.9.1' }]);
     assert.equal(store.calls.list, 0);
+  });
+});
+
+describe('cluster-ipam in the warm service (its process marked resident)', () => {
+  const RESIDENT = Symbol.for('cnikit.resident');
+  const mark = (on: boolean) => {
+    (globalThis as Record<symbol, unknown>)[RESIDENT] = on;
+  };
+  afterEach(async () => {
+    mark(false);
+    await dropWarmState();
+  });
+
+  // blocks of 16: the calls below stay in the node's first block
+  const wide = conf({ range: '192.168.3.0/24', gateway: '192.168.3.1' });
+
+  test('the view stays between calls: an ADD is one create, a DEL one delete; cold again without the mark', async () => {
+    const s = new MemoryStore();
+    use(s);
+    mark(true);
+    assert.equal(isResident(), true);
+    expectOk(await run.add(wide, { containerId: 'w0' }));
+    const before = { ...s.calls };
+    const a1 = expectOk(await run.add(wide, { containerId: 'w1' }));
+    const a2 = expectOk(await run.add(wide, { containerId: 'w2' }));
+    assert.notEqual(a1.ips![0]!.address, a2.ips![0]!.address);
+    assert.deepEqual(
+      {
+        list: s.calls.list - before.list,
+        get: s.calls.get - before.get,
+        create: s.calls.create - before.create,
+      },
+      { list: 0, get: 0, create: 2 },
+    );
+    const del0 = { ...s.calls };
+    expectOk(await run.del(wide, { containerId: 'w1' }));
+    assert.deepEqual(
+      { list: s.calls.list - del0.list, get: s.calls.get - del0.get, delete: s.calls.delete - del0.delete },
+      { list: 0, get: 0, delete: 1 },
+    );
+    const ips = (await s.list<{ ip: string; containerID: string }>('allocations')).map(
+      (r) => r.spec.containerID,
+    );
+    assert.deepEqual(ips.sort(), ['w0', 'w2']);
+    // a cold call (no mark) reads the store itself and sees what the warm calls wrote
+    mark(false);
+    const cold0 = s.calls.list;
+    const again = expectOk(await run.add(wide, { containerId: 'w2' }));
+    assert.equal(again.ips![0]!.address, a2.ips![0]!.address);
+    assert.ok(s.calls.list > cold0);
   });
 });

@@ -5,8 +5,10 @@
  * Names (DNS-1123 subdomains, see store.ts):
  *   allocation  `<net>.<fam>-<group>.<low>`  group = address >> 8 in hex (6 or 30 digits), low = last 8 bits (2)
  *               — named by the address alone, so two pools that overlap still meet on one name (no duplicate);
- *               with `enable_overlapping_ranges: false` `<net>` becomes `<net>.<pool>` (whereabouts' meaning:
- *               overlapping pools may then hand out the same address)
+ *               with `enable_overlapping_ranges: false` `<net>` becomes `<net>.<range>`, range = the `range`
+ *               CIDR (`<fam>-<network>-<prefix>`), not the pool's start/end: whereabouts keeps one IPPool per
+ *               network_name and CIDR, so two configurations of one range (other range_start/range_end/exclude)
+ *               still meet on one name, while different ranges may hand out the same address
  *   block       `<net>.<pool>.<base>-<bits>`  base = first address of the block (hex), 2^bits addresses, aligned
  * A block never spans two groups (bits ≤ 8), so the records of one block are one prefix listing of ≤ 256 names.
  */
@@ -37,6 +39,8 @@ export interface Pool {
   blockBits: number;
   /** `<fam>-<start>-<end>` in hex: the pool's part of block names. */
   key: string;
+  /** `<fam>-<network>-<prefix>` (hex network): the range's part of record names without overlapping ranges. */
+  rangeKey: string;
 }
 
 export const MAX_BLOCK_BITS = 8;
@@ -166,6 +170,11 @@ export function describePool(p: Pool): string {
   return `${p.cidr} (${ipText(p.family, p.start)}-${ipText(p.family, p.end)}, ${p.size} addresses)`;
 }
 
+function networkOf(family: Family, v: bigint, prefix: number): bigint {
+  const host = BigInt((family === 4 ? 32 : 128) - prefix);
+  return (v >> host) << host;
+}
+
 export function makePool(
   index: number,
   cidr: CIDR,
@@ -192,6 +201,7 @@ export function makePool(
     size: 0n,
     blockBits: chooseBlockBits(start, end, blockBits),
     key: `${family}-${hexOf(start, w)}-${hexOf(end, w)}`,
+    rangeKey: `${family}-${hexOf(networkOf(family, cidr.ip.value, cidr.prefix), w)}-${cidr.prefix}`,
   };
   if (gateway !== undefined && gateway >= start && gateway <= end) p.gateway = gateway;
   p.size = countFree(p, start, end);

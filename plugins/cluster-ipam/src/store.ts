@@ -18,9 +18,20 @@ export class StoreUnavailableError extends Error {
   override name = 'StoreUnavailableError';
 }
 
+/**
+ * A narrower list: `node` keeps the objects whose spec.node is that node (the Kubernetes store selects them by a
+ * label, so the API server sends only those); `cached` lets the store answer from a cache that may lag by a moment
+ * (the API server's watch cache: `resourceVersion=0`, no read of etcd). A cached answer is only ever a hint:
+ * the create-if-absent of a record stays the arbiter of who holds an address.
+ */
+export interface ListOptions {
+  node?: string;
+  cached?: boolean;
+}
+
 export interface Store {
   /** Every object of the kind whose name starts with prefix ('' for all), consistently (one revision). */
-  list<T>(kind: StoreKind, prefix?: string): Promise<StoredObject<T>[]>;
+  list<T>(kind: StoreKind, prefix?: string, opts?: ListOptions): Promise<StoredObject<T>[]>;
   get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined>;
   /** Create when absent; undefined when an object of that name already exists. */
   create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined>;
@@ -29,4 +40,6 @@ export interface Store {
   /** Remove (only when the version still matches, if given); false when absent or on a conflict. */
   delete(kind: StoreKind, name: string, version?: string): Promise<boolean>;
   close(): Promise<void>;
+  /** A long-lived store (the warm service keeps one): bound the next operation's work to ms from now. */
+  rebound?(ms: number): void;
 }

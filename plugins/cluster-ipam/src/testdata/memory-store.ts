@@ -3,7 +3,7 @@
  * for benchmarks that want the allocator's own cost. Every call yields to the event loop first, so concurrent
  * callers interleave as they would against a server.
  */
-import type { Store, StoredObject, StoreKind } from '../store.ts';
+import type { ListOptions, Store, StoredObject, StoreKind } from '../store.ts';
 
 export class MemoryStore implements Store {
   private readonly kinds = new Map<StoreKind, Map<string, StoredObject<unknown>>>();
@@ -28,10 +28,21 @@ export class MemoryStore implements Store {
     return { name: o.name, spec: structuredClone(o.spec) as T, version: o.version };
   }
 
-  async list<T>(kind: StoreKind, prefix = ''): Promise<StoredObject<T>[]> {
+  /** Objects listed per call (the work a server would do for the answer), for tests of the allocator's cost. */
+  listed = 0;
+
+  async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}): Promise<StoredObject<T>[]> {
     this.calls.list++;
     await this.tick();
-    return [...this.of(kind).values()].filter((o) => o.name.startsWith(prefix)).map((o) => this.copy<T>(o));
+    const out = [...this.of(kind).values()]
+      .filter(
+        (o) =>
+          o.name.startsWith(prefix) &&
+          (opts.node === undefined || (o.spec as { node?: unknown } | null)?.node === opts.node),
+      )
+      .map((o) => this.copy<T>(o));
+    this.listed += out.length;
+    return out;
   }
 
   async get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined> {

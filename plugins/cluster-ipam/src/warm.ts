@@ -1,0 +1,103 @@
+/**
+ * cluster-ipam in the node's warm service (`cnikit serve`, packages/warm): the runtime's call reaches the service
+ * through cnikit-client (docs/warm-mode.md), which runs this plugin in its own long-lived process. There the
+ * plugin keeps, from call to call, per datastore: one open store (its connection kept alive; each call bounds it
+ * anew with `rebound`), and per network and node: the NodeView (allocator.ts) — this node's blocks and the
+ * records it holds, a bitmap in memory kept in sync by the service's own writes. An ADD is then one durable write
+ * (the record's create), a DEL one delete. The view is read exactly when the service starts (what a killed
+ * image of it wrote is seen), again when it runs dry or is a minute old, and from scratch after a store failure.
+ * Without the service (an exec'd plugin, a process that ends with the call) nothing is kept: the cold path.
+ */
+import { statSync } from 'node:fs';
+import { NodeView } from './allocator.ts';
+import type { ClusterIPAMConf } from './config.ts';
+import { isResident } from './resident.ts';
+import type { Store } from './store.ts';
+
+export { isResident };
+
+interface Entry {
+  store: Store;
+}
+
+const stores = new Map<string, Entry>();
+const views = new Map<string, NodeView>();
+
+function netnsId(): string {
+  try {
+    return String(statSync('/proc/thread-self/ns/net').ino);
+  } catch {
+    return '';
+  }
+}
+
+function storeKey(conf: ClusterIPAMConf): string {
+  // the caller's network namespace too: a connection opened in one namespace is not used from another
+  return JSON.stringify([conf.datastore, conf.kubernetes, conf.etcd, netnsId()]);
+}
+
+function viewKey(conf: ClusterIPAMConf): string {
+  return JSON.stringify([
+    storeKey(conf),
+    conf.net,
+    conf.node,
+    conf.overlapping,
+    conf.pools.map((p) => p.key),
+  ]);
+}
+
+export interface WarmUse {
+  store: Store;
+  view: NodeView;
+  /** After the call: keep the store open (warm), or close a store that cannot be kept. */
+  done(failed: boolean): Promise<void>;
+}
+
+/**
+ * The store and view of a call in the warm service; undefined in a cold process. `open` makes a store; one
+ * without `rebound` (a per-call bound it cannot renew) is opened per call and closed after it.
+ */
+export function warmUse(conf: ClusterIPAMConf, deadlineMs: number, open: () => Store): WarmUse | undefined {
+  if (!isResident()) return undefined;
+  const sk = storeKey(conf);
+  let entry = stores.get(sk);
+  let kept = true;
+  if (!entry) {
+    const store = open();
+    if (store.rebound) {
+      entry = { store };
+      stores.set(sk, entry);
+    } else {
+      entry = { store };
+      kept = false;
+    }
+  }
+  entry.store.rebound?.(deadlineMs);
+  const vk = viewKey(conf);
+  let view = views.get(vk);
+  if (!view) {
+    view = new NodeView();
+    views.set(vk, view);
+  }
+  const store = entry.store;
+  const v = view;
+  return {
+    store,
+    view: v,
+    async done(failed) {
+      if (failed) {
+        // a failed call may have left the view behind the store: read it exactly next time
+        v.loadedAt = 0;
+      }
+      if (!kept) await store.close();
+    },
+  };
+}
+
+/** Forgets every kept store and view (tests; a store that failed for good). */
+export async function dropWarmState(): Promise<void> {
+  const all = [...stores.values()];
+  stores.clear();
+  views.clear();
+  for (const e of all) await e.store.close().catch(() => {});
+}
