@@ -19,6 +19,7 @@ import type { Store } from './store.ts';
 import { importWhereabouts, type WhereaboutsImportReport } from './whereabouts-import.ts';
 
 export const IMPORT_USAGE = `usage: cluster-ipam import [--dry-run] [--json] [--kubeconfig FILE] [--namespace NS] [--fallback-node NAME]
+                          [--no-overlapping-ranges NETWORK_NAME]…
                           [--etcd-host HOST:PORT [--etcd-prefix P] [--etcd-ca-cert-file F] [--etcd-cert-file F]
                            [--etcd-key-file F] [--etcd-username U --etcd-password P]]
   Writes a cluster-ipam record for every address whereabouts' IPPools and OverlappingRangeIPReservations hold
@@ -27,6 +28,8 @@ export const IMPORT_USAGE = `usage: cluster-ipam import [--dry-run] [--json] [--
   --kubeconfig    reads whereabouts' objects and the pods (default: $KUBECONFIG, else the pod's service account);
                   the records go to the same API server unless --etcd-host names an etcd
   --fallback-node the node recorded when an entry's pod cannot be found (default: unknown)
+  --no-overlapping-ranges  a network_name whose configurations set enable_overlapping_ranges false (repeat for
+                  more; "default" for none): its addresses are recorded per range CIDR, as the plugin names them
   --dry-run       report only, write nothing; --json: the report as one JSON object
   exit status: 0 done, 1 conflicts or skipped entries (see the report), 2 usage error, 3 the API or store failed
 `;
@@ -58,7 +61,7 @@ export async function importMain(
   args: readonly string[],
   io: { stdout: { write(s: string): unknown }; stderr: { write(s: string): unknown } } = process,
 ): Promise<number> {
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | string[] | undefined>;
   try {
     ({ values } = parseArgs({
       args: [...args],
@@ -71,6 +74,7 @@ export async function importMain(
         kubeconfig: { type: 'string' },
         namespace: { type: 'string' },
         'fallback-node': { type: 'string' },
+        'no-overlapping-ranges': { type: 'string', multiple: true },
         'etcd-host': { type: 'string' },
         'etcd-prefix': { type: 'string' },
         'etcd-ca-cert-file': { type: 'string' },
@@ -128,6 +132,7 @@ export async function importMain(
       {
         dryRun,
         fallbackNode: str('fallback-node') ?? 'unknown',
+        perRangeNetworks: (values['no-overlapping-ranges'] as string[] | undefined) ?? [],
         ...(str('namespace') ? { namespace: str('namespace') } : {}),
       },
     );

@@ -153,6 +153,11 @@ export function recordGroupPrefix(recordPrefix: string, family: Family, v: bigin
   return `${recordPrefix}.${family}-${hexOf(v >> 8n, hexWidth(family) - 2)}.`;
 }
 
+/** The name segment of a range CIDR (its network address and length): records of one range without overlapping ranges. */
+export function rangeKeyOf(family: Family, v: bigint, prefix: number): string {
+  return `${family}-${hexOf(networkOf(family, v, prefix), hexWidth(family))}-${prefix}`;
+}
+
 export function recordName(recordPrefix: string, family: Family, v: bigint): string {
   return `${recordGroupPrefix(recordPrefix, family, v)}${hexOf(v & 0xffn, 2)}`;
 }
@@ -201,7 +206,7 @@ export function makePool(
     size: 0n,
     blockBits: chooseBlockBits(start, end, blockBits),
     key: `${family}-${hexOf(start, w)}-${hexOf(end, w)}`,
-    rangeKey: `${family}-${hexOf(networkOf(family, cidr.ip.value, cidr.prefix), w)}-${cidr.prefix}`,
+    rangeKey: rangeKeyOf(family, cidr.ip.value, cidr.prefix),
   };
   if (gateway !== undefined && gateway >= start && gateway <= end) p.gateway = gateway;
   p.size = countFree(p, start, end);

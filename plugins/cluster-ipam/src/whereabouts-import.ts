@@ -12,7 +12,7 @@
  */
 import { formatIP, type IP, network, parseCIDR, parseIP } from '@cnikit/ip';
 import type { AllocationSpec } from './allocator.ts';
-import { nameKey, recordName } from './pool.ts';
+import { nameKey, rangeKeyOf, recordName } from './pool.ts';
 import type { Store } from './store.ts';
 
 /** How the importer reads the API: GET of a path, JSON answer (see kube-client in the tests). */
@@ -25,6 +25,12 @@ export interface WhereaboutsImportOptions {
   namespace?: string;
   /** Report what would be written without writing. */
   dryRun?: boolean;
+  /**
+   * network_names whose configurations set `enable_overlapping_ranges: false`: the allocator names their records per
+   * range CIDR, so their IPPool entries are imported under those names (whereabouts keeps no
+   * OverlappingRangeIPReservation for them; one found is skipped, since it names no range).
+   */
+  perRangeNetworks?: readonly string[];
   now?: () => Date;
 }
 
@@ -52,9 +58,14 @@ export interface WhereaboutsImportReport {
 /** The record spec the allocator writes; imported records also carry `imported: "whereabouts"`. */
 export type ImportedAllocationSpec = AllocationSpec & { imported: string };
 
-/** The record name the allocator gives the address (pool.ts; enable_overlapping_ranges, the default). */
-export function recordNameFor(networkName: string, ip: IP): string {
-  return recordName(nameKey(networkName || 'default'), ip.family, ip.value);
+/**
+ * The record name the allocator gives the address (pool.ts): per network_name (enable_overlapping_ranges, the
+ * default), or per network_name and range CIDR when `range` is given (enable_overlapping_ranges false).
+ */
+export function recordNameFor(networkName: string, ip: IP, range?: { prefix: number }): string {
+  const net = nameKey(networkName || 'default');
+  const prefix = range ? `${net}.${rangeKeyOf(ip.family, ip.value, range.prefix)}` : net;
+  return recordName(prefix, ip.family, ip.value);
 }
 
 /** whereabouts' normalizeRange: ':' and '/' become '-', a trailing ':' gets a '0'. */
@@ -140,6 +151,8 @@ export async function importWhereabouts(
   const now = opts.now ?? (() => new Date());
   const report: WhereaboutsImportReport = { created: [], existing: [], conflicts: [], skipped: [] };
   const entries = new Map<string, Entry>(); // by record name: an address held in a pool and a reservation once
+  const perRangeNames = new Set(opts.perRangeNetworks ?? []);
+  const perRange = { has: (net: string) => perRangeNames.has(net || 'default') };
 
   const pools = await listAll(get, 'ippools', opts.namespace);
   const networks = new Set<string>();
@@ -173,7 +186,7 @@ export async function importWhereabouts(
         continue;
       }
       const ip: IP = { family: first.family, value };
-      entries.set(recordNameFor(net, ip), {
+      entries.set(recordNameFor(net, ip, perRange.has(net) ? cidrOf : undefined), {
         network: net,
         ip,
         prefix: cidrOf.prefix,
@@ -191,6 +204,13 @@ export async function importWhereabouts(
     const parsed = parseReservationName(r.metadata.name, [...networks]);
     if (!parsed) {
       report.skipped.push({ source, reason: 'the name is no address' });
+      continue;
+    }
+    if (perRange.has(parsed.network)) {
+      report.skipped.push({
+        source,
+        reason: `network ${parsed.network || 'default'} is imported per range (--no-overlapping-ranges): a reservation names no range`,
+      });
       continue;
     }
     const name = recordNameFor(parsed.network, parsed.ip);
