@@ -74,6 +74,7 @@ export {
   withNamedNetns,
   withSandbox,
 } from './sandbox.ts';
+export { pluginSelected, TEST_PLUGINS_ENV } from './selection.ts';
 export {
   DEFAULT_SYSCTLS,
   diffSnapshots,
