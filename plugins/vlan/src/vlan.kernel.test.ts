@@ -153,7 +153,7 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
   const clean = () => lab.clean(['lo', 'v0']);
   test('reference error texts, nothing left', async () => {
     const o = { ...opts, netns: c(0).path };
-    const { master: _m, ...noMaster } = conf();
+    const { master: _m, ...noMaster }: Record<string, unknown> = conf();
     expectCniError(
       await cniCall(plugin, 'ADD', noMaster, o),
       7,
