@@ -14,19 +14,11 @@
  * wall time ≤ 0.7× Go, client peak RSS ≤ Go's, chain ADD ≤ 0.5× and DEL ≤ 0.3× Go.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
+import { compileLauncher } from './lib/launcher.ts';
 import { quantile } from './lib/side-by-side.ts';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -111,37 +103,13 @@ function startService(): ChildProcess {
   }
 }
 
-/** The launcher: runs argv[1..] with this environment and stdin, prints the wall time in ns on descriptor 3. */
-const LAUNCH_C = `#define _GNU_SOURCE
-#include <fcntl.h>
-#include <spawn.h>
-#include <stdio.h>
-#include <sys/wait.h>
-#include <time.h>
-extern char **environ;
-int main(int argc, char **argv) {
-  (void)argc;
-  fcntl(3, F_SETFD, FD_CLOEXEC);
-  struct timespec a, b;
-  pid_t pid;
-  int st = 0;
-  clock_gettime(CLOCK_MONOTONIC, &a);
-  if (posix_spawn(&pid, argv[1], NULL, NULL, argv + 1, environ) != 0) return 127;
-  waitpid(pid, &st, 0);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  dprintf(3, "%lld\\n", (long long)(b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec));
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-`;
-const LAUNCH = join(scratch, 'launch');
-{
-  const src = join(scratch, 'launch.c');
-  writeFileSync(src, LAUNCH_C);
-  const cc = spawnSync('cc', ['-O2', '-o', LAUNCH, src], { encoding: 'utf8' });
-  if (cc.status !== 0) {
-    console.error(`bench-warm: cannot compile the launcher: ${cc.stderr}${cc.error ?? ''}`);
-    process.exit(1);
-  }
+// bench/lib/launcher.ts: posix_spawn + wait4, the wall time from spawn to exit on descriptor 3
+let launch: ReturnType<typeof compileLauncher>;
+try {
+  launch = compileLauncher(scratch);
+} catch (e) {
+  console.error(`bench-warm: ${(e as Error).message}`);
+  process.exit(1);
 }
 
 const service = startService();
@@ -170,15 +138,8 @@ try {
   /** One exec; returns wall ms and the parsed stdout. */
   const exec = (impl: Impl, cmd: string, conf: Conf): { ms: number; out: unknown } => {
     const input = JSON.stringify({ cniVersion: '1.0.0', name: 'bench-warm', ...conf });
-    const r = spawnSync(LAUNCH, [join(DIRS[impl], conf.type as string)], {
-      env: env(impl, cmd),
-      input,
-      encoding: 'utf8',
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
-    });
-    if (r.status !== 0) throw new Error(`${impl} ${conf.type} ${cmd} failed: ${r.stdout}${r.stderr}`);
-    const ms = Number(String(r.output[3] ?? '').trim()) / 1e6;
-    return { ms, out: r.stdout ? JSON.parse(r.stdout) : undefined };
+    const r = launch(join(DIRS[impl], conf.type as string), env(impl, cmd), input);
+    return { ms: r.ms, out: r.stdout ? JSON.parse(r.stdout) : undefined };
   };
   /** Peak RSS in KiB of the exec'd process (GNU time), median of a few runs. */
   const peak = (impl: Impl, cmd: string, conf: Conf): number => {

@@ -93,6 +93,9 @@ if (plugins.length) {
   // test file would (and never inside the kernel lab's VM: CNIKIT_DIST_NO_BUILD there)
   process.env.CNIKIT_TEST_BACKENDS = 'one';
   process.env.CNIKIT_CONFORMANCE_ROWS = plugins.join(',');
+  // cnikit's half of the rows (conformance-matrix.ts) and, in files shared by several plugins, these plugins' cases
+  process.env.CNIKIT_CONFORMANCE_IMPLS = 'cnikit';
+  process.env.CNIKIT_TEST_PLUGINS = plugins.join(',');
   console.log(`ℹ --plugin ${plugins.join(' ')}: ${pluginFiles.length} file(s): ${pluginFiles.join(' ')}`);
   try {
     ensureDist(root, [process.env.CNIKIT_BACKEND === 'sea' ? 'sea' : 'bun'], (l) => console.log(`ℹ ${l}`));

@@ -3,7 +3,8 @@
  * CHECK of a container interface (`addContainerLink`, `delContainerLink`, `checkContainerLink`), Go's
  * `ipam.ConfigureIface` and forwarding sysctls, the CHECK validators (`validateExpectedInterfaceIPs`,
  * `validateExpectedRoutes`, `validateContainerInterface`), and the container-namespace helpers (`openContainerNetns`,
- * `inMasterNetns`, `addStackedLinkToContainer`, `deleteLinkInNetns`). @cnikit/netlink below it stays typed
+ * `inMasterNetns`, `addStackedLinkToContainer`, `deleteLinkInNetns`), the plugin object with the IPAM's GC/STATUS
+ * (`linkPlugin`), ADD's IPAM step (`ipamAdd`) and the master's lookups (`lookupMaster`, `requireMaster`). @cnikit/netlink below it stays typed
  * rtnetlink; the error texts here are the plugins' policy.
  *
  * Every export here is public API.
@@ -17,6 +18,16 @@ export {
   openContainerNetns,
   removeInNetns,
 } from './container.ts';
+export {
+  ipamAdd,
+  ipamGc,
+  ipamStatus,
+  type LinkPluginVerbs,
+  linkPlugin,
+  lookupMaster,
+  requireMaster,
+  type WithIpam,
+} from './plugin.ts';
 export {
   type AddrView,
   addrViews,
@@ -39,6 +50,6 @@ export {
   type ContainerLinkDel,
   checkContainerLink,
   delContainerLink,
+  type StackedLink,
   setNotifySysctls,
-  type WithIpam,
 } from './verbs.ts';

@@ -9,7 +9,6 @@ import { closeSync } from 'node:fs';
 import { deleteLinkIfExists, setLinkUp, sysctlSet, withNetns, withNetnsFd } from '@cnikit/netlink';
 import {
   type DNS,
-  delegateAdd,
   delegateCheck,
   delegateDel,
   ErrorList,
@@ -19,10 +18,16 @@ import {
   type Request,
   type Result,
   Rollback,
-  undoDelegateAdd,
 } from '@cnikit/skel';
 import { configureIface } from './configure.ts';
-import { deleteLinkInNetns, openContainerNetns, removeInNetns } from './container.ts';
+import {
+  addStackedLinkToContainer,
+  type ContainerLinkRequest,
+  deleteLinkInNetns,
+  openContainerNetns,
+  removeInNetns,
+} from './container.ts';
+import { ipamAdd, type WithIpam } from './plugin.ts';
 import {
   type ContainerLinkCheck,
   findSandboxInterface,
@@ -32,19 +37,10 @@ import {
   validateExpectedRoutes,
 } from './validate.ts';
 
-/** The part of a plugin's configuration these verbs read: the IPAM type ('' = none configured). */
-export interface WithIpam {
-  ipamType: string;
-}
+/** A link stacked on a master (macvlan, ipvlan, vlan): addStackedLinkToContainer's request but for what ADD knows. */
+export type StackedLink = Pick<ContainerLinkRequest, 'master' | 'linkInContainer' | 'create'>;
 
-export interface ContainerLinkAdd {
-  /** The link kind as the rollback's log names it ('delete macvlan'). */
-  kind: string;
-  /**
-   * Creates CNI_IFNAME in the container namespace open on `netnsFd` (stacked links from here, dummy/tap inside it)
-   * and returns the result's interface. A failure undoes nothing (nothing is made yet).
-   */
-  create(netnsFd: number): Interface;
+interface ContainerLinkAddBase {
   /** The result to take the addresses from instead of running the IPAM (ipvlan chained after another plugin). */
   chained?: Result;
   /** How a failed IPAM ADD is reported (vlan wraps it); default as the IPAM said it. */
@@ -56,6 +52,28 @@ export interface ContainerLinkAdd {
   /** The result's DNS, from the IPAM's result (undefined without IPAM) or the configuration. */
   dns(ipam: Result | undefined): DNS | undefined;
 }
+
+/** How ADD makes the link: `create` (any link), or `stacked` on a master. A failure undoes nothing (nothing is made yet). */
+export type ContainerLinkAdd = ContainerLinkAddBase &
+  (
+    | {
+        /** The link kind as the rollback's log names it ('delete dummy'). */
+        kind: string;
+        /**
+         * Creates CNI_IFNAME in the container namespace open on `netnsFd` (dummy/tap inside it) and returns the
+         * result's interface.
+         */
+        create(netnsFd: number): Interface;
+      }
+    | {
+        kind: ContainerLinkRequest['kind'];
+        /**
+         * The link on its master (asked for once the container namespace is open), created by
+         * addStackedLinkToContainer; the result's interface is CNI_IFNAME's.
+         */
+        stacked(): StackedLink;
+      }
+  );
 
 /**
  * ADD after the plugin's own checks: open the container namespace, make the link, run the IPAM (or take the chained
@@ -71,13 +89,24 @@ export async function addContainerLink<C extends WithIpam>(
   const fd = openContainerNetns(req.netns);
   const undo = new Rollback();
   try {
-    const intf = spec.create(fd);
+    const intf: Interface =
+      'stacked' in spec
+        ? {
+            name: req.ifName,
+            mac: addStackedLinkToContainer({
+              ...spec.stacked(),
+              kind: spec.kind,
+              netnsFd: fd,
+              ifName: req.ifName,
+            }).mac,
+            sandbox: req.netns,
+          }
+        : spec.create(fd);
     undo.push(`delete ${spec.kind}`, () => withNetnsFd(fd, () => deleteLinkIfExists(req.ifName)));
     let ipam: Result | undefined = spec.chained;
     if (!ipam && ipamType !== '') {
-      undo.push('IPAM DEL', () => undoDelegateAdd(ipamType, req));
       try {
-        ipam = await delegateAdd(ipamType, req);
+        ipam = await ipamAdd(ipamType, req, undo);
       } catch (err) {
         throw spec.ipamError ? spec.ipamError(err) : err;
       }

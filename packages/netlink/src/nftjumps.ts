@@ -66,31 +66,6 @@ function str(a: Attrs, type: number): string | undefined {
   return b.toString('utf8', 0, nul < 0 ? b.length : nul);
 }
 
-/** The chain a rule jumps or goes to through an `immediate` verdict, or undefined. */
-export function ruleJumpTarget(rule: Attrs): string | undefined {
-  const exprs = rule.get(NFTA_RULE_EXPRESSIONS);
-  if (!exprs) return undefined;
-  let target: string | undefined;
-  forEachAttr(exprs, 0, (_t, elem) => {
-    const e = parseAttrs(elem);
-    if (str(e, NFTA_EXPR_NAME) !== 'immediate') return;
-    const data = e.get(NFTA_EXPR_DATA);
-    if (!data) return;
-    const imm = parseAttrs(data);
-    const dreg = imm.get(NFTA_IMMEDIATE_DREG);
-    if (!dreg || dreg.length < 4 || dreg.readUInt32BE(0) !== NFT_REG_VERDICT) return;
-    const value = imm.get(NFTA_IMMEDIATE_DATA);
-    const verdict = value ? parseAttrs(value).get(NFTA_DATA_VERDICT) : undefined;
-    if (!verdict) return;
-    const v = parseAttrs(verdict);
-    const code = v.get(NFTA_VERDICT_CODE);
-    if (!code || code.length < 4) return;
-    const c = code.readInt32BE(0);
-    if (c === NFT_JUMP || c === NFT_GOTO) target = str(v, NFTA_VERDICT_CHAIN);
-  });
-  return target;
-}
-
 interface Exchange {
   send(msgs: Buffer[]): void;
   /**
@@ -146,6 +121,26 @@ function open(): { sock: NetlinkSocket; x: Exchange } {
   return { sock, x };
 }
 
+/**
+ * `fn` over one nfnetlink socket, closed after; undefined when the socket cannot be opened or anything fails (the
+ * kernel did not go along: an aborted transaction changed nothing, the caller falls back to its tools).
+ */
+function withNft<T>(fn: (x: Exchange) => T): T | undefined {
+  let conn: ReturnType<typeof open>;
+  try {
+    conn = open();
+  } catch {
+    return undefined;
+  }
+  try {
+    return fn(conn.x);
+  } catch {
+    return undefined;
+  } finally {
+    conn.sock.close();
+  }
+}
+
 let seqCounter = (Date.now() ^ (process.pid << 8)) >>> 0;
 const nextSeq = () => {
   seqCounter = (seqCounter + 1) >>> 0 || 1;
@@ -178,6 +173,25 @@ export function ruleExprs(rule: Attrs): NftExpr[] {
     out.push({ name: str(e, NFTA_EXPR_NAME) ?? '', attrs: data ? parseAttrs(data) : new Map() });
   });
   return out;
+}
+
+/** The chain a rule jumps or goes to through an `immediate` verdict (the last such expression), or undefined. */
+export function ruleJumpTarget(rule: Attrs): string | undefined {
+  let target: string | undefined;
+  for (const e of ruleExprs(rule)) {
+    if (e.name !== 'immediate') continue;
+    const dreg = e.attrs.get(NFTA_IMMEDIATE_DREG);
+    if (!dreg || dreg.length < 4 || dreg.readUInt32BE(0) !== NFT_REG_VERDICT) continue;
+    const value = e.attrs.get(NFTA_IMMEDIATE_DATA);
+    const verdict = value ? parseAttrs(value).get(NFTA_DATA_VERDICT) : undefined;
+    if (!verdict) continue;
+    const v = parseAttrs(verdict);
+    const code = v.get(NFTA_VERDICT_CODE);
+    if (!code || code.length < 4) continue;
+    const c = code.readInt32BE(0);
+    if (c === NFT_JUMP || c === NFT_GOTO) target = str(v, NFTA_VERDICT_CHAIN);
+  }
+  return target;
 }
 
 /**
@@ -251,17 +265,11 @@ export function nftRemoveRulesWhere(
   select: (exprs: NftExpr[]) => boolean,
 ): number | undefined {
   const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
-  let conn: ReturnType<typeof open>;
-  try {
-    conn = open();
-  } catch {
-    return undefined;
-  }
-  try {
-    const picked = listRules(conn.x, nfproto, table, chain).filter((r) => select(ruleExprs(r.attrs)));
+  return withNft((x) => {
+    const picked = listRules(x, nfproto, table, chain).filter((r) => select(ruleExprs(r.attrs)));
     if (picked.length === 0) return 0;
     transaction(
-      conn.x,
+      x,
       picked.map(
         (r) => (b: NlBuilder) =>
           b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, chain).attr(NFTA_RULE_HANDLE, r.handle),
@@ -270,11 +278,7 @@ export function nftRemoveRulesWhere(
       picked.map(() => NFT_MSG_DELRULE),
     );
     return picked.length;
-  } catch {
-    return undefined;
-  } finally {
-    conn.sock.close();
-  }
+  });
 }
 
 export interface JumpChain {
@@ -301,17 +305,11 @@ export function nftRemoveJumpChains(
   const present = pairs.filter((_p, i) => exists[i]);
   if (present.length === 0) return true;
   const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
-  let conn: ReturnType<typeof open>;
-  try {
-    conn = open();
-  } catch {
-    return undefined;
-  }
-  try {
+  return withNft((x): true => {
     const fills: Array<(b: NlBuilder) => NlBuilder> = [];
     const types: number[] = [];
     for (const p of present) {
-      for (const h of jumpHandles(conn.x, nfproto, table, p.from, p.target)) {
+      for (const h of jumpHandles(x, nfproto, table, p.from, p.target)) {
         fills.push((b) =>
           b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, p.from).attr(NFTA_RULE_HANDLE, h),
         );
@@ -323,13 +321,9 @@ export function nftRemoveJumpChains(
       fills.push((b) => b.attrStr(NFTA_CHAIN_TABLE, table).attrStr(NFTA_CHAIN_NAME, p.target));
       types.push(NFT_MSG_DELCHAIN);
     }
-    transaction(conn.x, fills, nfproto, types);
+    transaction(x, fills, nfproto, types);
     return true;
-  } catch {
-    return undefined;
-  } finally {
-    conn.sock.close();
-  }
+  });
 }
 
 /** What nftChainJumps tells of one iptables-nft chain. */
@@ -352,13 +346,7 @@ export function nftChainJumps(
   opts: { until?: readonly string[] } = {},
 ): ChainJumps | undefined {
   const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
-  let conn: ReturnType<typeof open>;
-  try {
-    conn = open();
-  } catch {
-    return undefined;
-  }
-  try {
+  return withNft((x) => {
     // `until`: the reading stops at the first datagram after which a rule jumping to each of these chains was seen
     // (a chain like POSTROUTING holds one jump per container; the shared jump looked for is inserted at its top)
     const until = opts.until?.map((t) => Buffer.from(t));
@@ -370,16 +358,12 @@ export function nftChainJumps(
             ),
           )
       : undefined;
-    const rules = listRules(conn.x, nfproto, table, chain, undefined, enough);
+    const rules = listRules(x, nfproto, table, chain, undefined, enough);
     const jumps: string[] = [];
     for (const r of rules) {
       const t = ruleJumpTarget(r.attrs);
       if (t !== undefined) jumps.push(t);
     }
     return { rules: rules.length, jumps };
-  } catch {
-    return undefined;
-  } finally {
-    conn.sock.close();
-  }
+  });
 }

@@ -125,6 +125,20 @@ function head(o: StackedLinkOptions, kind: string, parentIndex: number, nsFd: nu
   checkU(o.mtu, 0xffffffff, 'MTU', op);
   if (!Number.isInteger(parentIndex) || parentIndex <= 0)
     throw invalidArgument(op, `invalid parent index ${parentIndex}`);
+  return newLinkMessage(op, o, kind, { index: parentIndex, nsFd });
+}
+
+/**
+ * The start of a link-creating RTM_NEWLINK (CREATE|EXCL) in iproute2's attribute order: MTU, ADDRESS, with a
+ * `parent` LINK and [NET_NS_FD], IFNAME, then IFLA_LINKINFO open with its kind: the caller adds IFLA_INFO_DATA and
+ * closes it. A bad MAC is an invalid-argument error of `op`.
+ */
+export function newLinkMessage(
+  op: string,
+  o: { name: string; mtu?: number; mac?: string },
+  kind: string,
+  parent?: { index: number; nsFd: number | undefined },
+): NlBuilder {
   const b = new NlBuilder(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL).ifinfo(
     AF_UNSPEC,
     0,
@@ -135,8 +149,10 @@ function head(o: StackedLinkOptions, kind: string, parentIndex: number, nsFd: nu
     if (!mac) throw invalidArgument(op, invalidMacMessage(o.mac));
     b.attr(IFLA_ADDRESS, mac);
   }
-  b.attrU32(IFLA_LINK, parentIndex);
-  if (nsFd !== undefined) b.attrU32(IFLA_NET_NS_FD, nsFd);
+  if (parent) {
+    b.attrU32(IFLA_LINK, parent.index);
+    if (parent.nsFd !== undefined) b.attrU32(IFLA_NET_NS_FD, parent.nsFd);
+  }
   b.attrStr(IFLA_IFNAME, o.name);
   b.begin(IFLA_LINKINFO).attrStr(IFLA_INFO_KIND, kind, false);
   return b;

@@ -7,7 +7,6 @@ import {
   AF_BRIDGE,
   AF_INET,
   AF_INET6,
-  AF_UNSPEC,
   attrNested,
   attrStr,
   attrU8,
@@ -23,16 +22,15 @@ import {
   NLM_F_ACK,
   NLM_F_CREATE,
   NLM_F_DUMP,
-  NLM_F_EXCL,
   NLM_F_REPLACE,
   NLM_F_REQUEST,
   NlBuilder,
   type NlMessage,
   parseAttrs,
   parseMac,
-  RTM_NEWLINK,
 } from './nl.ts';
 import { invalidArgument, isNotFoundError, rtDump, rtGet, rtRequest, withSocket } from './rtnl.ts';
+import { newLinkMessage } from './sublink.ts';
 
 export const RTM_NEWNEIGH = 28;
 export const RTM_DELNEIGH = 29;
@@ -87,18 +85,7 @@ export function buildVxlan(o: VxlanOptions, devIndex: number | undefined): NlBui
     throw invalidArgument(op, `invalid UDP port ${o.port}`);
   const local = parseIp(o.local);
   if (!local) throw invalidArgument(op, `invalid local address ${o.local}`);
-  const b = new NlBuilder(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL).ifinfo(
-    AF_UNSPEC,
-    0,
-  );
-  if (o.mtu) b.attrU32(IFLA_MTU, o.mtu);
-  if (o.mac) {
-    const mac = parseMac(o.mac);
-    if (!mac) throw invalidArgument(op, invalidMacMessage(o.mac));
-    b.attr(IFLA_ADDRESS, mac);
-  }
-  b.attrStr(IFLA_IFNAME, o.name);
-  b.begin(IFLA_LINKINFO).attrStr(IFLA_INFO_KIND, 'vxlan', false);
+  const b = newLinkMessage(op, o, 'vxlan');
   b.begin(IFLA_INFO_DATA).attrU32(IFLA_VXLAN_ID, o.vni);
   if (devIndex !== undefined) b.attrU32(IFLA_VXLAN_LINK, devIndex);
   b.attr(local.family === 4 ? IFLA_VXLAN_LOCAL : IFLA_VXLAN_LOCAL6, local.bytes);

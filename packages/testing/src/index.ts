@@ -4,6 +4,7 @@
  * `snapshot()` / `snapshotNetns()` and `diffSnapshots()` to compare kernel state before/after.
  * `startPrivateSystemBus()` / `startFirewalld()`: a real firewalld on a private bus inside a sandbox namespace.
  * `ipJson()`, `ipLink()`, `linkNames()`, `globalAddrs()`: kernel state read back through iproute2's JSON output.
+ * `linkLab()`: the fixture of a stacked link plugin's kernel test (sandbox, config, host-local, `clean()`).
  * `requireKernelFeatures()` and the `// cnikit-kernel-features:` file marker: tests that need kernel features some
  * kernels lack run in the kernel lab (docs/kernel-lab.md). `scaled(ms)`: every wall-clock bound of a test, times
  * `CNIKIT_TEST_TIME_SCALE` (the lab's VM sets it).
@@ -58,6 +59,7 @@ export {
   probeKernelFeatures,
   requireKernelFeatures,
 } from './kernel-features.ts';
+export { hostLocalReservations, type LinkLabOptions, linkLab } from './link-lab.ts';
 export {
   createNamedNetns,
   createSandbox,
@@ -72,6 +74,7 @@ export {
   withNamedNetns,
   withSandbox,
 } from './sandbox.ts';
+export { pluginSelected, TEST_PLUGINS_ENV } from './selection.ts';
 export {
   DEFAULT_SYSCTLS,
   diffSnapshots,

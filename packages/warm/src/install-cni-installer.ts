@@ -237,18 +237,8 @@ export function installCni(o: InstallCniOptions): Change[] {
     }
   }
   const n = changes.filter((c) => c.action !== 'unchanged').length;
-  o.out(
-    `${o.dryRun ? 'would install' : 'install-cni'}: ${o.mode} mode into ${binDir}${confPath ? `, ${confPath}` : ''}`,
-  );
-  for (const c of changes) say(o, c);
-  if (o.dryRun) {
-    o.out(n === 0 ? 'no changes' : `${n} change(s) would be made`);
-    return changes;
-  }
-  if (n === 0) {
-    o.out('no changes');
-    return changes;
-  }
+  const head = `${o.dryRun ? 'would install' : 'install-cni'}: ${o.mode} mode into ${binDir}`;
+  if (!report(o, `${head}${confPath ? `, ${confPath}` : ''}`, changes, n)) return changes;
   // 2. binaries, then the record, then the conflist (last)
   mkdirs(binDir);
   try {
@@ -279,6 +269,25 @@ export function installCni(o: InstallCniOptions): Change[] {
   return changes;
 }
 
+/**
+ * The plan's report (`head`, then each change); whether to go on and make the `n` changes: not in a dry run ("N
+ * change(s) would be made") nor when there are none ("no changes").
+ */
+function report(
+  o: Pick<InstallCniOptions, 'dryRun' | 'out'>,
+  head: string,
+  changes: Change[],
+  n: number,
+): boolean {
+  o.out(head);
+  for (const c of changes) say(o, c);
+  if (o.dryRun || n === 0) {
+    o.out(n === 0 ? 'no changes' : `${n} change(s) would be made`);
+    return false;
+  }
+  return true;
+}
+
 /** Remove what the record names, each file only while its content is still what install-cni wrote. */
 export function uninstallCni(o: Pick<InstallCniOptions, 'binDir' | 'dryRun' | 'out'>): Change[] {
   const binDir = resolve(o.binDir);
@@ -305,16 +314,7 @@ export function uninstallCni(o: Pick<InstallCniOptions, 'binDir' | 'dryRun' | 'o
   const hasRecord = existsSync(recordPath);
   if (hasRecord) changes.push({ path: recordPath, action: 'remove', detail: 'the install record' });
   const n = changes.filter((c) => c.action === 'remove').length;
-  o.out(`${o.dryRun ? 'would uninstall' : 'uninstall'}: ${binDir}`);
-  for (const c of changes) say(o, c);
-  if (o.dryRun) {
-    o.out(n === 0 ? 'no changes' : `${n} change(s) would be made`);
-    return changes;
-  }
-  if (n === 0) {
-    o.out('no changes');
-    return changes;
-  }
+  if (!report(o, `${o.dryRun ? 'would uninstall' : 'uninstall'}: ${binDir}`, changes, n)) return changes;
   const dirs = new Set<string>();
   for (const c of changes) {
     if (c.action !== 'remove') continue;

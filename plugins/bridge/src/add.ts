@@ -3,16 +3,14 @@
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
 import { type CIDR, formatCIDR } from '@cnikit/ip';
-import { configureIface, enableForward } from '@cnikit/link';
+import { configureIface, enableForward, ipamAdd } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
-  delegateAdd,
   errorReason,
   internalError,
   type Request,
   type Result,
   Rollback,
-  undoDelegateAdd,
   validateDelegate,
 } from '@cnikit/skel';
 import { type BridgeConf, uniqueID, validateForAdd, wantsVlanFiltering } from './config.ts';
@@ -343,8 +341,7 @@ export async function add(req: Request<BridgeConf>): Promise<Result> {
     if (l3) {
       // Registered before the call: an IPAM that allocated and then failed to answer (killed, garbage
       // output) is released too; DEL of an allocation that never happened is a no-op for an IPAM.
-      undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
-      const ipamResult = await delegateAdd(conf.ipamType, req);
+      const ipamResult = await ipamAdd(conf.ipamType, req, undo);
       mergeIpamResult(result, ipamResult);
       if (!result.ips || result.ips.length === 0)
         throw internalError('IPAM plugin returned missing IP config');

@@ -6,21 +6,18 @@
  */
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
+import { linkPlugin, removeInNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
-  ALL_VERSIONS,
   CniError,
   delegateCheck,
   delegateDel,
   delegateGc,
-  delegateStatus,
   ErrorCode,
   ErrorList,
   errorReason,
   internalError,
-  type Plugin,
   type Request,
-  CNIKIT_VERSION as VERSION,
 } from '@cnikit/skel';
 import { add } from './add.ts';
 import { checkAttachment } from './check-logic.ts';
@@ -40,14 +37,12 @@ async function del(req: Request<BridgeConf>): Promise<void> {
   let addrs: string[] = [];
   if (req.netns !== '') {
     // any other netns or netlink error is reported at the end: IPAM DEL and the firewall teardown still run
-    errors.run('', () => {
-      try {
-        addrs = nl.withNetns(req.netns, () => nl.delLinkByNameAddr(req.ifName));
-      } catch (err) {
-        // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
-        if (!nl.isNetnsGoneForDel(err, req.netns)) throw err;
-      }
-    });
+    // a namespace that is gone (or the empty file of an unmounted bind mount) has nothing to delete in it
+    errors.run('', () =>
+      removeInNetns(req.netns, () => {
+        addrs = nl.delLinkByNameAddr(req.ifName);
+      }),
+    );
   }
   if (l3) await errors.run('', () => delegateDel(conf.ipamType, req));
   if (conf.macspoofchk) {
@@ -118,20 +113,5 @@ async function gc(req: Request<BridgeConf>): Promise<void> {
   errors.throwIfAny();
 }
 
-/** STATUS: the IPAM's STATUS (the bridge itself has no prerequisite to report). */
-async function status(req: Request<BridgeConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateStatus(req.conf.ipamType, req);
-}
-
-export const plugin: Plugin<BridgeConf> = {
-  name: 'bridge',
-  ipam: false,
-  about: `CNI bridge plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
-  conf: parseConf,
-  add,
-  del,
-  check,
-  status,
-  gc,
-};
+// STATUS: the IPAM's STATUS (linkPlugin's: the bridge itself has no prerequisite to report)
+export const plugin = linkPlugin('bridge', { conf: parseConf, add, del, check, gc });

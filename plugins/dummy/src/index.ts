@@ -6,17 +6,12 @@
 import * as link from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
-  ALL_VERSIONS,
   CniError,
-  delegateGc,
-  delegateStatus,
   ErrorCode,
   errorReason,
   internalError,
-  type Plugin,
   type Request,
   type Result,
-  CNIKIT_VERSION as VERSION,
   validateDelegate,
 } from '@cnikit/skel';
 import { type DummyConf, IPAM_REQUIRED, parseConf } from './config.ts';
@@ -61,23 +56,9 @@ async function check(req: Request<DummyConf>): Promise<void> {
   });
 }
 
-async function gc(req: Request<DummyConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
-}
-
+/** STATUS: the IPAM's, also without an IPAM type (the reference's "no plugin name provided"); GC: the IPAM's. */
 async function status(req: Request<DummyConf>): Promise<void> {
-  await delegateStatus(req.conf.ipamType, req);
+  await link.ipamStatus(req, true);
 }
 
-export const plugin: Plugin<DummyConf> = {
-  name: 'dummy',
-  ipam: false,
-  about: `CNI dummy plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
-  conf: parseConf,
-  add,
-  del,
-  check,
-  gc,
-  status,
-};
+export const plugin = link.linkPlugin('dummy', { conf: parseConf, add, del, check, status });

@@ -5,16 +5,14 @@
  * device in the container).
  */
 import { closeSync } from 'node:fs';
-import { configureIface, openContainerNetns } from '@cnikit/link';
+import { configureIface, ipamAdd, openContainerNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
-  delegateAdd,
   errorReason,
   internalError,
   type Request,
   type Result,
   Rollback,
-  undoDelegateAdd,
   validateDelegate,
 } from '@cnikit/skel';
 import type { HostDeviceConf } from './config.ts';
@@ -72,8 +70,7 @@ export async function add(req: Request<HostDeviceConf>): Promise<Result> {
     }
     if (conf.ipamType === '') return result;
 
-    undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
-    const ipam = await delegateAdd(conf.ipamType, req);
+    const ipam = await ipamAdd(conf.ipamType, req, undo);
     if (!ipam.ips || ipam.ips.length === 0) throw internalError('IPAM plugin returned missing IP config');
     const out: Result = {
       cniVersion: '1.1.0',

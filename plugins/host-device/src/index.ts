@@ -2,16 +2,8 @@
  * host-device: moves an existing host link (by name, MAC, kernel path, PCI address or runtimeConfig.deviceID) into
  * the container and back on DEL (drop-in for the reference plugin; Multus/OpenShift/KubeVirt secondary networks).
  */
-import { checkContainerLink } from '@cnikit/link';
-import {
-  ALL_VERSIONS,
-  delegateGc,
-  delegateStatus,
-  ErrorList,
-  type Plugin,
-  type Request,
-  CNIKIT_VERSION as VERSION,
-} from '@cnikit/skel';
+import { checkContainerLink, ipamGc, linkPlugin } from '@cnikit/link';
+import { ErrorList, type Request } from '@cnikit/skel';
 import { add, resolveSelection } from './add.ts';
 import { type HostDeviceConf, parseConf } from './config.ts';
 import { del } from './del.ts';
@@ -32,7 +24,7 @@ async function check(req: Request<HostDeviceConf>): Promise<void> {
 async function gc(req: Request<HostDeviceConf>): Promise<void> {
   const conf = req.conf;
   const errors = new ErrorList();
-  if (conf.ipamType !== '') await errors.run('', () => delegateGc(conf.ipamType, req));
+  await errors.run('', () => ipamGc(req));
   const valid = new Set((req.validAttachments ?? []).map((a) => stateName(a.containerID, a.ifname)));
   errors.run('', () => {
     const failed: string[] = [];
@@ -52,23 +44,6 @@ async function gc(req: Request<HostDeviceConf>): Promise<void> {
   errors.throwIfAny();
 }
 
-/**
- * STATUS: the IPAM's STATUS (the device itself is in a container while attachments exist, so its absence from the
- * host says nothing).
- */
-async function status(req: Request<HostDeviceConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateStatus(req.conf.ipamType, req);
-}
-
-export const plugin: Plugin<HostDeviceConf> = {
-  name: 'host-device',
-  ipam: false,
-  about: `CNI host-device plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
-  conf: parseConf,
-  add,
-  del,
-  check,
-  gc,
-  status,
-};
+// STATUS: the IPAM's STATUS (linkPlugin's; the device itself is in a container while attachments exist, so its
+// absence from the host says nothing)
+export const plugin = linkPlugin('host-device', { conf: parseConf, add, del, check, gc });

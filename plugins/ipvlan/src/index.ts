@@ -4,19 +4,7 @@
  */
 import * as link from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
-import {
-  ALL_VERSIONS,
-  CniError,
-  delegateGc,
-  delegateStatus,
-  ErrorCode,
-  internalError,
-  type Plugin,
-  type Request,
-  type Result,
-  CNIKIT_VERSION as VERSION,
-  validateDelegate,
-} from '@cnikit/skel';
+import { type Request, type Result, validateDelegate } from '@cnikit/skel';
 import { ipvlanLinkCheck } from './check-logic.ts';
 import { chainedMaster, type IpvlanConf, modeFromString, parseConf } from './config.ts';
 
@@ -32,18 +20,14 @@ async function add(req: Request<IpvlanConf>): Promise<Result> {
     link.inMasterNetns(req.netns, conf.linkInContainer, () => nl.defaultRouteInterface());
   return link.addContainerLink(req, {
     kind: 'ipvlan',
-    create: (netnsFd) => {
+    stacked: () => {
       const mode = modeFromString(conf.mode);
-      const l = link.addStackedLinkToContainer({
-        kind: 'ipvlan',
+      return {
         master,
         linkInContainer: conf.linkInContainer,
-        netnsFd,
-        ifName: req.ifName,
         create: (name, parent, fd) =>
           nl.createIpvlan({ name, parent, netnsFd: fd, mode, mtu: conf.mtu > 0 ? conf.mtu : undefined }),
-      });
-      return { name: req.ifName, mac: l.mac, sandbox: req.netns };
+      };
     },
     chained: chained ? req.prevResult : undefined,
     notify: 'arp+ndisc',
@@ -68,44 +52,28 @@ async function check(req: Request<IpvlanConf>): Promise<void> {
     // Without `master` the reference fails here (it looks up ""); the ipvlan cannot outlive its master, so the
     // interface check covers it.
     master: () => {
-      if (
-        conf.master !== '' &&
-        !link.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master))
-      )
-        throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
+      if (conf.master !== '') link.lookupMaster(req.netns, conf.linkInContainer, conf.master);
     },
     link: ipvlanLinkCheck(conf.mode),
     lookup: (name) => nl.getLinkDetails(name),
   });
 }
 
-/** GC (the reference has none): the IPAM's GC. */
-async function gc(req: Request<IpvlanConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
-}
-
 /**
- * STATUS: the IPAM's STATUS, then (beyond the reference, which leaves it unimplemented) a configured master in the host namespace must
- * exist (code 50 otherwise). Without `master` the master may come from prevResult, which STATUS does not have.
+ * STATUS: the IPAM's STATUS, then (beyond the reference, which leaves it unimplemented) a configured master in the host
+ * namespace must exist (code 50 otherwise). Without `master` the master may come from prevResult, which STATUS does
+ * not have. GC (the reference has none) is the IPAM's.
  */
 async function status(req: Request<IpvlanConf>): Promise<void> {
-  const conf = req.conf;
-  if (conf.ipamType !== '') await delegateStatus(conf.ipamType, req);
-  if (conf.linkInContainer || conf.master === '') return;
-  if (!nl.getLinkDetails(conf.master))
-    throw new CniError(ErrorCode.PluginNotAvailable, `master ${JSON.stringify(conf.master)} not found`);
+  await link.ipamStatus(req);
+  if (!req.conf.linkInContainer && req.conf.master !== '') link.requireMaster(req.conf.master);
 }
 
-export const plugin: Plugin<IpvlanConf> = {
-  name: 'ipvlan',
-  ipam: false,
-  about: `CNI ipvlan plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
+export const plugin = link.linkPlugin('ipvlan', {
   prevResultErrorPrefix: 'could not parse prevResult: ',
   conf: parseConf,
   add,
   del,
   check,
-  gc,
   status,
-};
+});

@@ -5,9 +5,9 @@
  * dist-bin (exec'd like any delegate).
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
 import {
   cniCall,
@@ -17,20 +17,24 @@ import {
   expectOk,
   globalAddrs,
   ipLink,
+  linkLab,
   linkNames,
-  sandboxForFile,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
-const DIST = distBin();
-const env = sandboxForFile({ enterHost: true, containers: 3 });
-const opts = { path: DIST };
-const c = (i: number) => env.sb.containers[i]!;
+const lab = linkLab({
+  dist: distBin(),
+  network: 'ipvnet',
+  type: 'ipvlan',
+  subnet: '10.72.0.0/24',
+  rangeStart: '10.72.0.100',
+});
+const { env, opts, c, conf, hostLocal, reservations } = lab;
+const DIST = opts.path;
 
 // biome-ignore lint/suspicious/noExplicitAny: result JSON
 type J = any;
-const conf = (extra: object = {}) => ({ cniVersion: '1.1.0', name: 'ipvnet', type: 'ipvlan', ...extra });
 const staticIpam = (address: string) => ({
   ipam: {
     type: 'static',
@@ -38,32 +42,12 @@ const staticIpam = (address: string) => ({
     routes: [{ dst: '0.0.0.0/0' }],
   },
 });
-const hostLocal = () => ({
-  ipam: {
-    type: 'host-local',
-    dataDir: join(env.dir, 'ipam'),
-    ranges: [[{ subnet: '10.72.0.0/24', rangeStart: '10.72.0.100' }]],
-  },
-});
-const reservations = () => {
-  const d = join(env.dir, 'ipam', 'ipvnet');
-  return existsSync(d)
-    ? readdirSync(d)
-        .filter((f) => /^\d/.test(f))
-        .sort()
-    : [];
-};
-
 before(() => {
   assert.ok(existsSync(join(DIST, 'static')), 'dist-bin/static not built (npm run build)');
   env.sb.exec('ip', ['link', 'add', 'i0', 'type', 'veth', 'peer', 'name', 'i0p']);
   env.sb.exec('ip', ['link', 'set', 'i0', 'up']);
   env.sb.exec('ip', ['addr', 'add', '10.72.0.2/24', 'dev', 'i0']);
   env.sb.exec('ip', ['route', 'add', 'default', 'via', '10.72.0.1', 'dev', 'i0']);
-});
-afterEach(() => {
-  for (const ns of env.sb.containers)
-    for (const name of ['eth0', 'net1']) nl.withNetns(ns.path, () => nl.deleteLinkIfExists(name));
 });
 
 describe('ipvlan ADD/CHECK/DEL', () => {
@@ -184,11 +168,7 @@ describe('ipvlan ADD/CHECK/DEL', () => {
 });
 
 describe('ipvlan bad input, rollback, DEL with the namespace gone, GC, STATUS', () => {
-  const clean = () => {
-    assert.deepEqual(linkNames(c(0).name), ['lo']);
-    assert.deepEqual(linkNames(env.sb.host.name), ['i0', 'i0p', 'lo']);
-    assert.deepEqual(reservations(), []);
-  };
+  const clean = () => lab.clean(['i0', 'i0p', 'lo']);
   test('reference error texts, nothing left', async () => {
     const o = { ...opts, netns: c(0).path };
     expectCniError(

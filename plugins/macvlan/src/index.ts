@@ -4,23 +4,10 @@
  */
 import * as link from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
-import {
-  ALL_VERSIONS,
-  CniError,
-  delegateGc,
-  delegateStatus,
-  ErrorCode,
-  errorReason,
-  internalError,
-  type Plugin,
-  type Request,
-  type Result,
-  CNIKIT_VERSION as VERSION,
-  validateDelegate,
-} from '@cnikit/skel';
+import { CniError, ErrorCode, errorReason, type Request, type Result, validateDelegate } from '@cnikit/skel';
 import { macvlanLinkCheck } from './check-logic.ts';
 import { type MacvlanConf, parseConf } from './config.ts';
-import { createContainerMacvlan, resolveMaster } from './link.ts';
+import { macvlanLink, resolveMaster } from './link.ts';
 
 async function add(req: Request<MacvlanConf>): Promise<Result> {
   const conf = req.conf;
@@ -29,11 +16,7 @@ async function add(req: Request<MacvlanConf>): Promise<Result> {
   const master = resolveMaster(conf, req.netns);
   return link.addContainerLink(req, {
     kind: 'macvlan',
-    create: (netnsFd) => ({
-      name: req.ifName,
-      mac: createContainerMacvlan(conf, master, req.ifName, netnsFd).mac,
-      sandbox: req.netns,
-    }),
+    stacked: () => macvlanLink(conf, master),
     notify: 'arp+ndisc',
     upWithoutIpam: true,
     // like the reference, the result always carries the config's DNS object (printed as {} when empty)
@@ -54,28 +37,21 @@ async function check(req: Request<MacvlanConf>): Promise<void> {
   const master = resolveMaster(conf, req.netns);
   await link.checkContainerLink(req, {
     missingPrevResult: 'required prevResult missing',
-    master: () => {
-      if (!link.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(master)))
-        throw internalError(`failed to lookup master ${JSON.stringify(master)}: Link not found`);
-    },
+    master: () => link.lookupMaster(req.netns, conf.linkInContainer, master),
     link: macvlanLinkCheck(conf.mode),
     lookup: (name) => nl.getLinkDetails(name),
   });
 }
 
-/** GC (the reference has none): the IPAM's GC. The macvlan itself leaves nothing outside the container. */
-async function gc(req: Request<MacvlanConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
-}
-
 /**
- * STATUS: the IPAM's STATUS, then (beyond the reference, which leaves it unimplemented) the master: a master in the host namespace that does
- * not exist, or no default route to take it from, is "not available" (code 50). A master in the container
- * (linkInContainer) cannot be checked without a container.
+ * STATUS: the IPAM's STATUS, then (beyond the reference, which leaves it unimplemented) the master: a master in the
+ * host namespace that does not exist, or no default route to take it from, is "not available" (code 50). A master in
+ * the container (linkInContainer) cannot be checked without a container. GC (the reference has none) is the IPAM's:
+ * the macvlan itself leaves nothing outside the container.
  */
 async function status(req: Request<MacvlanConf>): Promise<void> {
   const conf = req.conf;
-  if (conf.ipamType !== '') await delegateStatus(conf.ipamType, req);
+  await link.ipamStatus(req);
   if (conf.linkInContainer) return;
   let master = conf.master;
   try {
@@ -83,19 +59,7 @@ async function status(req: Request<MacvlanConf>): Promise<void> {
   } catch (err) {
     throw new CniError(ErrorCode.PluginNotAvailable, `no master: ${errorReason(err)}`);
   }
-  if (!nl.getLinkDetails(master))
-    throw new CniError(ErrorCode.PluginNotAvailable, `master ${JSON.stringify(master)} not found`);
+  link.requireMaster(master);
 }
 
-export const plugin: Plugin<MacvlanConf> = {
-  name: 'macvlan',
-  ipam: false,
-  about: `CNI macvlan plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
-  conf: parseConf,
-  add,
-  del,
-  check,
-  gc,
-  status,
-};
+export const plugin = link.linkPlugin('macvlan', { conf: parseConf, add, del, check, status });

@@ -5,9 +5,9 @@
  * IPAM is cnikit's static/host-local from dist-bin (exec'd like any delegate).
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, afterEach, before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
 import {
   cniCall,
@@ -17,8 +17,8 @@ import {
   expectOk,
   globalAddrs,
   ipLink,
+  linkLab,
   linkNames,
-  sandboxForFile,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
@@ -26,13 +26,15 @@ import { plugin } from './index.ts';
 // biome-ignore lint/suspicious/noExplicitAny: result JSON of every spec version under test
 type J = any;
 
-const DIST = distBin();
-const env = sandboxForFile({ enterHost: true, containers: 3 });
-const opts = { path: DIST };
-
-const c = (i: number) => env.sb.containers[i]!;
-
-const conf = (extra: object = {}) => ({ cniVersion: '1.1.0', name: 'mvnet', type: 'macvlan', ...extra });
+const lab = linkLab({
+  dist: distBin(),
+  network: 'mvnet',
+  type: 'macvlan',
+  subnet: '10.70.0.0/24',
+  rangeStart: '10.70.0.100',
+});
+const { env, opts, c, conf, hostLocal, reservations } = lab;
+const DIST = opts.path;
 const staticIpam = (address: string, extra: object = {}) => ({
   ipam: {
     type: 'static',
@@ -42,22 +44,6 @@ const staticIpam = (address: string, extra: object = {}) => ({
     ...extra,
   },
 });
-const hostLocal = (extra: object = {}) => ({
-  ipam: {
-    type: 'host-local',
-    dataDir: join(env.dir, 'ipam'),
-    ranges: [[{ subnet: '10.70.0.0/24', rangeStart: '10.70.0.100' }]],
-    ...extra,
-  },
-});
-const reservations = () => {
-  const d = join(env.dir, 'ipam', 'mvnet');
-  return existsSync(d)
-    ? readdirSync(d)
-        .filter((f) => /^\d/.test(f))
-        .sort()
-    : [];
-};
 
 let outside = '';
 before(() => {
@@ -73,11 +59,6 @@ before(() => {
 });
 after(() => {
   if (outside) deleteNamedNetns(outside);
-});
-// a failed test must not leave its interface to the next one
-afterEach(() => {
-  for (const ns of env.sb.containers)
-    for (const name of ['eth0', 'net1']) nl.withNetns(ns.path, () => nl.deleteLinkIfExists(name));
 });
 
 describe('macvlan ADD/DEL', () => {
@@ -272,11 +253,7 @@ describe('macvlan CHECK after tampering', () => {
 });
 
 describe('macvlan bad input and rollback: nothing left behind', () => {
-  const clean = () => {
-    assert.deepEqual(linkNames(c(0).name), ['lo']);
-    assert.deepEqual(linkNames(env.sb.host.name), ['lo', 'm0']);
-    assert.deepEqual(reservations(), []);
-  };
+  const clean = () => lab.clean(['lo', 'm0']);
   test('reference error texts', async () => {
     const o = { ...opts, netns: c(0).path };
     expectCniError(

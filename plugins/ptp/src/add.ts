@@ -5,17 +5,15 @@
  */
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
-import { enableForward, openContainerNetns } from '@cnikit/link';
+import { enableForward, ipamAdd, openContainerNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
   type DNS,
-  delegateAdd,
   errorReason,
   internalError,
   type Request,
   type Result,
   Rollback,
-  undoDelegateAdd,
   validateDelegate,
 } from '@cnikit/skel';
 import { masqBackend, type PtpConf } from './config.ts';
@@ -38,8 +36,7 @@ export async function add(req: Request<PtpConf>): Promise<Result> {
   const undo = new Rollback();
   try {
     // registered before the call: an IPAM that allocated and then failed to answer is released too
-    undo.push('IPAM DEL', () => undoDelegateAdd(conf.ipamType, req));
-    const ipam = await delegateAdd(conf.ipamType, req);
+    const ipam = await ipamAdd(conf.ipamType, req, undo);
     const result: Result = {
       cniVersion: '1.1.0',
       ips: (ipam.ips ?? []).map((ip) => ({ ...ip })),

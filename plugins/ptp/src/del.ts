@@ -5,6 +5,7 @@
  * after a failure and reports every failure at the end.
  */
 import * as fw from '@cnikit/firewall';
+import { removeInNetns } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import { delegateDel, ErrorList, type Request } from '@cnikit/skel';
 import type { PtpConf } from './config.ts';
@@ -16,14 +17,12 @@ export async function del(req: Request<PtpConf>): Promise<void> {
   await errors.run('', () => delegateDel(conf.ipamType, req));
   let addrs: string[] = [];
   if (req.netns !== '') {
-    errors.run('', () => {
-      try {
-        addrs = nl.withNetns(req.netns, () => nl.delLinkByNameAddr(req.ifName));
-      } catch (err) {
-        // a missing namespace, or the empty file left by an unmounted bind mount: nothing to delete in it
-        if (!nl.isNetnsGoneForDel(err, req.netns)) throw err;
-      }
-    });
+    // a namespace that is gone (or the empty file of an unmounted bind mount) has nothing to delete in it
+    errors.run('', () =>
+      removeInNetns(req.netns, () => {
+        addrs = nl.delLinkByNameAddr(req.ifName);
+      }),
+    );
   }
   if (conf.ipMasq) {
     errors.run('', () =>

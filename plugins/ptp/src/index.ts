@@ -4,16 +4,8 @@
  * host-local and portmap).
  */
 import * as fw from '@cnikit/firewall';
-import { checkContainerLink } from '@cnikit/link';
-import {
-  ALL_VERSIONS,
-  delegateGc,
-  delegateStatus,
-  ErrorList,
-  type Plugin,
-  type Request,
-  CNIKIT_VERSION as VERSION,
-} from '@cnikit/skel';
+import { checkContainerLink, ipamGc, ipamStatus, linkPlugin } from '@cnikit/link';
+import { ErrorList, type Request } from '@cnikit/skel';
 import { add } from './add.ts';
 import { type PtpConf, parseConf } from './config.ts';
 import { del } from './del.ts';
@@ -34,7 +26,7 @@ async function check(req: Request<PtpConf>): Promise<void> {
 async function gc(req: Request<PtpConf>): Promise<void> {
   const valid = req.validAttachments ?? [];
   const errors = new ErrorList();
-  await errors.run('', () => delegateGc(req.conf.ipamType, req));
+  await errors.run('', () => ipamGc(req, true));
   errors.run('', () =>
     fw.gcIPMasq(
       req.conf.name,
@@ -46,18 +38,7 @@ async function gc(req: Request<PtpConf>): Promise<void> {
 
 /** STATUS: the IPAM's STATUS. */
 async function status(req: Request<PtpConf>): Promise<void> {
-  await delegateStatus(req.conf.ipamType, req);
+  await ipamStatus(req, true);
 }
 
-export const plugin: Plugin<PtpConf> = {
-  name: 'ptp',
-  ipam: false,
-  about: `CNI ptp plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
-  conf: parseConf,
-  add,
-  del,
-  check,
-  gc,
-  status,
-};
+export const plugin = linkPlugin('ptp', { conf: parseConf, add, del, check, gc, status });

@@ -6,16 +6,7 @@
  */
 import * as link from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
-import {
-  ALL_VERSIONS,
-  delegateGc,
-  delegateStatus,
-  type Plugin,
-  type Request,
-  type Result,
-  CNIKIT_VERSION as VERSION,
-  validateDelegate,
-} from '@cnikit/skel';
+import { type Request, type Result, validateDelegate } from '@cnikit/skel';
 import { parseConf, type TapConf } from './config.ts';
 import { createTap, deleteTempTap } from './kernel.ts';
 
@@ -49,24 +40,5 @@ async function check(req: Request<TapConf>): Promise<void> {
   });
 }
 
-/** GC (none in the reference): the IPAM's; a tap has no state outside its namespace. */
-async function gc(req: Request<TapConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
-}
-
-async function status(req: Request<TapConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateStatus(req.conf.ipamType, req);
-}
-
-export const plugin: Plugin<TapConf> = {
-  name: 'tap',
-  ipam: false,
-  about: `CNI tap plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
-  conf: parseConf,
-  add,
-  del,
-  check,
-  gc,
-  status,
-};
+// GC (none in the reference) and STATUS: the IPAM's (linkPlugin's); a tap has no state outside its namespace
+export const plugin = link.linkPlugin('tap', { conf: parseConf, add, del, check });

@@ -4,19 +4,7 @@
  */
 import * as link from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
-import {
-  ALL_VERSIONS,
-  CniError,
-  delegateGc,
-  delegateStatus,
-  ErrorCode,
-  internalError,
-  type Plugin,
-  type Request,
-  type Result,
-  CNIKIT_VERSION as VERSION,
-  validateDelegate,
-} from '@cnikit/skel';
+import { CniError, internalError, type Request, type Result, validateDelegate } from '@cnikit/skel';
 import { vlanLinkCheck } from './check-logic.ts';
 import { checkMtu, parseConf, type VlanConf } from './config.ts';
 
@@ -28,12 +16,8 @@ function ipamDelegateError(err: unknown): CniError {
 
 async function add(req: Request<VlanConf>): Promise<Result> {
   const conf = req.conf;
-  const masterLink = link.inMasterNetns(req.netns, conf.linkInContainer, () =>
-    nl.getLinkDetails(conf.master),
-  );
   // clearer than the reference's bare "Link not found": which link (the words of its createVlan lookup)
-  if (!masterLink)
-    throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
+  const masterLink = link.lookupMaster(req.netns, conf.linkInContainer, conf.master);
   checkMtu(conf.mtu, masterLink.mtu);
   // configuration errors, the IPAM's included, are raised before the first change (worded like the ADD's), after
   // the master's lookup and MTU check as in the reference's order
@@ -44,24 +28,18 @@ async function add(req: Request<VlanConf>): Promise<Result> {
   }
   return link.addContainerLink(req, {
     kind: 'vlan',
-    create: (netnsFd) => {
-      const l = link.addStackedLinkToContainer({
-        kind: 'vlan',
-        master: conf.master,
-        linkInContainer: conf.linkInContainer,
-        netnsFd,
-        ifName: req.ifName,
-        create: (name, parent, fd) =>
-          nl.createVlan({
-            name,
-            parent,
-            netnsFd: fd,
-            id: conf.vlanId,
-            mtu: conf.mtu > 0 ? conf.mtu : undefined,
-          }),
-      });
-      return { name: req.ifName, mac: l.mac, sandbox: req.netns };
-    },
+    stacked: () => ({
+      master: conf.master,
+      linkInContainer: conf.linkInContainer,
+      create: (name, parent, fd) =>
+        nl.createVlan({
+          name,
+          parent,
+          netnsFd: fd,
+          id: conf.vlanId,
+          mtu: conf.mtu > 0 ? conf.mtu : undefined,
+        }),
+    }),
     ipamError: ipamDelegateError,
     // like the reference, the result carries the config's DNS object (printed as {} when empty)
     dns: () => conf.dns ?? {},
@@ -82,45 +60,20 @@ async function check(req: Request<VlanConf>): Promise<void> {
   await link.checkContainerLink(req, {
     ipamAlways: true,
     missingPrevResult: 'vlan: Required prevResult missing',
-    master: () => {
-      const master =
-        conf.master === ''
-          ? undefined
-          : link.inMasterNetns(req.netns, conf.linkInContainer, () => nl.getLinkDetails(conf.master));
-      if (!master)
-        throw internalError(`failed to lookup master ${JSON.stringify(conf.master)}: Link not found`);
-    },
+    master: () => link.lookupMaster(req.netns, conf.linkInContainer, conf.master),
     link: vlanLinkCheck(conf.vlanId, conf.mtu),
     lookup: (name) => nl.getLinkDetails(name),
   });
 }
 
-/** GC (the reference has none): the IPAM's GC. */
-async function gc(req: Request<VlanConf>): Promise<void> {
-  if (req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
-}
-
 /**
  * STATUS: the IPAM's STATUS (like the reference, also when no IPAM is configured: "no plugin name provided"), then
- * (beyond the reference, which leaves it unimplemented) a master in the host namespace must exist (code 50 otherwise).
+ * (beyond the reference, which leaves it unimplemented) a master in the host namespace must exist (code 50
+ * otherwise). GC (the reference has none) is the IPAM's.
  */
 async function status(req: Request<VlanConf>): Promise<void> {
-  const conf = req.conf;
-  await delegateStatus(conf.ipamType, req);
-  if (conf.linkInContainer) return;
-  if (conf.master === '' || !nl.getLinkDetails(conf.master))
-    throw new CniError(ErrorCode.PluginNotAvailable, `master ${JSON.stringify(conf.master)} not found`);
+  await link.ipamStatus(req, true);
+  if (!req.conf.linkInContainer) link.requireMaster(req.conf.master);
 }
 
-export const plugin: Plugin<VlanConf> = {
-  name: 'vlan',
-  ipam: false,
-  about: `CNI vlan plugin cnikit ${VERSION}`,
-  versions: ALL_VERSIONS,
-  conf: parseConf,
-  add,
-  del,
-  check,
-  gc,
-  status,
-};
+export const plugin = link.linkPlugin('vlan', { conf: parseConf, add, del, check, status });

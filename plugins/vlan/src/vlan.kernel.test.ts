@@ -5,9 +5,9 @@
  * static/host-local from dist-bin. Tagged traffic end to end is in test-netns/stacked.test.ts.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, afterEach, before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
 import {
   cniCall,
@@ -16,27 +16,25 @@ import {
   expectCniError,
   expectOk,
   ipLink,
+  linkLab,
   linkNames,
-  sandboxForFile,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
-const DIST = distBin();
-const env = sandboxForFile({ enterHost: true, containers: 3 });
-const opts = { path: DIST };
-const c = (i: number) => env.sb.containers[i]!;
+const lab = linkLab({
+  dist: distBin(),
+  network: 'vlnet',
+  type: 'vlan',
+  base: { master: 'v0', vlanId: 42 },
+  subnet: '10.74.0.0/24',
+  rangeStart: '10.74.0.100',
+});
+const { env, opts, c, conf, hostLocal, reservations } = lab;
+const DIST = opts.path;
 
 // biome-ignore lint/suspicious/noExplicitAny: result JSON
 type J = any;
-const conf = (extra: object = {}) => ({
-  cniVersion: '1.1.0',
-  name: 'vlnet',
-  type: 'vlan',
-  master: 'v0',
-  vlanId: 42,
-  ...extra,
-});
 const staticIpam = (address: string) => ({
   ipam: {
     type: 'static',
@@ -44,22 +42,6 @@ const staticIpam = (address: string) => ({
     routes: [{ dst: '10.97.0.0/16', gw: address.replace(/\.\d+\/\d+$/, '.1') }],
   },
 });
-const hostLocal = () => ({
-  ipam: {
-    type: 'host-local',
-    dataDir: join(env.dir, 'ipam'),
-    ranges: [[{ subnet: '10.74.0.0/24', rangeStart: '10.74.0.100' }]],
-  },
-});
-const reservations = () => {
-  const d = join(env.dir, 'ipam', 'vlnet');
-  return existsSync(d)
-    ? readdirSync(d)
-        .filter((f) => /^\d/.test(f))
-        .sort()
-    : [];
-};
-
 let outside = '';
 before(() => {
   assert.ok(existsSync(join(DIST, 'static')), 'dist-bin/static not built (npm run build)');
@@ -77,10 +59,6 @@ before(() => {
 });
 after(() => {
   if (outside) deleteNamedNetns(outside);
-});
-afterEach(() => {
-  for (const ns of env.sb.containers)
-    for (const name of ['eth0', 'net1']) nl.withNetns(ns.path, () => nl.deleteLinkIfExists(name));
 });
 
 describe('vlan ADD/CHECK/DEL', () => {
@@ -172,14 +150,10 @@ describe('vlan ADD/CHECK/DEL', () => {
 });
 
 describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', () => {
-  const clean = () => {
-    assert.deepEqual(linkNames(c(0).name), ['lo']);
-    assert.deepEqual(linkNames(env.sb.host.name), ['lo', 'v0']);
-    assert.deepEqual(reservations(), []);
-  };
+  const clean = () => lab.clean(['lo', 'v0']);
   test('reference error texts, nothing left', async () => {
     const o = { ...opts, netns: c(0).path };
-    const { master: _m, ...noMaster } = conf();
+    const { master: _m, ...noMaster }: Record<string, unknown> = conf();
     expectCniError(
       await cniCall(plugin, 'ADD', noMaster, o),
       7,
