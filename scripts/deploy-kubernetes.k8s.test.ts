@@ -107,12 +107,16 @@ describe(`deploy/kubernetes with kubectl ${UPSTREAM_VERSION}`, () => {
         assert.deepEqual(lines, [
           `clusterrole.rbac.authorization.k8s.io/cnikit created (${tag})`,
           `clusterrole.rbac.authorization.k8s.io/cnikit-cluster-ipam created (${tag})`,
+          `clusterrole.rbac.authorization.k8s.io/cnikit-cluster-ipam-reclaimer created (${tag})`,
           `clusterrolebinding.rbac.authorization.k8s.io/cnikit created (${tag})`,
           `clusterrolebinding.rbac.authorization.k8s.io/cnikit-cluster-ipam created (${tag})`,
+          `clusterrolebinding.rbac.authorization.k8s.io/cnikit-cluster-ipam-reclaimer created (${tag})`,
           `configmap/cnikit-config created (${tag})`,
           `customresourcedefinition.apiextensions.k8s.io/ipamallocations.ipam.cnikit.dev created (${tag})`,
           `customresourcedefinition.apiextensions.k8s.io/ipamblocks.ipam.cnikit.dev created (${tag})`,
           `daemonset.apps/cnikit created (${tag})`,
+          `role.rbac.authorization.k8s.io/cnikit-cluster-ipam-reclaimer created (${tag})`,
+          `rolebinding.rbac.authorization.k8s.io/cnikit-cluster-ipam-reclaimer created (${tag})`,
           `serviceaccount/cnikit created (${tag})`,
         ]);
         // a dry run creates nothing

@@ -27,6 +27,8 @@ export const SHARED = {
   'test-netns/stdout.test.ts': 'stdout on /dev/null, for every plugin',
   'test-netns/warm.test.ts': 'warm mode (the service and the client)',
   'test-netns/kubernetes-image.test.ts': "the DaemonSet's image",
+  'test-netns/k8s/guide.test.ts':
+    "the operator's guide: every shell block of docs/kubernetes.md named and run",
   'test-netns/conformance.test.ts': 'the conformance matrix (one row per plugin: CNIKIT_CONFORMANCE_ROWS)',
   'test-netns/conformance-lab.test.ts': "the conformance matrix's kernel-lab rows (CNIKIT_CONFORMANCE_ROWS)",
 };
