@@ -139,7 +139,7 @@ test('etcd frozen (accepts, never answers): an ADD fails with 11 within the boun
       env: { CNIKIT_CLUSTER_IPAM_TIMEOUT_MS: String(BOUND_MS), NODENAME: 'node-1' },
     },
   );
-  e.freeze();
+  await e.freeze();
   let ms: number;
   let r: Awaited<ReturnType<typeof run.add>>;
   try {

@@ -293,7 +293,7 @@ describe('etcd stopped, frozen and restarted under the store', () => {
     const store = new EtcdStore({ ...etcd.clientOptions, timeoutMs: 800 });
     try {
       assert.ok(await store.create('blocks', 'before-freeze', {}));
-      etcd.freeze();
+      await etcd.freeze();
       const t0 = Date.now();
       await assert.rejects(store.get('blocks', 'before-freeze'), (e: Error) => {
         assert.ok(e instanceof StoreUnavailableError);

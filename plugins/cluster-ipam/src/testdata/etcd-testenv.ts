@@ -4,7 +4,7 @@
  * required) and with authentication on (a root user and a user restricted to one prefix).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,8 +24,11 @@ export interface TestEtcd {
   /** SIGKILL (data kept); start() brings it back on the same ports and data. */
   kill(): Promise<void>;
   start(): Promise<void>;
-  /** SIGSTOP / SIGCONT: a server that accepts connections and never answers. */
-  freeze(): void;
+  /**
+   * SIGSTOP, resolved once every thread of etcd is stopped (a group stop is asynchronous: until the thread
+   * that took the signal runs, the others still answer): a server that accepts connections and never answers.
+   */
+  freeze(): Promise<void>;
   thaw(): void;
   stop(): Promise<void>;
 }
@@ -217,7 +220,19 @@ export async function startTestEtcd(
       pid: () => proc?.pid,
       kill,
       start,
-      freeze: () => proc?.kill('SIGSTOP'),
+      freeze: async () => {
+        const pid = proc?.pid;
+        if (pid === undefined) throw new Error('etcd is not running');
+        proc?.kill('SIGSTOP');
+        // state field of /proc/PID/task/TID/stat (after the parenthesised name): T = stopped
+        const allStopped = () =>
+          readdirSync(`/proc/${pid}/task`).every((tid) => {
+            const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+            return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'T';
+          });
+        for (const t = Date.now(); !allStopped(); await sleep(5))
+          if (Date.now() - t > 10_000) throw new Error(`etcd ${pid}: not every thread stopped within 10 s`);
+      },
       thaw: () => proc?.kill('SIGCONT'),
       stop,
     };
