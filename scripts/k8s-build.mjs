@@ -17,11 +17,13 @@
 // the Go version and a hash of the patch set and the build recipe: a second run with the same inputs builds
 // nothing. An entry is built in a temporary directory and renamed into place, and it counts only with a
 // manifest whose binaries are all present at their recorded sizes, so an interrupted build is never a hit.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
+  closeSync,
   existsSync,
   mkdirSync,
+  openSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -130,6 +132,50 @@ export async function ensureBuilt({
   const found = lookup(cacheRoot, key);
   if (found) return { ...found, key, hit: true };
   mkdirSync(cacheRoot, { recursive: true });
+  // one build at a time per cache: test files started together (run-tests --k8s runs several at once) would
+  // otherwise each build the same entry from scratch on a fresh machine; a waiter finds the entry once the lock is
+  // free. flock(2) on this process's own descriptor: the kernel releases it if the process dies.
+  const fd = openSync(join(cacheRoot, LOCK), 'a');
+  try {
+    if (!(await flockFd(fd, false))) {
+      log(`another build of ${key} runs (${join(cacheRoot, LOCK)}): waiting for it`);
+      const t0 = Date.now();
+      await flockFd(fd, true);
+      log(`waited ${((Date.now() - t0) / 1000).toFixed(1)} s for the other build`);
+    }
+    const built = lookup(cacheRoot, key);
+    if (built) return { ...built, key, hit: true };
+    return await buildLocked({ cacheRoot, key, binaries, build, log });
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The lock file of a cache root (kept: removing a lock file others may hold open would let two builds run). */
+export const LOCK = '.build.lock';
+
+/**
+ * flock(2) LOCK_EX on fd through flock(1) (util-linux), which locks the open file description it inherits as its
+ * descriptor 3: the lock stays with this process's descriptor after flock(1) exits. Returns false when `wait` is
+ * false and another process holds it.
+ */
+function flockFd(fd, wait) {
+  return new Promise((resolve, reject) => {
+    const p = spawn('flock', ['--exclusive', ...(wait ? [] : ['--nonblock']), '3'], {
+      stdio: ['ignore', 'ignore', 'pipe', fd],
+    });
+    let stderr = '';
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('error', (e) => reject(new Error(`flock: ${e.message}`)));
+    p.on('close', (status, signal) => {
+      if (status === 0) resolve(true);
+      else if (!wait && status === 1) resolve(false);
+      else reject(new Error(`flock on the build lock exited with ${status ?? signal}: ${stderr}`));
+    });
+  });
+}
+
+async function buildLocked({ cacheRoot, key, binaries, build, log }) {
   const stage = join(cacheRoot, `.stage-${key}-${process.pid}`);
   rmSync(stage, { recursive: true, force: true });
   mkdirSync(join(stage, 'bin'), { recursive: true });

@@ -1,7 +1,7 @@
 // The Kubernetes build's cache and source fix-ups (scripts/k8s-build.mjs, docs/k8s-build.md). The build itself (10+
 // minutes) is not run here: ensureBuilt gets a stand-in build function, the fix-ups run on small trees of their own.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -22,6 +22,7 @@ import {
   ensureBuilt,
   fixVendorModules,
   GO,
+  LOCK,
   lookup,
   openapiInputDirs,
   RECIPE,
@@ -95,6 +96,9 @@ test("the repository's patch set is read in name order and is part of the key", 
   );
 });
 
+/** What a cache root holds besides its lock file (LOCK, kept on purpose). */
+const entries = (cacheRoot: string): string[] => readdirSync(cacheRoot).filter((f) => f !== LOCK);
+
 /** A stand-in build that writes every binary (size = name length * 1000) and counts its calls. */
 function fakeBuild() {
   const calls: string[] = [];
@@ -123,7 +127,7 @@ test('a miss builds once into a staging directory renamed into place; a hit does
     manifest.binaries,
     BINARIES.map((name: string) => ({ name, size: name.length * 1000 })),
   );
-  assert.deepEqual(readdirSync(cacheRoot), [key], 'no staging directory is left behind');
+  assert.deepEqual(entries(cacheRoot), [key], 'no staging directory is left behind');
 
   const second = await ensureBuilt({ cacheRoot, key, build });
   assert.equal(second.hit, true);
@@ -135,7 +139,81 @@ test('a miss builds once into a staging directory renamed into place; a hit does
   const third = await ensureBuilt({ cacheRoot, key: key2, build });
   assert.equal(third.hit, false);
   assert.equal(calls.length, 2);
-  assert.deepEqual(readdirSync(cacheRoot).sort(), [key, key2].sort());
+  assert.deepEqual(entries(cacheRoot).sort(), [key, key2].sort());
+});
+
+/**
+ * A process that calls ensureBuilt on cacheRoot with a stand-in build taking `ms` and prints its result as JSON;
+ * every build appends a line to cacheRoot/../builds.
+ */
+function builder(cacheRoot: string, key: string, ms: number) {
+  const mod = join(import.meta.dirname, 'k8s-build.mjs');
+  const code = `
+    import { appendFileSync, writeFileSync } from 'node:fs';
+    import { join } from 'node:path';
+    const { ensureBuilt, BINARIES } = await import(${JSON.stringify(mod)});
+    const logs = [];
+    const r = await ensureBuilt({
+      cacheRoot: ${JSON.stringify(cacheRoot)},
+      key: ${JSON.stringify(key)},
+      log: (m) => logs.push(m),
+      build: async (stage) => {
+        appendFileSync(${JSON.stringify(join(cacheRoot, '..', 'builds'))}, process.pid + '\\n');
+        await new Promise((r) => setTimeout(r, ${ms}));
+        for (const b of BINARIES) writeFileSync(join(stage, 'bin', b), Buffer.alloc(b.length * 1000, 1));
+      },
+    });
+    process.stdout.write(JSON.stringify({ hit: r.hit, dir: r.dir, logs }));
+  `;
+  return spawn(process.execPath, ['--input-type=module', '-e', code], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+}
+
+function result(p: ReturnType<typeof builder>): Promise<{ hit: boolean; dir: string; logs: string[] }> {
+  let out = '';
+  p.stdout?.on('data', (d: Buffer) => (out += d));
+  return new Promise((resolve, reject) =>
+    p.on('close', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`builder exited ${code}`)),
+    ),
+  );
+}
+
+test('builds started together build once: the others wait on the lock and find the entry', async () => {
+  const top = scratch();
+  const cacheRoot = join(top, 'cache');
+  const key = cacheKey(base);
+  const procs = [builder(cacheRoot, key, 1500), builder(cacheRoot, key, 1500), builder(cacheRoot, key, 1500)];
+  const results = await Promise.all(procs.map(result));
+  const builds = readFileSync(join(top, 'builds'), 'utf8').trim().split('\n');
+  assert.equal(builds.length, 1, `one build for three callers: ${builds.join(' ')}`);
+  assert.deepEqual(results.map((r) => r.hit).sort(), [false, true, true]);
+  for (const r of results) assert.equal(r.dir, join(cacheRoot, key));
+  const waited = results.filter((r) => r.logs.some((l) => /another build .* waiting/.test(l)));
+  assert.ok(waited.length >= 1, `a caller said it waited: ${JSON.stringify(results)}`);
+  assert.deepEqual(entries(cacheRoot), [key]);
+  assert.ok(lookup(cacheRoot, key));
+});
+
+test('a build killed while it holds the lock does not block the next one (the kernel drops the lock)', async () => {
+  const top = scratch();
+  const cacheRoot = join(top, 'cache');
+  const key = cacheKey(base);
+  const first = builder(cacheRoot, key, 60_000);
+  // killed once its build has started (it holds the lock then)
+  for (let i = 0; !existsSync(join(top, 'builds')); i++) {
+    assert.ok(i < 300, 'the first build started');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  first.kill('SIGKILL');
+  await new Promise((r) => first.on('close', r));
+  const t0 = Date.now();
+  const second = await result(builder(cacheRoot, key, 10));
+  assert.equal(second.hit, false, 'the second caller built the entry');
+  assert.ok(Date.now() - t0 < 30_000, 'without waiting for the dead build');
+  assert.equal(readFileSync(join(top, 'builds'), 'utf8').trim().split('\n').length, 2);
+  assert.ok(lookup(cacheRoot, key));
 });
 
 test('a partly written entry is not a hit and is rebuilt', async () => {
@@ -180,7 +258,7 @@ test('a build that fails or leaves a binary out writes no entry and no staging d
     }),
     /killed/,
   );
-  assert.deepEqual(readdirSync(cacheRoot), []);
+  assert.deepEqual(entries(cacheRoot), []);
   await assert.rejects(
     ensureBuilt({
       cacheRoot,
@@ -191,7 +269,7 @@ test('a build that fails or leaves a binary out writes no entry and no staging d
     }),
     /did not produce bin\/kube-apiserver/,
   );
-  assert.deepEqual(readdirSync(cacheRoot), []);
+  assert.deepEqual(entries(cacheRoot), []);
   assert.equal(lookup(cacheRoot, key), null);
 });
 
