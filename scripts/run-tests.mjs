@@ -11,7 +11,10 @@
 //   node scripts/run-tests.mjs --release  only the release tests (*.release.test.ts: `npm run test:release`, slow;
 //                                         every other run leaves them out unless they are named)
 //   node scripts/run-tests.mjs --k8s      only the Kubernetes end-to-end tests (*.k8s.test.ts: `npm run test:k8s`, a
-//                                         private containerd; every other run leaves them out unless they are named)
+//                                         private containerd; every other run leaves them out unless they are named);
+//                                         each file its own `node --test`, the longest first (scripts/k8s-order.mjs),
+//                                         CNIKIT_TEST_CONCURRENCY at a time (CNIKIT_TEST_POOL=1 does the same for the
+//                                         files named)
 //
 // Tests must not change the machine: as root, every mode (--vm: the host side) records the network state of the
 // namespace this runner is in (scripts/host-state.mjs: links, addresses, routes, rules, iptables/nft, the net.*
@@ -24,6 +27,7 @@ import { join, relative } from 'node:path';
 import { Writable } from 'node:stream';
 import { ensureDist } from './dist-sources.mjs';
 import { diffHostState, hostState } from './host-state.mjs';
+import { longestFirst } from './k8s-order.mjs';
 import { pluginNames, pluginTestFiles } from './plugin-tests.mjs';
 import { buildTsCache, tsxEntry } from './ts-cache.mjs';
 import { runInVm } from './vm.mjs';
@@ -257,7 +261,50 @@ function noSkips(counts) {
   return n === 0;
 }
 
-const host = await runHere(files);
+/**
+ * Each file its own `node --test`, started longest first (scripts/k8s-order.mjs: node --test sorts the files it is
+ * given by name), `concurrency` at a time; a file's spec output is printed whole when it ends, with a line of its
+ * time; the counts are summed.
+ */
+async function runPool(list) {
+  const queue = longestFirst(list);
+  const lanes = Math.max(1, Math.min(Number(concurrency) || 1, queue.length));
+  const start = Date.now();
+  const counts = {};
+  let status = 0;
+  let done = 0;
+  console.log(`ℹ ${queue.length} file(s), ${lanes} at a time, longest first: ${queue.join(' ')}`);
+  const lane = async () => {
+    for (let f = queue.shift(); f !== undefined; f = queue.shift()) {
+      const t0 = Date.now();
+      const chunks = [];
+      const child = spawn(process.execPath, nodeTestArgs([f]), {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: envFor([f]),
+      });
+      child.stdout.on('data', (d) => chunks.push(d));
+      const code = await new Promise((done) => child.on('close', (c) => done(c ?? 1)));
+      const out = tally(process.stdout);
+      await new Promise((done) => out.end(Buffer.concat(chunks), done));
+      for (const [k, v] of Object.entries(out.counts())) counts[k] = (counts[k] ?? 0) + v;
+      if (code !== 0) status = 1;
+      done += 1;
+      console.log(
+        `ℹ file ${done}/${list.length} ${code === 0 ? '✔' : '✖'} ${f}: ${((Date.now() - t0) / 1000).toFixed(1)} s ` +
+          `(${((Date.now() - start) / 1000).toFixed(0)} s into the run)`,
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: lanes }, lane));
+  console.log(`ℹ ${list.length} file(s) in ${((Date.now() - start) / 1000).toFixed(0)} s; all of them:`);
+  for (const k of ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'])
+    console.log(`ℹ ${k} ${counts[k] ?? 0}`);
+  return { status, counts };
+}
+
+const pooled = (k8sOnly && !explicit.length && !plugins.length) || process.env.CNIKIT_TEST_POOL === '1';
+const host = pooled && files.length ? await runPool(files) : await runHere(files);
 if (vmFiles.length === 0) finish(host.status === 0 && noSkips(host.counts) ? 0 : 1);
 console.log(`ℹ kernel lab: ${vmFiles.length} file(s) in the VM (npm run vm)`);
 // dist-bin/ fresh before the VM boots: inside it a stale dist-bin/ is an error (CNIKIT_DIST_NO_BUILD), not a build

@@ -63,6 +63,31 @@ test('each file is announced on stderr when it ends, in completion order, with i
   assert.doesNotMatch(r.stdout, /▸ file/);
 });
 
+test('CNIKIT_TEST_POOL=1 (what --k8s does): each file its own node --test, every file reported, the counts summed', () => {
+  const r = spawnSync(process.execPath, [runner, fixture('slow'), fixture('fail'), fixture('pass')], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      NODE_OPTIONS: '',
+      NODE_TEST_CONTEXT: undefined,
+      CNIKIT_TEST_POOL: '1',
+      CNIKIT_TEST_CONCURRENCY: '2',
+    },
+  });
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  assert.match(r.stdout, /^ℹ 3 file\(s\), 2 at a time, longest first: /m);
+  const lines = r.stdout.split('\n').filter((l) => /^ℹ file \d\/3 /.test(l));
+  assert.equal(lines.length, 3, r.stdout);
+  assert.match(lines.find((l) => l.includes('run-tests-fail')) ?? '', /^ℹ file [1-3]\/3 ✖ /);
+  assert.match(lines.find((l) => l.includes('run-tests-slow')) ?? '', /^ℹ file [1-3]\/3 ✔ .*: \d+\.\d s /);
+  // the last block sums the three files' counts
+  const total = r.stdout.slice(r.stdout.lastIndexOf('all of them:'));
+  assert.match(total, /^ℹ tests 3$/m);
+  assert.match(total, /^ℹ pass 2$/m);
+  assert.match(total, /^ℹ fail 1$/m);
+});
+
 test('host state diff: a module default link or a new sysctl key is a note; a changed value or a new link is not', async () => {
   const { diffHostState } = await import('./host-state.mjs');
   const empty = { links: [], addresses: [], routes: [], rules: [], iptables: [], nftables: [] };
