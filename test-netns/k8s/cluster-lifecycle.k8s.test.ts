@@ -2,7 +2,9 @@
  * The operator's life-cycle of cnikit on the 2-node lab cluster (scripts/k8s/cluster.ts, docs/lab-cluster.md), each
  * step done as docs/kubernetes.md writes it, while a loop creates and deletes pods on every node:
  *   - switching to the Go reference plugins (Debian's containernetworking-plugins in /usr/lib/cni) and back;
- *   - a rolling update of the DaemonSet (a new image tag and a ConfigMap change);
+ *   - a rolling update of the DaemonSet to an image with another cnikit executable (and a ConfigMap change), then
+ *     `kubectl rollout undo`: each node's /opt/cni/bin/cnikit and its warm service are the new executable, then the
+ *     first one again;
  *   - a node "reboot" (every process killed, the namespaces and the tmpfs gone) and the serve container's periodic
  *     CRI GC releasing what the pods' old sandboxes held in host-local's store.
  * Counted: pods created, `FailedCreatePodSandBox` events (0), pods Running without an address (0). One cluster for
@@ -11,14 +13,17 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { buildExecutable } from '@cnikit/build';
+import { discoverPlugins, extras } from '../../scripts/build.ts';
+import { buildImage } from '../../scripts/image.ts';
 import { type Cluster, type LabNode, startCluster } from '../../scripts/k8s/cluster.ts';
 import { BUSYBOX_IMAGE } from '../../scripts/k8s/images.ts';
 import { CONTAINERD_SOCKET, nodeTree, type RunResult } from '../../scripts/k8s/lab-node.ts';
-import { ensureBuilt, GO_CNI, ROOT } from '../dist.ts';
+import { DIST, ensureBuilt, GO_CNI, ROOT } from '../dist.ts';
 import { runGuideBlock } from './guide.ts';
 import { CGROUP_PARENT } from './node.ts';
 
@@ -523,13 +528,110 @@ test('switching to the Go reference plugins and back, as docs/kubernetes.md says
   }
 });
 
-test('a rolling update of the DaemonSet (new image tag, ConfigMap change) under a pod loop', async () => {
+/**
+ * The image of the rolling update: the same sources compiled again with another version stamp, so the executable
+ * differs (its digest, its `--version`) as a release's would. Built into the cluster's scratch directory and
+ * imported on every node as the guide's `ctr import` does.
+ */
+async function nextImage(c: Cluster): Promise<{ ref: string; exe: string; sha: string; version: string }> {
+  const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  const next = `${version}-roll`;
+  const work = join(c.dir, 'images', 'cnikit-next');
+  mkdirSync(work, { recursive: true });
+  const exe = join(work, 'cnikit');
+  const head = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' });
+  const t0 = Date.now();
+  // the plugins' modules are evaluated from a directory inside the repository (they resolve its node_modules)
+  const buildDir = join(ROOT, 'build', `k8s-lifecycle-${process.pid}`);
+  await buildExecutable({
+    plugins: discoverPlugins().map((p) => ({ name: p.dir, entry: p.index })),
+    out: exe,
+    backend: 'bun',
+    links: false,
+    extras: extras(),
+    workDir: buildDir,
+    resolveDir: ROOT,
+    conditions: ['cnikit-source'],
+    addon: join(ROOT, 'packages', 'sys', 'build', 'Release', 'cnikit_sys.node'),
+    stamp: {
+      version: next,
+      commit: head.status === 0 ? head.stdout.trim() : 'unknown',
+      date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    },
+    log: () => {},
+  }).finally(() => rmSync(buildDir, { recursive: true, force: true }));
+  const image = buildImage({
+    arch: { name: 'amd64', cc: 'cc', objdump: 'objdump' },
+    exe,
+    client: join(DIST, 'warm', 'cnikit-client'),
+    license: join(ROOT, 'LICENSE'),
+    version: next,
+    epoch: 1_764_115_200,
+    work,
+    out: work,
+    level: 1,
+  });
+  for (const n of c.nodes)
+    must(n, 'ctr', ['--address', CONTAINERD_SOCKET, '-n', 'k8s.io', 'images', 'import', image.file]);
+  log(
+    `image ${image.ref} (a new executable, ${sha(exe).slice(0, 12)}) built and imported in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
+  return { ref: image.ref, exe, sha: sha(exe), version: next };
+}
+
+/** The warm service of a node: its pid (in the node's PID namespace) and the SHA-256 of the executable it runs. */
+function serveProcess(n: LabNode): { pid: string; sha: string } {
+  const pids = must(n, 'pgrep', ['-f', '^/opt/cni/bin/cnikit serve']).trim().split('\n');
+  assert.equal(pids.length, 1, `one warm service on ${n.name}: ${pids.join(' ')}`);
+  const pid = pids[0] as string;
+  return { pid, sha: must(n, 'sha256sum', [`/proc/${pid}/exe`]).split(' ')[0] as string };
+}
+
+/**
+ * What runs on a node after a rollout step: the installed /opt/cni/bin/cnikit is `want` (digest and `--version`),
+ * and the warm service is a new process (not one of `oldPids`) running that executable. Waits for the service
+ * (the serve container starts after install-cni).
+ */
+async function assertInstalled(
+  c: Cluster,
+  what: string,
+  want: { sha: string; version: string },
+  oldPids: Record<string, string>,
+): Promise<Record<string, string>> {
+  const pids: Record<string, string> = {};
+  for (const n of c.nodes) {
+    const installed = join(nodeTree(n.dir).cniBin, 'cnikit');
+    assert.equal(sha(installed), want.sha, `${what}: /opt/cni/bin/cnikit on ${n.name}`);
+    assert.equal(
+      must(n, '/opt/cni/bin/cnikit', ['--version']).split('\n')[0],
+      `cnikit ${want.version}`,
+      `${what}: cnikit --version on ${n.name}`,
+    );
+    let p = serveProcess(n);
+    for (let i = 0; p.pid === oldPids[n.name] || p.sha !== want.sha; i++) {
+      assert.ok(i < 60, `${what}: the warm service on ${n.name} (pid ${p.pid}, ${p.sha}) runs ${want.sha}`);
+      await sleep(1000);
+      p = serveProcess(n);
+    }
+    pids[n.name] = p.pid;
+  }
+  return pids;
+}
+
+test('a rolling update of the DaemonSet to a new executable (new image, ConfigMap change) and its rollback, under a pod loop', async () => {
   const c = await getCluster();
   const ds = JSON.parse(kubectl(c, ['-n', 'kube-system', 'get', 'daemonset', 'cnikit', '-o', 'json']));
   const image: string = ds.spec.template.spec.containers[0].image;
-  const next = `${image}-lab2`;
-  for (const n of c.nodes)
-    must(n, 'ctr', ['--address', CONTAINERD_SOCKET, '-n', 'k8s.io', 'images', 'tag', '--force', image, next]);
+  // before: every node runs dist-bin/cnikit (the cluster's image), installed and serving
+  const v1 = { sha: sha(join(DIST, 'cnikit')), version: 'unknown' };
+  v1.version = (
+    spawnSync(join(DIST, 'cnikit'), ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0] ?? ''
+  ).replace(/^cnikit /, '');
+  const pids0 = await assertInstalled(c, 'before the update', v1, {});
+  const v2 = await nextImage(c);
+  assert.notEqual(v2.sha, v1.sha, 'the new image carries another executable');
+  assert.notEqual(v2.version, v1.version);
+  const next = v2.ref;
   const uids = new Set(
     (await listPods(c, 'app.kubernetes.io/name=cnikit', 'kube-system')).map((p) => p.metadata.uid),
   );
@@ -567,22 +669,33 @@ test('a rolling update of the DaemonSet (new image tag, ConfigMap change) under 
       kubectl(c, ['-n', 'kube-system', 'get', 'daemonset', 'cnikit', '-o', 'json']),
     ).spec.template.spec.containers.map((x: { image: string }) => x.image);
   assert.deepEqual(images(), [next, next]);
+  const pids1 = await assertInstalled(c, 'after the rolling update', v2, pids0);
   await checkTraffic(c, 'after the rolling update');
-  // the rollback of the guide, under the same loop
+  await sleep(5000);
+  const failedRoll = failedSandboxes(c, 'churn-roll');
+  const rollCounts = { created: loop.created, completed: loop.completed, noAddress: loop.noAddress.size };
+  // the rollback of the guide, under the same loop: the first executable again
   const t1 = Date.now();
   kubectl(c, ['-n', 'kube-system', 'rollout', 'undo', 'daemonset/cnikit']);
   await dsReady(c);
   const undone = (Date.now() - t1) / 1000;
   assert.deepEqual(images(), [image, image]);
+  const pids2 = await assertInstalled(c, 'after the rollback', v1, pids1);
   await sleep(5000);
   const failed = failedSandboxes(c, 'churn-roll');
   await loop.stop();
+  log(
+    `rolling update to ${v2.version} (rollout ${rolled.toFixed(1)} s): ${rollCounts.created} pods created, ` +
+      `${rollCounts.completed} Running with an address, ${failedRoll.length} FailedCreatePodSandBox, ` +
+      `${rollCounts.noAddress} without an address; warm service pids ${JSON.stringify(pids0)} → ${JSON.stringify(pids1)} → ${JSON.stringify(pids2)}`,
+  );
   report(
     `rolling update (rollout ${rolled.toFixed(1)} s) and rollout undo (${undone.toFixed(1)} s)`,
     loop,
     (Date.now() - t0) / 1000,
     failed,
   );
+  assert.deepEqual(failedRoll, [], 'rolling update: FailedCreatePodSandBox');
   assertLoop('rolling update and rollback', loop, failed);
   await checkTraffic(c, 'after the rollback');
 });
