@@ -6,7 +6,10 @@
  * registration removed, while live nodes and nodes that never registered keep theirs.
  */
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { distBin } from '../../../test-netns/dist.ts';
 import { type AllocationSpec, Allocator, type BlockSpec } from './allocator.ts';
 import { parseConf } from './config.ts';
 import {
@@ -214,7 +217,7 @@ describe('etcd reclaimer against a real etcd', () => {
       assert.ok(r);
       assert.deepEqual(r.released, []);
       assert.deepEqual(r.kept, { live: 8, grace: 0, unknown: 1 });
-      clock.offset = 0;
+      // (the leader's clock only moves forward: its next run is due an interval after this one)
 
       // node-b dies: its heartbeat lasts until the lease expires, then the grace starts
       await victim.stop({ crash: true });
@@ -305,6 +308,61 @@ describe('etcd reclaimer against a real etcd', () => {
       assert.equal(r.released.length, 1);
       assert.equal((await store.list('allocations')).length, 0);
     } finally {
+      await store.close();
+    }
+  });
+
+  test('`cluster-ipam reclaimer --datastore etcd` (the compiled plugin): heartbeat and leader key, SIGTERM hands the key back; bad flags exit 2', async () => {
+    const bin = join(distBin(), 'cluster-ipam');
+    const bad = spawnSync(bin, ['reclaimer', '--datastore', 'etcd', '--node', 'n1'], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH },
+      timeout: 30_000,
+    });
+    assert.equal(bad.status, 2, bad.stderr);
+    assert.match(bad.stderr, /--etcd-host \(host:port\) is needed/);
+    assert.match(bad.stderr, /usage: cluster-ipam reclaimer --datastore etcd/);
+    const prefix = '/t-cli/';
+    const p = spawn(
+      bin,
+      [
+        'reclaimer',
+        '--datastore=etcd',
+        '--etcd-host',
+        etcd.host,
+        '--etcd-prefix',
+        prefix,
+        '--lease-seconds',
+        '2',
+        '--interval',
+        '1s',
+      ],
+      { env: { PATH: process.env.PATH, NODENAME: 'cli-node' }, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let log = '';
+    p.stderr.setEncoding('utf8').on('data', (d: string) => (log += d));
+    const exited = new Promise<number | null>((r) => p.on('exit', (c) => r(c)));
+    const store = new EtcdStore({ ...etcd.clientOptions, prefix });
+    try {
+      let leader = '';
+      for (let i = 0; i < 120 && !leader; i++) {
+        await sleep(250);
+        leader = (await store.client.get(`${prefix}reclaimer/leader`)).kv?.value.toString() ?? '';
+      }
+      assert.match(leader, /^cli-node_\d+$/, log);
+      assert.ok((await store.client.get(`${prefix}alive/cli-node`)).kv, 'heartbeat');
+      assert.ok((await store.client.get(`${prefix}nodes/cli-node`)).kv, 'registration');
+      for (let i = 0; i < 120 && !/reclaimer run:/.test(log); i++) await sleep(250);
+      assert.match(log, /reclaimer run: 0 records/);
+      p.kill('SIGTERM');
+      assert.equal(await exited, 0, log);
+      assert.equal(
+        (await store.client.get(`${prefix}reclaimer/leader`)).kv,
+        undefined,
+        'the key is handed back',
+      );
+    } finally {
+      if (p.exitCode === null) p.kill('SIGKILL');
       await store.close();
     }
   });
