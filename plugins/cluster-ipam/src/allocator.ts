@@ -307,6 +307,7 @@ export class Allocator {
     // claim a block nobody holds, starting at a place of our own: the one read of the pool's blocks
     const claimed = new Set<bigint>();
     const others: Array<{ base: bigint; name: string }> = [];
+    let reread = false;
     for (const b of await this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), {
       cached: true,
     })) {
@@ -315,7 +316,14 @@ export class Allocator {
       claimed.add(base);
       if (b.spec.node !== node) others.push({ base, name: b.name });
       else if (!view.ownBlocks(p).has(base)) {
-        // ours, but the view did not have it yet
+        // ours, but the view did not have it yet (a lagging cache, or a block written before the node label, as
+        // its records were): read this node's records exactly first, so a repeated ADD answers the one it holds
+        if (!reread) {
+          reread = true;
+          for (const r of await this.heldRecords({})) view.held.set(r.name, r);
+          const had = this.existing(p, owner, view);
+          if (had) return had;
+        }
         view.ownBlocks(p).set(base, b.name);
         const got = await this.takeIn(p, base, b.name, owner, false, view);
         if (got) return got;

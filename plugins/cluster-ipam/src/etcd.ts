@@ -1,6 +1,6 @@
 /**
  * A small etcd v3 client on the JSON gateway every etcd server ≥ 3.4 serves next to gRPC (POST /v3/kv/range,
- * /v3/kv/put, /v3/kv/txn, /v3/kv/deleterange, /v3/auth/authenticate; keys and values base64, 64-bit integers as
+ * /v3/kv/put, /v3/kv/txn, /v3/kv/deleterange, /v3/lease/grant|keepalive|revoke, /v3/auth/authenticate; keys and values base64, 64-bit integers as
  * decimal strings). node:http/node:https only: no gRPC stack, no protobuf, nothing to load at start-up but the
  * modules Node already has (docs/plugins/cluster-ipam.md, "etcd backend", has the measured comparison with
  * @grpc/grpc-js).
@@ -381,6 +381,35 @@ export class EtcdClient {
       revision: int((r.header as Record<string, unknown> | undefined)?.revision),
       responses,
     };
+  }
+
+  /** A lease of `ttlSeconds` (etcd may round it up to its minimum): its ID and granted TTL. */
+  async leaseGrant(ttlSeconds: number): Promise<{ id: string; ttl: number }> {
+    const r = await this.call('/v3/lease/grant', { TTL: String(ttlSeconds) });
+    const id = int(r.ID);
+    if (id === '0') throw new EtcdError(`etcd: lease grant gave no ID (${String(r.error ?? '')})`, 0);
+    return { id, ttl: Number(int(r.TTL)) };
+  }
+
+  /**
+   * One keep-alive of a lease (the gateway's stream endpoint with a single request): the TTL it has again, 0 when
+   * the lease is gone (expired or revoked: its keys are deleted).
+   */
+  async leaseKeepAlive(id: string): Promise<number> {
+    const r = await this.call('/v3/lease/keepalive', { ID: id });
+    const res = (r.result ?? {}) as Record<string, unknown>;
+    const ttl = Number(int(res.TTL));
+    return Number.isFinite(ttl) && ttl > 0 ? ttl : 0;
+  }
+
+  /** Revokes a lease (its keys are deleted at once); a lease that is gone already is not an error. */
+  async leaseRevoke(id: string): Promise<void> {
+    try {
+      await this.call('/v3/lease/revoke', { ID: id });
+    } catch (e) {
+      if (e instanceof EtcdError && /lease not found/i.test(e.message)) return;
+      throw e;
+    }
   }
 
   /** Bound the requests from now on by this absolute time (ms since the epoch). */

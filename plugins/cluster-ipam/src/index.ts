@@ -168,12 +168,19 @@ export const plugin: Plugin<ClusterIPAMConf> = {
   // `cluster-ipam import …` (whereabouts' objects into records), `cluster-ipam reclaimer …` (the elected reclaimer)
   commands: {
     import: async (args) => (await import('./import-command.ts')).importMain(args),
-    reclaimer: async (args) => (await import('./reclaimer.ts')).reclaimerMain(args),
+    reclaimer: async (args) => {
+      const etcd = await import('./etcd-reclaimer.ts');
+      if (etcd.wantsEtcd(args, process.env)) return etcd.etcdReclaimerMain(args);
+      return (await import('./reclaimer.ts')).reclaimerMain(args);
+    },
   },
   // `cnikit serve` with $CNIKIT_CLUSTER_IPAM_RECLAIMER on hosts the reclaimer on its event loop
   resident: {
     command: 'reclaimer',
     async start(args, log) {
+      // --datastore etcd (or $CNIKIT_CLUSTER_IPAM_DATASTORE=etcd): the heartbeat reclaimer of etcd-reclaimer.ts
+      const etcd = await import('./etcd-reclaimer.ts');
+      if (etcd.wantsEtcd(args, process.env)) return etcd.startEtcdReclaimer(args, process.env, log);
       const { startReclaimer } = await import('./reclaimer.ts');
       return startReclaimer(args, process.env, log);
     },

@@ -187,14 +187,47 @@ export class KubernetesStore implements Store {
     return { name: o.metadata.name, spec: o.spec, version: o.metadata.resourceVersion };
   }
 
+  /**
+   * `node`: the objects labelled with that node; an exact list (not `cached`) also asks for the objects without a
+   * node label (written by versions before the label: their node is only in the spec) and keeps those of that
+   * node, so DEL and GC never miss them. A cached list (an ADD's hint) does not: it may miss them, which costs at
+   * most a failed create. The reclaimer's leader labels such objects (relabel()), after which that second list
+   * is empty.
+   */
   async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}): Promise<StoredObject<T>[]> {
+    const items = await this.#list<T>(kind, prefix, opts.node === undefined ? {} : { node: opts.node }, opts);
+    if (opts.node === undefined || opts.cached) return items;
+    const seen = new Set(items.map((o) => o.name));
+    for (const o of await this.#list<T>(kind, prefix, { unlabelled: true }, opts))
+      if (!seen.has(o.name) && (o.spec as { node?: unknown } | null)?.node === opts.node) items.push(o);
+    return items;
+  }
+
+  /** The objects of the kind without a node label whose spec names a node, labelled now; returns how many. */
+  async relabel(kind: StoreKind): Promise<number> {
+    let n = 0;
+    for (const o of await this.#list<unknown>(kind, '', { unlabelled: true }, {})) {
+      const node = (o.spec as { node?: unknown } | null)?.node;
+      if (typeof node !== 'string' || node === '') continue;
+      if (await this.update(kind, o.name, o.spec, o.version)) n++;
+    }
+    return n;
+  }
+
+  async #list<T>(
+    kind: StoreKind,
+    prefix: string,
+    sel: { node?: string; unlabelled?: boolean },
+    opts: ListOptions,
+  ): Promise<StoredObject<T>[]> {
     const selectors: string[] = [];
     if (prefix.endsWith('.')) {
       const segs = prefix.slice(0, -1).split('.');
       if (segs.length <= MAX_SEGMENT_LABELS)
         selectors.push(`${LABEL}${segs.length}=${labelValue(segs.join('.'))}`);
     }
-    if (opts.node !== undefined) selectors.push(`${NODE_LABEL}=${labelValue(opts.node)}`);
+    if (sel.node !== undefined) selectors.push(`${NODE_LABEL}=${labelValue(sel.node)}`);
+    if (sel.unlabelled) selectors.push(`!${NODE_LABEL}`);
     const query = [
       ...(selectors.length > 0 ? [`labelSelector=${encodeURIComponent(selectors.join(','))}`] : []),
       ...(opts.cached ? ['resourceVersion=0'] : []),
@@ -208,7 +241,7 @@ export class KubernetesStore implements Store {
     const items = ((json as { items?: KubeObject<T>[] }).items ?? []).filter(
       (o) =>
         o.metadata.name.startsWith(prefix) &&
-        (opts.node === undefined || (o.spec as { node?: unknown } | null)?.node === opts.node),
+        (sel.node === undefined || (o.spec as { node?: unknown } | null)?.node === sel.node),
     );
     return items.map((o) => this.toStored(o));
   }

@@ -145,6 +145,8 @@ export interface RunReport {
   released: Array<{ name: string; ip: string; reason: 'pod' | 'node' }>;
   blocksReleased: string[];
   kept: { live: number; grace: number; unknown: number };
+  /** Objects without the node label (older versions wrote none) that this run labelled. */
+  relabelled?: number;
 }
 
 export class Reclaimer {
@@ -388,6 +390,13 @@ export class Reclaimer {
           `reclaimer: released block ${b.name} (${s.base}/${s.size} of node ${s.node}, which is gone)`,
         );
       }
+    }
+    // objects written before the node label: labelled, so the nodes' label-selected lists find them
+    if (store instanceof KubernetesStore) {
+      if (!this.holds()) throw new ApiError('the Lease is not confirmed any more: stopping this run');
+      report.relabelled = (await store.relabel('allocations')) + (await store.relabel('blocks'));
+      if (report.relabelled > 0)
+        this.#log(`reclaimer: labelled ${report.relabelled} objects written without the node label`);
     }
     this.kept = report.kept;
     return report;

@@ -8,6 +8,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync,
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { scaled } from '@cnikit/testing';
 import { issueCert } from '../../../../scripts/k8s/control-plane.ts';
 import { EtcdClient, type EtcdClientOptions, prefixEnd } from '../etcd.ts';
 
@@ -90,12 +91,19 @@ export function makeEtcdPki(pki: string): void {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startTestEtcd(
-  opts: { tls?: boolean; auth?: boolean; etcd?: string; prefix?: string } = {},
+  opts: {
+    tls?: boolean;
+    auth?: boolean;
+    etcd?: string;
+    prefix?: string;
+    /** The address clients reach it at (default 127.0.0.1; the peer URL stays on the loopback). */
+    ip?: string;
+  } = {},
 ): Promise<TestEtcd> {
   const dir = mkdtempSync(join(tmpdir(), 'cnikit-etcd-'));
   const [clientPort, peerPort] = [await freePort(), await freePort()];
   const scheme = opts.tls ? 'https' : 'http';
-  const host = `127.0.0.1:${clientPort}`;
+  const host = `${opts.ip ?? '127.0.0.1'}:${clientPort}`;
   let tls: TestEtcd['tls'];
   const args = [
     '--name',
@@ -152,7 +160,8 @@ export async function startTestEtcd(
       password: undefined,
       timeoutMs: 1000,
     });
-    const deadline = Date.now() + 30_000;
+    // scaled: under the kernel lab's TCG a Go server takes many times longer to come up
+    const deadline = Date.now() + scaled(30_000);
     try {
       for (;;) {
         if (proc.exitCode !== null) {
@@ -166,7 +175,10 @@ export async function startTestEtcd(
         } catch (e) {
           // with auth on, an unauthenticated range is refused: the server is up
           if ((e as Error).name === 'EtcdError') return;
-          if (Date.now() > deadline) throw e;
+          if (Date.now() > deadline)
+            throw new Error(
+              `etcd did not answer within ${scaled(30_000)} ms (${(e as Error).message}): ${readFileSync(join(dir, 'etcd.log'), 'utf8').slice(-2000)}`,
+            );
           await sleep(100);
         }
       }
