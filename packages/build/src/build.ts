@@ -176,7 +176,19 @@ function run(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<
  * real module on first access (esbuild compiles named imports into property reads at the call site, so the
  * semantics are unchanged). node:fs stays eager: it is needed on every path.
  */
-export const LAZY_BUILTINS = ['util', 'url', 'os', 'crypto', 'child_process', 'net', 'path', 'module', 'v8'];
+export const LAZY_BUILTINS = [
+  'util',
+  'url',
+  'os',
+  'crypto',
+  'child_process',
+  'net',
+  'path',
+  'module',
+  'v8',
+  'tty',
+  'async_hooks',
+];
 
 const lazyBuiltins: esbuild.Plugin = {
   name: 'cnikit-lazy-builtins',

@@ -130,7 +130,15 @@ type Verb = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS' | 'VERSION';
 type Stderr = { write(s: string): unknown };
 
 /** The undo steps registered by the in-process delegate ADD running in this async context. */
-const rollbackSteps = new AsyncLocalStorage<Array<() => unknown>>();
+let rollbackStore: AsyncLocalStorage<Array<() => unknown>> | undefined;
+/** Created by the first in-process delegate ADD (a call that delegates nothing never loads node:async_hooks). */
+const rollbackSteps = {
+  getStore: () => rollbackStore?.getStore(),
+  run: <T>(steps: Array<() => unknown>, fn: () => T): T => {
+    rollbackStore ??= new AsyncLocalStorage<Array<() => unknown>>();
+    return rollbackStore.run(steps, fn);
+  },
+};
 /** Steps of successful in-process delegate ADDs, by request and delegate type, until that delegate's DEL. */
 const pendingRollback = new WeakMap<RequestBase, Map<string, Array<() => unknown>>>();
 /** The delegate types whose ADD was started (exec'd or dispatched in-process) on behalf of a request. */

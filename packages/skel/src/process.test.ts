@@ -1,11 +1,13 @@
 // runPlugin as a real process (the example plugin through tsx): fd 0/1/2 handling and exit codes.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { isatty } from 'node:tty';
 import { fileURLToPath } from 'node:url';
+import { devMajor, stdinIsTerminal } from './process.ts';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 const example = fileURLToPath(new URL('../examples/passthrough.ts', import.meta.url));
@@ -278,5 +280,53 @@ describe('stdout on /dev/null: only a failing write means the result was not del
       assert.equal(r.status, 0, `${cmd}: ${r.stderr}`);
       assert.deepEqual(commands(rec), [cmd]);
     }
+  });
+});
+
+describe('stdinIsTerminal: node:tty only for a character device that is not a memory device', () => {
+  test('devMajor decodes glibc device numbers, large majors included', () => {
+    assert.equal(devMajor(0x103), 1); // /dev/null: 1,3
+    assert.equal(devMajor(0x8805), 136); // /dev/pts/5
+    assert.equal(devMajor(0x501), 5); // /dev/console: 5,1
+    // makedev(4097, 2): ((4097 & 0xfff) << 8) | ((4097 & ~0xfff) << 32) | 2
+    assert.equal(devMajor(((4097 & 0xfff) << 8) + (4097 & ~0xfff) * 2 ** 32 + 2), 4097);
+  });
+  test('a pipe, a file, /dev/null and a closed descriptor are no terminal; a pseudo-terminal is one', () => {
+    const file = join(dir, 'stdin-file');
+    writeFileSync(file, '{}');
+    const fds: number[] = [];
+    try {
+      const f = openSync(file, 'r');
+      fds.push(f);
+      assert.equal(stdinIsTerminal(f), false, 'regular file');
+      const nul = openSync('/dev/null', 'r');
+      fds.push(nul);
+      assert.equal(stdinIsTerminal(nul), false, '/dev/null');
+      const zero = openSync('/dev/zero', 'r');
+      fds.push(zero);
+      assert.equal(stdinIsTerminal(zero), false, '/dev/zero');
+      const closed = openSync(file, 'r');
+      closeSync(closed);
+      assert.equal(stdinIsTerminal(closed), false, 'closed descriptor');
+      const ptmx = openSync('/dev/ptmx', 'r+');
+      fds.push(ptmx);
+      assert.equal(stdinIsTerminal(ptmx), isatty(ptmx), 'a pseudo-terminal master: what isatty says');
+      assert.equal(stdinIsTerminal(ptmx), true, 'a pseudo-terminal master is a terminal');
+    } finally {
+      for (const fd of fds) closeSync(fd);
+    }
+  });
+  test('a pipe is no terminal', async () => {
+    const probe = join(dir, 'probe-pipe.ts');
+    writeFileSync(
+      probe,
+      `import { stdinIsTerminal } from ${JSON.stringify(fileURLToPath(new URL('./process.ts', import.meta.url)))};\nprocess.stdout.write(String(stdinIsTerminal()));\n`,
+    );
+    const r = spawnSync(process.execPath, ['--import', 'tsx', probe], {
+      cwd: root,
+      input: '{}',
+      encoding: 'utf8',
+    });
+    assert.equal(r.stdout, 'false', r.stderr);
   });
 });

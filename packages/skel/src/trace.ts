@@ -5,7 +5,8 @@
  * AND an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, or the config
  * key `otlpEndpoint`). The recording is this small module (spans kept in memory per call, the current span in an
  * AsyncLocalStorage); the encoding and the HTTP export live in ./otlp.ts, imported only when there is something to
- * export. When nothing is traced, every hook below is one AsyncLocalStorage lookup.
+ * export. When nothing is traced, every hook below is one property check (the AsyncLocalStorage is created by the
+ * first traced call).
  *
  * Packages that do not depend on skel (netlink's withNetns, firewall's tool execs) reach the recorder through a
  * global hook (`Symbol.for('cnikit.trace.v1')`), so kernel sections and tool execs become child spans of the plugin
@@ -70,7 +71,18 @@ interface Store {
   span: Span;
 }
 
-const storage = new AsyncLocalStorage<Store>();
+/**
+ * Created on the first traced call: until a span is entered nothing can be current, and a plugin call that traces
+ * nothing (most) never loads node:async_hooks (a start-up cost under Bun).
+ */
+let storageInstance: AsyncLocalStorage<Store> | undefined;
+const storage = {
+  getStore: (): Store | undefined => storageInstance?.getStore(),
+  run: <T>(store: Store, fn: () => T): T => {
+    storageInstance ??= new AsyncLocalStorage<Store>();
+    return storageInstance.run(store, fn);
+  },
+};
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
