@@ -207,29 +207,34 @@ export class Allocator {
 
   /** The records this node holds, from the store (`cached`: the watch cache may answer). */
   private async heldRecords(opts: ListOptions): Promise<StoredObject<AllocationSpec>[]> {
-    const lists = await Promise.all(
-      this.recordPrefixes().map((prefix) =>
-        this.store.list<AllocationSpec>('allocations', prefix, { ...opts, node: this.conf.node }),
-      ),
-    );
-    return lists.flat().filter((r) => r.spec?.network === this.conf.net);
+    const out: StoredObject<AllocationSpec>[] = [];
+    for (const prefix of this.recordPrefixes())
+      out.push(
+        ...(await this.store.list<AllocationSpec>('allocations', prefix, { ...opts, node: this.conf.node })),
+      );
+    return out.filter((r) => r.spec?.network === this.conf.net);
   }
 
   /** Reads this node's blocks and records into the view (replacing what it had). */
   async load(view: NodeView, quorum = false): Promise<void> {
     const opts: ListOptions = quorum ? {} : { cached: true };
-    // the node's blocks of every pool and the records it holds: independent reads, sent at once
-    const [lists, held] = await Promise.all([
-      Promise.all(
-        this.conf.pools.map((p) =>
-          this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), {
-            ...opts,
-            node: this.conf.node,
-          }),
-        ),
-      ),
-      this.heldRecords(opts),
-    ]);
+    // the node's blocks of every pool and the records it holds: independent reads. A warm view sends them at once
+    // (its connection is open); a cold call one after the other, on the one connection it opened (a request sent
+    // beside another opens a second connection: one more TLS handshake for the API server)
+    const blockList = (p: Pool) =>
+      this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), { ...opts, node: this.conf.node });
+    let lists: StoredObject<BlockSpec>[][];
+    let held: StoredObject<AllocationSpec>[];
+    if (this.view)
+      [lists, held] = await Promise.all([
+        Promise.all(this.conf.pools.map(blockList)),
+        this.heldRecords(opts),
+      ]);
+    else {
+      lists = [];
+      for (const p of this.conf.pools) lists.push(await blockList(p));
+      held = await this.heldRecords(opts);
+    }
     const blocks = new Map<string, Map<bigint, string>>();
     this.conf.pools.forEach((p, i) => {
       const m = new Map<bigint, string>();
