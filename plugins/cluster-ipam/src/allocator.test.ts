@@ -434,3 +434,41 @@ describe('contention and the number of store calls', () => {
     );
   });
 });
+
+describe('the exact read of a new view', () => {
+  test('is tried once: when it fails, the next ADD reads from the cache instead of asking for it again', async () => {
+    const store = new MemoryStore();
+    const seen: Array<boolean | undefined> = [];
+    let failExact = true;
+    const spy = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'list')
+          return async (kind: 'blocks' | 'allocations', prefix?: string, opts?: { cached?: boolean }) => {
+            seen.push(opts?.cached);
+            if (failExact && !opts?.cached) throw new Error('no answer within 10000 ms');
+            return target.list(kind, prefix, opts);
+          };
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const p = pools({ range: '10.43.0.0/24' });
+    const view = new NodeView();
+    const a = new Allocator(
+      spy,
+      { net: 'default', overlapping: true, pools: p, node: 'n1' },
+      undefined,
+      view,
+    );
+    await assert.rejects(a.allocate({ containerID: 'c0', ifName: 'e' }), /no answer/);
+    assert.ok(seen.length >= 1 && seen[0] === undefined);
+    seen.length = 0;
+    failExact = false;
+    const got = await a.allocate({ containerID: 'c0', ifName: 'e' });
+    assert.ok(got[0]!.ip.startsWith('10.43.0.'));
+    assert.ok(seen.length >= 2);
+    assert.ok(
+      seen.every((c) => c === true),
+      String(seen),
+    );
+  });
+});

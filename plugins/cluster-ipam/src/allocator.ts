@@ -149,6 +149,8 @@ export class NodeView {
   loadedAt = 0;
   /** Reads from the store since it was made (the warm service's figure). */
   loads = 0;
+  /** The one exact read of this view was tried (a new view's; every later read comes from the cache). */
+  exactTried = false;
   #lock: Promise<unknown> = Promise.resolve();
 
   /** Runs f when no other exclusive work of this view runs (one read, one block claim at a time). */
@@ -259,12 +261,15 @@ export class Allocator {
     if (view) {
       const stale = () => view.loadedAt === 0 || Date.now() - view.loadedAt > VIEW_MAX_AGE_MS;
       if (!stale()) return { view, fresh: false };
-      // a new service reads exactly (no lag: what its previous image wrote just before it died is seen); later
-      // reads (a minute old, after a failed call) come from the watch cache: an exact list reads every record of
-      // the resource from etcd, which a loaded API server may not answer in time (and a failure would ask again)
+      // a new service reads exactly (no lag: what its previous image wrote just before it died is seen), once;
+      // later reads (a minute old, after a failed call, after a failed exact read) come from the watch cache: an
+      // exact label-selected list reads and decodes every record of the resource from etcd, which a loaded API
+      // server did not answer within 10 s at 2 700 records, and a failure asked again at every ADD
       return view.exclusive(async () => {
         if (!stale()) return { view, fresh: true };
-        await this.load(view, view.loads === 0);
+        const exact = !view.exactTried;
+        view.exactTried = true;
+        await this.load(view, exact);
         return { view, fresh: true };
       });
     }

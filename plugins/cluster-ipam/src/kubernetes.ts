@@ -10,9 +10,7 @@
  * An object whose spec names a node also carries `ipam.cnikit.dev/node` = that node (same encoding), so "this
  * node's blocks" and "the records this node holds" are one label-selected list each, whatever the pool's size;
  * `cached` lists add `resourceVersion=0`: the API server answers from its watch cache instead of reading (and
- * decoding) every object of the resource from etcd; exact label-selected lists read the current revision first (a list of
- * one object) and then ask for `resourceVersion=<that>&resourceVersionMatch=NotOlderThan`: consistent, and from
- * the watch cache too (exactFromCache).
+ * decoding) every object of the resource from etcd.
  *
  * Empty strings are left out of what is written (the spec's top-level fields): kube-apiserver 1.20 refuses an empty
  * string in a CRD's string property as "null" (HTTP 422); read back, such a field is absent (readers take it as empty).
@@ -197,16 +195,15 @@ export class KubernetesStore implements Store {
         selectors.push(`${LABEL}${segs.length}=${labelValue(segs.join('.'))}`);
     }
     if (opts.node !== undefined) selectors.push(`${NODE_LABEL}=${labelValue(opts.node)}`);
-    const selector = selectors.length > 0 ? [`labelSelector=${encodeURIComponent(selectors.join(','))}`] : [];
-    const get = (extra: string[]) => {
-      const query = [...selector, ...extra];
-      return this.call('GET', kind, `${this.path(kind)}${query.length > 0 ? `?${query.join('&')}` : ''}`);
-    };
-    let answer: { status: number; json: unknown } | undefined;
-    if (opts.cached) answer = await get(['resourceVersion=0']);
-    else if (selector.length > 0) answer = await this.exactFromCache(kind, get);
-    answer ??= await get([]);
-    const { status, json } = answer;
+    const query = [
+      ...(selectors.length > 0 ? [`labelSelector=${encodeURIComponent(selectors.join(','))}`] : []),
+      ...(opts.cached ? ['resourceVersion=0'] : []),
+    ];
+    const { status, json } = await this.call(
+      'GET',
+      kind,
+      `${this.path(kind)}${query.length > 0 ? `?${query.join('&')}` : ''}`,
+    );
     if (status !== 200) this.fail(`list ${RESOURCES[kind].plural}`, status, json);
     const items = ((json as { items?: KubeObject<T>[] }).items ?? []).filter(
       (o) =>
@@ -214,31 +211,6 @@ export class KubernetesStore implements Store {
         (opts.node === undefined || (o.spec as { node?: unknown } | null)?.node === opts.node),
     );
     return items.map((o) => this.toStored(o));
-  }
-
-  /**
-   * An exact label-selected list without reading the whole resource from etcd: the store's current revision (a
-   * list of one object, one key read from etcd), then the selected list at that revision or newer, which the API
-   * server answers from its watch cache once the cache has caught up (it waits up to 3 s). An exact list with a
-   * selector otherwise reads and decodes every object of the resource from etcd, whatever the selector keeps
-   * (measured: 18 s mean for 10 nodes at once with 2 500 records on a loaded 2-core machine, so that a warm service's
-   * first ADD failed). Undefined when the server cannot answer so (the caller reads from etcd).
-   */
-  private async exactFromCache(
-    kind: StoreKind,
-    get: (extra: string[]) => Promise<{ status: number; json: unknown }>,
-  ): Promise<{ status: number; json: unknown } | undefined> {
-    const { status, json } = await this.call('GET', kind, `${this.path(kind)}?limit=1`);
-    const rv = (json as { metadata?: { resourceVersion?: unknown } } | undefined)?.metadata?.resourceVersion;
-    if (status !== 200 || typeof rv !== 'string' || !/^[1-9][0-9]*$/.test(rv)) return undefined;
-    try {
-      const r = await get([`resourceVersion=${rv}`, 'resourceVersionMatch=NotOlderThan']);
-      return r.status === 200 ? r : undefined;
-    } catch (e) {
-      // the cache did not catch up in time (504), or the server refuses the parameters: read from etcd
-      if (e instanceof StoreUnavailableError) return undefined;
-      throw e;
-    }
   }
 
   rebound(ms: number): void {
