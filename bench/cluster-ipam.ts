@@ -29,6 +29,8 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -36,7 +38,7 @@ import { Allocator, NodeView } from '../plugins/cluster-ipam/src/allocator.ts';
 import { parseConf } from '../plugins/cluster-ipam/src/config.ts';
 import { EtcdStore } from '../plugins/cluster-ipam/src/etcd-store.ts';
 import { KubernetesStore } from '../plugins/cluster-ipam/src/kubernetes.ts';
-import type { Store } from '../plugins/cluster-ipam/src/store.ts';
+import type { ListOptions, Store, StoredObject, StoreKind } from '../plugins/cluster-ipam/src/store.ts';
 import { startTestEtcd } from '../plugins/cluster-ipam/src/testdata/etcd-testenv.ts';
 import { type ControlPlane, startControlPlane } from '../scripts/k8s/control-plane.ts';
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
@@ -74,10 +76,134 @@ interface WorkerResult {
   retries: number;
   /** ADDs not started, or given up, when the time budget ran out. */
   unfinished: number;
+  /** Store / API calls of the run by verb (see Calls), and how many calls each finished ADD made. */
+  calls: CallTable;
+  callsPerAdd: number[];
+  /** TCP/TLS connections the node process opened during the run (keep-alive: few; one store per ADD: one each). */
+  connections: number;
 }
 
 class OutOfBudget extends Error {}
 let budgetEnd = Number.POSITIVE_INFINITY;
+
+// ---------------------------------------------------------------------------------------------------------------
+// instrumentation: every store / API call by verb, its outcome and its time as the node process sees it
+
+interface CallStat {
+  n: number;
+  /** create-if-absent that found the name taken, update/delete precondition failures, HTTP 409/422 */
+  conflicts: number;
+  errors: number;
+  ms: number[];
+}
+type CallTable = Record<string, CallStat>;
+
+function record(table: CallTable, key: string, ms: number, outcome: 'ok' | 'conflict' | 'error'): void {
+  let s = table[key];
+  if (!s) {
+    s = { n: 0, conflicts: 0, errors: 0, ms: [] };
+    table[key] = s;
+  }
+  s.n++;
+  if (outcome === 'conflict') s.conflicts++;
+  if (outcome === 'error') s.errors++;
+  s.ms.push(Math.round(ms * 10) / 10);
+}
+
+/** A Store that counts and times every call into `table`, and into `perAdd` (the calls of one ADD). */
+class CountingStore implements Store {
+  rebound?: (ms: number) => void;
+  constructor(
+    readonly inner: Store,
+    readonly table: CallTable,
+    readonly perAdd: { n: number } = { n: 0 },
+  ) {
+    if (inner.rebound) this.rebound = (ms) => inner.rebound?.(ms);
+  }
+  async #timed<T>(key: string, f: () => Promise<T>, conflict: (v: T) => boolean): Promise<T> {
+    const t0 = performance.now();
+    this.perAdd.n++;
+    try {
+      const v = await f();
+      record(this.table, key, performance.now() - t0, conflict(v) ? 'conflict' : 'ok');
+      return v;
+    } catch (e) {
+      record(this.table, key, performance.now() - t0, 'error');
+      throw e;
+    }
+  }
+  list<T>(kind: StoreKind, prefix?: string, opts?: ListOptions): Promise<StoredObject<T>[]> {
+    const key = `list ${kind}${opts?.node ? ' (node)' : ' (pool)'}${opts?.cached ? ' cached' : ' exact'}`;
+    return this.#timed(
+      key,
+      () => this.inner.list<T>(kind, prefix, opts),
+      () => false,
+    );
+  }
+  get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined> {
+    return this.#timed(
+      `get ${kind}`,
+      () => this.inner.get<T>(kind, name),
+      () => false,
+    );
+  }
+  create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined> {
+    return this.#timed(
+      `create ${kind}`,
+      () => this.inner.create<T>(kind, name, spec),
+      (v) => v === undefined,
+    );
+  }
+  update<T>(kind: StoreKind, name: string, spec: T, version: string): Promise<StoredObject<T> | undefined> {
+    return this.#timed(
+      `update ${kind}`,
+      () => this.inner.update<T>(kind, name, spec, version),
+      (v) => v === undefined,
+    );
+  }
+  delete(kind: StoreKind, name: string, version?: string): Promise<boolean> {
+    return this.#timed(
+      `delete ${kind}`,
+      () => this.inner.delete(kind, name, version),
+      (v) => !v,
+    );
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/** Counts the connections this process opens (http and https agents). */
+let connections = 0;
+function countConnections(): void {
+  for (const proto of [http.Agent.prototype, https.Agent.prototype] as unknown as Array<{
+    createConnection: (...a: unknown[]) => unknown;
+  }>) {
+    const orig = proto.createConnection;
+    proto.createConnection = function (this: unknown, ...a: unknown[]) {
+      connections++;
+      return orig.apply(this, a);
+    };
+  }
+}
+
+/** The bench's KubeClient with every request counted by verb and resource kind. */
+function countedKube(kube: KubeClient, table: CallTable, perAdd: { n: number }): KubeClient['request'] {
+  return async (method, path, body, contentType) => {
+    const res = /\/(leases|ippools|allocations)(\/[^/?]+)?/.exec(path);
+    const key = `${method} ${res ? `${res[1]}${res[2] ? '/name' : ''}` : path}`;
+    const t0 = performance.now();
+    perAdd.n++;
+    try {
+      const r = await kube.request(method, path, body, contentType);
+      record(table, key, performance.now() - t0, r.status === 409 || r.status === 422 ? 'conflict' : 'ok');
+      return r;
+    } catch (e) {
+      record(table, key, performance.now() - t0, 'error');
+      throw e;
+    }
+  };
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // addresses: 10.10.0.0/19, the pool is range_start 10.10.0.1 .. range_start + size - 1
@@ -101,7 +227,7 @@ const jitter = () => sleep(RETRY_MS + Math.random() * JITTER * RETRY_MS);
 
 /** One ADD the way whereabouts does it on the Kubernetes API. */
 async function whereaboutsAdd(
-  kube: KubeClient,
+  kube: Pick<KubeClient, 'request'>,
   spec: WorkerSpec,
   podName: string,
   containerID: string,
@@ -261,19 +387,30 @@ class BenchKubeRecords {
   }
 }
 
-function cnikitAdder(
-  spec: WorkerSpec,
-  create: (name: string, body: unknown) => Promise<boolean>,
-): (podName: string, containerID: string) => Promise<{ ip: string; retries: number }> {
+/** One ADD of a node process; `perAdd` counts the store / API calls it makes. */
+type Adder = (
+  podName: string,
+  containerID: string,
+  perAdd: { n: number },
+) => Promise<{ ip: string; retries: number }>;
+
+/** Every call of the node process, by verb. */
+const calls: CallTable = {};
+
+function cnikitAdder(spec: WorkerSpec, create: (name: string, body: unknown) => Promise<boolean>): Adder {
   let cursor = Math.floor((spec.nodeIndex * spec.pool) / spec.nodes);
-  return async (podName, containerID) => {
+  return async (podName, containerID, perAdd) => {
     let retries = 0;
     for (let tried = 0; tried < spec.pool; tried++) {
       const offset = 1 + (cursor++ % spec.pool);
       const ip = ipOf(offset);
       const name = `${spec.net}.${ip}`;
       const body = { ip, containerID, ifName: 'net1', podNamespace: 'default', podName, node: spec.node };
-      if (await create(name, body)) return { ip, retries };
+      const t0 = performance.now();
+      perAdd.n++;
+      const made = await create(name, body);
+      record(calls, 'create allocations', performance.now() - t0, made ? 'ok' : 'conflict');
+      if (made) return { ip, retries };
       retries++;
     }
     throw new Error(`pool ${RANGE} exhausted`);
@@ -284,11 +421,7 @@ function cnikitAdder(
  * cluster-ipam's allocator: one ADD = allocate() for a pod, as the plugin's ADD does. Cold (`open` given): a store
  * of its own per ADD, closed after it. Warm (`view` given): the node's one store and view, one ADD at a time.
  */
-function allocatorAdder(
-  spec: WorkerSpec,
-  store: Store | (() => Store),
-  view?: NodeView,
-): (podName: string, containerID: string) => Promise<{ ip: string; retries: number }> {
+function allocatorAdder(spec: WorkerSpec, store: Store | (() => Store), view?: NodeView): Adder {
   const conf = parseConf(
     {
       name: spec.net,
@@ -306,17 +439,19 @@ function allocatorAdder(
   );
   const aconf = { net: conf.net, overlapping: conf.overlapping, pools: conf.pools, node: spec.node };
   let queue: Promise<unknown> = Promise.resolve();
-  return async (podName, containerID) => {
+  return async (podName, containerID, perAdd) => {
     const one = async () => {
       const s = typeof store === 'function' ? store() : store;
       try {
-        const [a] = await new Allocator(s, aconf, undefined, view).allocate({
-          containerID,
-          ifName: 'net1',
-          podNamespace: 'default',
-          podName,
-          podUID: `uid-${containerID}`,
-        });
+        const [a] = await new Allocator(new CountingStore(s, calls, perAdd), aconf, undefined, view).allocate(
+          {
+            containerID,
+            ifName: 'net1',
+            podNamespace: 'default',
+            podName,
+            podUID: `uid-${containerID}`,
+          },
+        );
         if (!a) throw new Error('no address');
         return { ip: a.ip, retries: 0 };
       } finally {
@@ -335,12 +470,13 @@ function allocatorAdder(
 // a node process
 
 async function worker(spec: WorkerSpec): Promise<void> {
-  let add: (podName: string, containerID: string) => Promise<{ ip: string; retries: number }>;
+  let add: Adder;
   let close = async () => {};
   if (spec.scenario !== 'cnikit-etcd') {
     const kube = new KubeClient(spec.kubeconfig as string, { maxSockets: spec.perNode * 2 });
     close = async () => kube.close();
-    if (spec.scenario === 'whereabouts') add = (p, c) => whereaboutsAdd(kube, spec, p, c);
+    if (spec.scenario === 'whereabouts')
+      add = (p, c, perAdd) => whereaboutsAdd({ request: countedKube(kube, calls, perAdd) }, spec, p, c);
     else if (spec.scenario === 'cnikit-k8s-warm') {
       // one store for the node's process, as the warm service keeps it (its bound: the whole run)
       const store = new KubernetesStore({ kubeconfig: spec.kubeconfig as string, deadlineMs: 3_600_000 });
@@ -397,12 +533,22 @@ async function worker(spec: WorkerSpec): Promise<void> {
         : cnikitAdder(spec, async (n, b) => (await store.create('allocations', n, b)) !== undefined);
     await Promise.all(Array.from({ length: spec.perNode }, () => store.get('allocations', 'warm-up')));
   }
+  countConnections();
   process.stdout.write('ready\n');
   await new Promise<void>((resolve) => {
     createInterface({ input: process.stdin }).once('line', () => resolve());
   });
   budgetEnd = Date.now() + spec.budgetMs;
-  const res: WorkerResult = { latencies: [], ips: [], errors: [], retries: 0, unfinished: 0 };
+  const res: WorkerResult = {
+    latencies: [],
+    ips: [],
+    errors: [],
+    retries: 0,
+    unfinished: 0,
+    calls,
+    callsPerAdd: [],
+    connections: 0,
+  };
   let next = 0;
   await Promise.all(
     Array.from({ length: spec.perNode }, async () => {
@@ -415,9 +561,11 @@ async function worker(spec: WorkerSpec): Promise<void> {
         }
         const podName = `pod-${spec.nodeIndex}-${i}`;
         const t0 = performance.now();
+        const perAdd = { n: 0 };
         try {
-          const r = await add(podName, `ctr-${spec.nodeIndex}-${i}`);
+          const r = await add(podName, `ctr-${spec.nodeIndex}-${i}`, perAdd);
           res.latencies.push(performance.now() - t0);
+          res.callsPerAdd.push(perAdd.n);
           res.ips.push(r.ip);
           res.retries += r.retries;
         } catch (e) {
@@ -427,6 +575,7 @@ async function worker(spec: WorkerSpec): Promise<void> {
       }
     }),
   );
+  res.connections = connections;
   await close();
   process.stdout.write(`${JSON.stringify(res)}\n`);
 }
@@ -452,6 +601,131 @@ interface RunResult {
   unfinished: number;
   driver: string;
   firstError?: string;
+  /** Every node process's calls merged; calls per finished ADD (mean, p50, max); connections opened. */
+  calls: CallTable;
+  callsPerAdd: { mean: number; p50: number; p99: number; max: number };
+  connections: number;
+  /** Node processes: spawn to ready (process start, module load, store/connection warm-up), median and max. */
+  startMs: { p50: number; max: number };
+  /** What the servers spent during the run (from the start signal to the last answer). */
+  server: ServerUse;
+}
+
+interface ServerUse {
+  /** CPU seconds (user + system, /proc/PID/stat) of kube-apiserver and of etcd. */
+  apiserverCpuS?: number;
+  etcdCpuS?: number;
+  /** The machine's load average (1 min) at the start and at the end. */
+  loadStart: number;
+  loadEnd: number;
+  /** kube-apiserver's own view (its /metrics): requests by verb and resource, mean time at the server, ms. */
+  apiserver?: Record<string, { n: number; meanMs: number }>;
+  /** kube-apiserver's etcd client: operations by type, mean ms. */
+  apiserverEtcd?: Record<string, { n: number; meanMs: number }>;
+}
+
+/** CPU seconds a process has used (utime + stime, clock ticks of 100 Hz). */
+function cpuSeconds(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+const loadavg = () => Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
+
+/** Sums and counts of a Prometheus histogram by a label set, e.g. `verb,resource`. */
+function histogram(
+  text: string,
+  metric: string,
+  labels: string[],
+): Map<string, { sum: number; count: number }> {
+  const out = new Map<string, { sum: number; count: number }>();
+  const re = new RegExp(`^${metric}_(sum|count)\\{([^}]*)\\} ([0-9.e+-]+)$`, 'gm');
+  for (const m of text.matchAll(re)) {
+    const l = Object.fromEntries(
+      [...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1] as string, x[2] as string]),
+    );
+    const key = labels.map((k) => l[k] ?? '').join(' ');
+    const e = out.get(key) ?? { sum: 0, count: 0 };
+    if (m[1] === 'sum') e.sum += Number(m[3]);
+    else e.count += Number(m[3]);
+    out.set(key, e);
+  }
+  return out;
+}
+
+function histogramDelta(
+  before: Map<string, { sum: number; count: number }>,
+  after: Map<string, { sum: number; count: number }>,
+  keep: (key: string) => boolean,
+): Record<string, { n: number; meanMs: number }> {
+  const out: Record<string, { n: number; meanMs: number }> = {};
+  for (const [k, a] of after) {
+    if (!keep(k)) continue;
+    const b = before.get(k) ?? { sum: 0, count: 0 };
+    const n = a.count - b.count;
+    if (n > 0) out[k] = { n, meanMs: Math.round(((a.sum - b.sum) / n) * 10000) / 10 };
+  }
+  return out;
+}
+
+/** Measures the servers around a scenario. */
+interface ServerProbe {
+  apiserverPid?: number;
+  etcdPid?: number;
+  metrics?: () => string | undefined;
+}
+
+function probeStart(p: ServerProbe) {
+  const text = p.metrics?.();
+  return {
+    api: cpuSeconds(p.apiserverPid),
+    etcd: cpuSeconds(p.etcdPid),
+    load: loadavg(),
+    text,
+  };
+}
+
+function probeEnd(p: ServerProbe, s: ReturnType<typeof probeStart>): ServerUse {
+  const text = p.metrics?.();
+  const api = cpuSeconds(p.apiserverPid);
+  const etcd = cpuSeconds(p.etcdPid);
+  const out: ServerUse = { loadStart: s.load, loadEnd: loadavg() };
+  if (api !== undefined && s.api !== undefined) out.apiserverCpuS = Math.round((api - s.api) * 100) / 100;
+  if (etcd !== undefined && s.etcd !== undefined) out.etcdCpuS = Math.round((etcd - s.etcd) * 100) / 100;
+  if (text && s.text) {
+    const ours = /ipamallocations|ipamblocks|leases|ippools|allocations/;
+    out.apiserver = histogramDelta(
+      histogram(s.text, 'apiserver_request_duration_seconds', ['verb', 'resource']),
+      histogram(text, 'apiserver_request_duration_seconds', ['verb', 'resource']),
+      (k) => ours.test(k),
+    );
+    out.apiserverEtcd = histogramDelta(
+      histogram(s.text, 'etcd_request_duration_seconds', ['operation', 'type']),
+      histogram(text, 'etcd_request_duration_seconds', ['operation', 'type']),
+      (k) => ours.test(k),
+    );
+  }
+  return out;
+}
+
+function mergeCalls(tables: CallTable[]): CallTable {
+  const out: CallTable = {};
+  for (const t of tables)
+    for (const [k, v] of Object.entries(t)) {
+      const o = out[k] ?? { n: 0, conflicts: 0, errors: 0, ms: [] };
+      o.n += v.n;
+      o.conflicts += v.conflicts;
+      o.errors += v.errors;
+      o.ms.push(...v.ms);
+      out[k] = o;
+    }
+  return out;
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -463,8 +737,10 @@ async function runScenario(
   base: Omit<WorkerSpec, 'node' | 'nodeIndex' | 'adds'> & { totalAdds: number },
   netns: string | undefined,
   stored: () => Promise<string[]>,
+  probe: ServerProbe,
 ): Promise<RunResult> {
   const procs = Array.from({ length: base.nodes }, (_, n) => {
+    const spawnedAt = performance.now();
     const adds = Math.floor(base.totalAdds / base.nodes) + (n < base.totalAdds % base.nodes ? 1 : 0);
     const spec: WorkerSpec = { ...base, node: `node-${n}`, nodeIndex: n, adds };
     const cmd = [process.execPath, ...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--worker'];
@@ -478,8 +754,10 @@ async function runScenario(
           env: { ...process.env, BENCH_WORKER: JSON.stringify(spec) },
         });
     const lines = createInterface({ input: p.stdout as NonNullable<typeof p.stdout> });
-    const ready = new Promise<void>((resolve, reject) => {
-      lines.once('line', (l) => (l === 'ready' ? resolve() : reject(new Error(`worker: ${l}`))));
+    const ready = new Promise<number>((resolve, reject) => {
+      lines.once('line', (l) =>
+        l === 'ready' ? resolve(performance.now() - spawnedAt) : reject(new Error(`worker: ${l}`)),
+      );
       p.once('exit', (c) => reject(new Error(`worker exited ${c} before ready`)));
     });
     const done = new Promise<WorkerResult>((resolve, reject) => {
@@ -492,16 +770,19 @@ async function runScenario(
     done.catch(() => {});
     return { p, ready, done };
   });
+  let starts: number[];
   try {
-    await Promise.all(procs.map((x) => x.ready));
+    starts = (await Promise.all(procs.map((x) => x.ready))).sort((a, b) => a - b);
   } catch (e) {
     for (const x of procs) x.p.kill('SIGKILL');
     throw e;
   }
+  const before = probeStart(probe);
   const t0 = performance.now();
   for (const x of procs) x.p.stdin?.write('go\n');
   const results = await Promise.all(procs.map((x) => x.done.then((r) => ({ r, t: performance.now() }))));
   const totalMs = Math.max(...results.map((x) => x.t)) - t0;
+  const server = probeEnd(probe, before);
   for (const x of procs) x.p.stdin?.end();
   const lat = results.flatMap((x) => x.r.latencies).sort((a, b) => a - b);
   const ips = results.flatMap((x) => x.r.ips);
@@ -533,6 +814,20 @@ async function runScenario(
           ? 'warm'
           : `${base.driver} cold`,
     ...(errors.length ? { firstError: errors[0] } : {}),
+    calls: mergeCalls(results.map((x) => x.r.calls)),
+    callsPerAdd: (() => {
+      const c = results.flatMap((x) => x.r.callsPerAdd).sort((a, b) => a - b);
+      const mean = c.reduce((a, b) => a + b, 0) / Math.max(1, c.length);
+      return {
+        mean: Math.round(mean * 100) / 100,
+        p50: quantile(c, 0.5),
+        p99: quantile(c, 0.99),
+        max: c[c.length - 1] ?? 0,
+      };
+    })(),
+    connections: results.reduce((s, x) => s + x.r.connections, 0),
+    startMs: { p50: Math.round(quantile(starts, 0.5)), max: Math.round(starts[starts.length - 1] ?? 0) },
+    server,
   };
 }
 
@@ -634,9 +929,21 @@ async function main(): Promise<void> {
           `cluster-ipam bench: ${scenario}, pool ${pool}, ${totalAdds} ADDs on ${nodes} nodes ...\n`,
         );
         try {
-          const r = await runScenario(base, scenario === 'cnikit-etcd' ? undefined : netns, stored);
+          const probe: ServerProbe =
+            scenario === 'cnikit-etcd'
+              ? { etcdPid: etcd?.pid() }
+              : {
+                  etcdPid: cp?.procs[0]?.pid,
+                  apiserverPid: cp?.procs[1]?.pid,
+                  metrics: () => {
+                    const m = cp?.kubectl(['get', '--raw', '/metrics']);
+                    return m?.status === 0 ? m.stdout : undefined;
+                  },
+                };
+          const r = await runScenario(base, scenario === 'cnikit-etcd' ? undefined : netns, stored, probe);
           results.push(r);
-          process.stderr.write(`  ${JSON.stringify(r)}\n`);
+          const { calls: _calls, ...brief } = r;
+          process.stderr.write(`  ${JSON.stringify(brief)}\n`);
         } catch (e) {
           process.stderr.write(`  ${scenario} pool ${pool}: the run failed: ${(e as Error).message}\n`);
         }
@@ -689,6 +996,46 @@ async function main(): Promise<void> {
   });
   for (const r of results)
     if (r.firstError) console.log(`${r.scenario} pool ${r.pool}: first error: ${r.firstError}`);
+  console.log(
+    "\nWhere the time goes (calls as the node processes timed them; the servers' own figures after):",
+  );
+  for (const r of results) console.log(breakdown(r));
+}
+
+/** The per-scenario breakdown: calls per ADD by verb, their latencies and conflicts, the servers' CPU. */
+function breakdown(r: RunResult): string {
+  const ok = Math.max(1, r.adds);
+  const sv = r.server;
+  const out = [
+    `\n${r.scenario} (${r.driver}), pool ${r.pool}: load ${sv.loadStart.toFixed(1)} -> ${sv.loadEnd.toFixed(1)}; ` +
+      `calls per ADD mean ${r.callsPerAdd.mean} (p50 ${r.callsPerAdd.p50}, p99 ${r.callsPerAdd.p99}, max ${r.callsPerAdd.max}); ` +
+      `connections opened ${r.connections} (${(r.connections / ok).toFixed(2)} per ADD); ` +
+      `node process start to ready p50 ${r.startMs.p50} ms, max ${r.startMs.max} ms`,
+    `  CPU during the run: kube-apiserver ${sv.apiserverCpuS ?? '-'} s, etcd ${sv.etcdCpuS ?? '-'} s ` +
+      `(${sv.apiserverCpuS !== undefined ? ((sv.apiserverCpuS * 1000) / ok).toFixed(1) : '-'} / ` +
+      `${sv.etcdCpuS !== undefined ? ((sv.etcdCpuS * 1000) / ok).toFixed(1) : '-'} ms per ADD; ${r.totalS.toFixed(1)} s wall on 2 cores)`,
+    '  | call | n | per ADD | conflicts | errors | p50 ms | p99 ms | total s |',
+    '  | --- | --- | --- | --- | --- | --- | --- | --- |',
+  ];
+  for (const [k, v] of Object.entries(r.calls).sort((a, b) => b[1].n - a[1].n)) {
+    const ms = [...v.ms].sort((a, b) => a - b);
+    const total = ms.reduce((a, b) => a + b, 0) / 1000;
+    out.push(
+      `  | ${k} | ${v.n} | ${(v.n / ok).toFixed(2)} | ${v.conflicts} | ${v.errors} | ${quantile(ms, 0.5).toFixed(0)} | ${quantile(ms, 0.99).toFixed(0)} | ${total.toFixed(1)} |`,
+    );
+  }
+  const server = (title: string, t?: Record<string, { n: number; meanMs: number }>) => {
+    if (!t || Object.keys(t).length === 0) return;
+    out.push(
+      `  ${title}: ${Object.entries(t)
+        .sort((a, b) => b[1].n - a[1].n)
+        .map(([k, v]) => `${k} ${v.n}× mean ${v.meanMs} ms`)
+        .join('; ')}`,
+    );
+  };
+  server('at kube-apiserver', sv.apiserver);
+  server('kube-apiserver -> etcd', sv.apiserverEtcd);
+  return out.join('\n');
 }
 
 await main();

@@ -352,3 +352,123 @@ describe('DEL, GC, STATUS', () => {
     assert.equal(s!.freeBorrowable, 0n);
   });
 });
+
+describe('contention and the number of store calls', () => {
+  test('concurrent cold ADDs of one node that find no block share the one block a call claims', async () => {
+    const store = new MemoryStore();
+    const p = pools({ range: '10.40.0.0/20' }); // 128 blocks of 32
+    const got = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        alloc(store, 'n1', p).allocate({ containerID: `c${i}`, ifName: 'e' }),
+      ),
+    );
+    assert.equal(new Set(got.map((g) => g[0]!.ip)).size, 10);
+    const blocks = await store.list<BlockSpec>('blocks');
+    assert.equal(blocks.length, 1, blocks.map((b) => b.name).join(' '));
+    for (const g of got) {
+      assert.equal(g[0]!.record.spec.borrowed, false);
+      assert.equal(g[0]!.record.spec.block, blocks[0]!.name);
+    }
+  });
+
+  test('a warm view borrows from what its last borrowing read: one create per ADD, no list, until it runs dry', async () => {
+    const store = new MemoryStore();
+    const p = pools({ range: '10.41.0.0/28' }); // 14 addresses, blocks of one
+    const n1 = alloc(store, 'n1', p);
+    for (let i = 0; i < 14; i++) await n1.allocate({ containerID: `a${i}`, ifName: 'e' });
+    // n1 keeps every block, 7 of its addresses are free again
+    for (let i = 0; i < 7; i++) await n1.release(`a${i}`, 'e');
+    const view = new NodeView();
+    const n2 = alloc(store, 'n2', p, true, 'default', view);
+    const first = await n2.allocate({ containerID: 'b0', ifName: 'e' });
+    assert.equal(first[0]!.record.spec.borrowed, true);
+    const before = { ...store.calls };
+    const ips = [first[0]!.ip];
+    for (let i = 1; i < 7; i++) ips.push((await n2.allocate({ containerID: `b${i}`, ifName: 'e' }))[0]!.ip);
+    assert.equal(new Set(ips).size, 7);
+    assert.equal(store.calls.list - before.list, 0);
+    assert.equal(store.calls.create - before.create, 6);
+    // dry: read again, nothing left
+    await assert.rejects(n2.allocate({ containerID: 'b7', ifName: 'e' }), PoolExhaustedError);
+    assert.ok(store.calls.list > before.list);
+    // an address freed meanwhile is found once the view reads again
+    await n1.release('a7', 'e');
+    const late = await n2.allocate({ containerID: 'b8', ifName: 'e' });
+    assert.equal(late[0]!.record.spec.borrowed, true);
+  });
+
+  test('only a new view reads exactly; a view read again (stale, after a failure) reads from the cache', async () => {
+    const store = new MemoryStore();
+    const seen: Array<boolean | undefined> = [];
+    const spy = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'list')
+          return (kind: 'blocks' | 'allocations', prefix?: string, opts?: { cached?: boolean }) => {
+            seen.push(opts?.cached);
+            return target.list(kind, prefix, opts);
+          };
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const p = pools({ range: '10.42.0.0/24' });
+    const view = new NodeView();
+    const a = new Allocator(
+      spy,
+      { net: 'default', overlapping: true, pools: p, node: 'n1' },
+      undefined,
+      view,
+    );
+    await a.allocate({ containerID: 'c0', ifName: 'e' });
+    assert.ok(seen.length >= 2);
+    assert.ok(
+      seen.slice(0, 2).every((c) => c === undefined),
+      String(seen),
+    );
+    seen.length = 0;
+    view.loadedAt = 0; // what the warm service does after a failed call
+    await a.allocate({ containerID: 'c1', ifName: 'e' });
+    assert.ok(seen.length >= 2);
+    assert.ok(
+      seen.every((c) => c === true),
+      String(seen),
+    );
+  });
+});
+
+describe('the exact read of a new view', () => {
+  test('is tried once: when it fails, the next ADD reads from the cache instead of asking for it again', async () => {
+    const store = new MemoryStore();
+    const seen: Array<boolean | undefined> = [];
+    let failExact = true;
+    const spy = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'list')
+          return async (kind: 'blocks' | 'allocations', prefix?: string, opts?: { cached?: boolean }) => {
+            seen.push(opts?.cached);
+            if (failExact && !opts?.cached) throw new Error('no answer within 10000 ms');
+            return target.list(kind, prefix, opts);
+          };
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const p = pools({ range: '10.43.0.0/24' });
+    const view = new NodeView();
+    const a = new Allocator(
+      spy,
+      { net: 'default', overlapping: true, pools: p, node: 'n1' },
+      undefined,
+      view,
+    );
+    await assert.rejects(a.allocate({ containerID: 'c0', ifName: 'e' }), /no answer/);
+    assert.ok(seen.length >= 1 && seen[0] === undefined);
+    seen.length = 0;
+    failExact = false;
+    const got = await a.allocate({ containerID: 'c0', ifName: 'e' });
+    assert.ok(got[0]!.ip.startsWith('10.43.0.'));
+    assert.ok(seen.length >= 2);
+    assert.ok(
+      seen.every((c) => c === true),
+      String(seen),
+    );
+  });
+});

@@ -123,6 +123,12 @@ function fnv(text: string): number {
 const MAX_BLOCK_PROBES = 1 << 16;
 /** A warm view older than this is read again from the store before the next ADD. */
 export const VIEW_MAX_AGE_MS = 60_000;
+/**
+ * How long a warm view keeps what its last borrowing read (the other nodes' blocks, the records in them): ADDs of a
+ * node whose blocks are full and that finds no block to claim borrow from that, instead of reading the pool's
+ * blocks and records again for every ADD (a failed create only marks the name taken).
+ */
+export const LENDERS_MAX_AGE_MS = 10_000;
 
 /**
  * What this node knows of the store: its blocks per pool and the records it holds. Cold: read for one call. Warm:
@@ -137,10 +143,14 @@ export class NodeView {
   readonly taken = new Set<string>();
   /** Names a call in flight is creating (calls of one process never race each other for a name). */
   readonly pending = new Set<string>();
+  /** Per pool key: the other nodes' blocks and the records in them at the last borrowing (LENDERS_MAX_AGE_MS). */
+  readonly lenders = new Map<string, { at: number; blocks: Lender[]; used: Set<string> }>();
   /** When it was read (Date.now()); 0: never. */
   loadedAt = 0;
   /** Reads from the store since it was made (the warm service's figure). */
   loads = 0;
+  /** The one exact read of this view was tried (a new view's; every later read comes from the cache). */
+  exactTried = false;
   #lock: Promise<unknown> = Promise.resolve();
 
   /** Runs f when no other exclusive work of this view runs (one read, one block claim at a time). */
@@ -158,6 +168,11 @@ export class NodeView {
     }
     return m;
   }
+}
+
+interface Lender {
+  base: bigint;
+  name: string;
 }
 
 export class Allocator {
@@ -205,19 +220,32 @@ export class Allocator {
   /** Reads this node's blocks and records into the view (replacing what it had). */
   async load(view: NodeView, quorum = false): Promise<void> {
     const opts: ListOptions = quorum ? {} : { cached: true };
+    // the node's blocks of every pool and the records it holds: independent reads. A warm view sends them at once
+    // (its connection is open); a cold call one after the other, on the one connection it opened (a request sent
+    // beside another opens a second connection: one more TLS handshake for the API server)
+    const blockList = (p: Pool) =>
+      this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), { ...opts, node: this.conf.node });
+    let lists: StoredObject<BlockSpec>[][];
+    let held: StoredObject<AllocationSpec>[];
+    if (this.view)
+      [lists, held] = await Promise.all([
+        Promise.all(this.conf.pools.map(blockList)),
+        this.heldRecords(opts),
+      ]);
+    else {
+      lists = [];
+      for (const p of this.conf.pools) lists.push(await blockList(p));
+      held = await this.heldRecords(opts);
+    }
     const blocks = new Map<string, Map<bigint, string>>();
-    for (const p of this.conf.pools) {
+    this.conf.pools.forEach((p, i) => {
       const m = new Map<bigint, string>();
-      for (const b of await this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), {
-        ...opts,
-        node: this.conf.node,
-      })) {
+      for (const b of lists[i] ?? []) {
         const base = this.baseOf(p, b.name);
         if (base !== undefined && b.spec.node === this.conf.node) m.set(base, b.name);
       }
       blocks.set(p.key, m);
-    }
-    const held = await this.heldRecords(opts);
+    });
     view.blocks.clear();
     for (const [k, m] of blocks) view.blocks.set(k, m);
     view.held.clear();
@@ -233,10 +261,15 @@ export class Allocator {
     if (view) {
       const stale = () => view.loadedAt === 0 || Date.now() - view.loadedAt > VIEW_MAX_AGE_MS;
       if (!stale()) return { view, fresh: false };
-      // a new service reads exactly (no lag: what its previous image wrote just before it died is seen)
+      // a new service reads exactly (no lag: what its previous image wrote just before it died is seen), once;
+      // later reads (a minute old, after a failed call, after a failed exact read) come from the watch cache: an
+      // exact label-selected list reads and decodes every record of the resource from etcd, which a loaded API
+      // server did not answer within 10 s at 2 700 records, and a failure asked again at every ADD
       return view.exclusive(async () => {
         if (!stale()) return { view, fresh: true };
-        await this.load(view, view.loadedAt === 0);
+        const exact = !view.exactTried;
+        view.exactTried = true;
+        await this.load(view, exact);
         return { view, fresh: true };
       });
     }
@@ -293,7 +326,14 @@ export class Allocator {
       const meanwhile = (await this.takeOwn(p, owner, view)) ?? this.existing(p, owner, view);
       if (meanwhile) return meanwhile;
       if (!fresh) {
-        // the warm view ran dry: read it again (records released elsewhere, blocks claimed meanwhile), retry
+        // the warm view ran dry: borrow from what the last borrowing read, when it is recent
+        const lent = view.lenders.get(p.key);
+        if (lent && Date.now() - lent.at < LENDERS_MAX_AGE_MS) {
+          const got = await this.borrow(p, owner, view, lent.blocks, lent.used);
+          if (got) return got;
+          view.lenders.delete(p.key);
+        }
+        // else read it again (records released elsewhere, blocks claimed meanwhile), retry
         await this.load(view);
         const now = this.existing(p, owner, view) ?? (await this.takeOwn(p, owner, view));
         if (now) return now;
@@ -350,7 +390,13 @@ export class Allocator {
       });
       claimed.add(base);
       if (!made) {
-        others.push({ base, name });
+        // taken meanwhile: by another call on this node (a cold ADD beside this one)? then it is this node's block
+        const now = await this.store.get<BlockSpec>('blocks', name);
+        if (now?.spec.node === node) {
+          view.ownBlocks(p).set(base, name);
+          const got = await this.takeIn(p, base, name, owner, false, view);
+          if (got) return got;
+        } else others.push({ base, name });
         continue;
       }
       view.ownBlocks(p).set(base, name);
@@ -363,11 +409,27 @@ export class Allocator {
       cached: true,
     }))
       used.add(r.name);
-    for (const b of others) {
+    if (this.view) this.view.lenders.set(p.key, { at: Date.now(), blocks: others, used });
+    const got = await this.borrow(p, owner, view, others, used);
+    if (got) return got;
+    throw new PoolExhaustedError(p);
+  }
+
+  /** A free address in another node's block; concurrent borrowers start at different blocks. */
+  private async borrow(
+    p: Pool,
+    owner: Owner,
+    view: NodeView,
+    blocks: Lender[],
+    used: ReadonlySet<string>,
+  ): Promise<Allocated | undefined> {
+    const start = blocks.length > 0 ? fnv(`${owner.containerID}/${owner.ifName}`) % blocks.length : 0;
+    for (let i = 0; i < blocks.length; i++) {
+      const b = blocks[(start + i) % blocks.length] as Lender;
       const got = await this.takeIn(p, b.base, b.name, owner, true, view, used);
       if (got) return got;
     }
-    throw new PoolExhaustedError(p);
+    return undefined;
   }
 
   /** A free address of one block, by creating its record; undefined when the block has none left. */
