@@ -1,81 +1,32 @@
 /**
- * The benchmark's Kubernetes API client: a kubeconfig with embedded client certificate (what
- * scripts/k8s/control-plane.ts writes), one keep-alive HTTPS agent, JSON in and out. Nothing else.
+ * The benchmark's (and the whereabouts import driver's) Kubernetes calls: the project's one client
+ * (@cnikit/warm/kube: the kubeconfig's connection, TLS verified, one bound per request), with the body parsed as JSON.
  */
-import { readFileSync } from 'node:fs';
-import https from 'node:https';
-import { parse } from 'yaml';
+import { closeConnection, kubeconfigConnection, kubeRequest } from '@cnikit/warm/kube';
 
-export interface KubeResponse {
-  status: number;
-  // biome-ignore lint/suspicious/noExplicitAny: API objects of many shapes
-  body: any;
-}
+// biome-ignore lint/suspicious/noExplicitAny: API objects of many shapes
+type ApiObject = any;
 
+/** The benchmark's API calls over the project's client: JSON in and out, `maxSockets` at once (default 8). */
 export class KubeClient {
-  readonly server: URL;
-  readonly #agent: https.Agent;
-  readonly #timeoutMs: number;
-
-  constructor(kubeconfigPath: string, opts: { timeoutMs?: number; maxSockets?: number } = {}) {
-    const kc = parse(readFileSync(kubeconfigPath, 'utf8'));
-    const ctx = kc.contexts.find((c: { name: string }) => c.name === kc['current-context']).context;
-    const cluster = kc.clusters.find((c: { name: string }) => c.name === ctx.cluster).cluster;
-    const user = kc.users.find((u: { name: string }) => u.name === ctx.user).user;
-    const data = (k: string) => Buffer.from(String(k), 'base64');
-    this.server = new URL(cluster.server);
-    this.#timeoutMs = opts.timeoutMs ?? 10_000;
-    this.#agent = new https.Agent({
-      keepAlive: true,
-      maxSockets: opts.maxSockets ?? 16,
-      ca: data(cluster['certificate-authority-data']),
-      cert: data(user['client-certificate-data']),
-      key: data(user['client-key-data']),
-    });
+  readonly #conn;
+  constructor(kubeconfig: string, o: { maxSockets?: number } = {}) {
+    this.#conn = { ...kubeconfigConnection(kubeconfig), maxSockets: o.maxSockets };
   }
-
-  request(
+  async request(
     method: string,
     path: string,
     body?: unknown,
-    contentType = 'application/json',
-  ): Promise<KubeResponse> {
-    const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-    return new Promise((resolve, reject) => {
-      const req = https.request(
-        new URL(path, this.server),
-        {
-          method,
-          agent: this.#agent,
-          timeout: this.#timeoutMs,
-          headers: {
-            accept: 'application/json',
-            ...(data ? { 'content-type': contentType, 'content-length': data.length } : {}),
-          },
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            let parsed: unknown = text;
-            try {
-              parsed = text ? JSON.parse(text) : undefined;
-            } catch {}
-            resolve({ status: res.statusCode ?? 0, body: parsed });
-          });
-          res.on('error', reject);
-        },
-      );
-      req.on('timeout', () =>
-        req.destroy(new Error(`${method} ${path}: no answer within ${this.#timeoutMs} ms`)),
-      );
-      req.on('error', reject);
-      req.end(data);
-    });
+    contentType?: string,
+  ): Promise<{ status: number; body: ApiObject }> {
+    const r = await kubeRequest(this.#conn, method, path, body, 10_000, { contentType });
+    let parsed: unknown = r.body;
+    try {
+      parsed = r.body ? JSON.parse(r.body) : undefined;
+    } catch {}
+    return { status: r.status, body: parsed };
   }
-
   close(): void {
-    this.#agent.destroy();
+    closeConnection(this.#conn);
   }
 }

@@ -528,6 +528,20 @@ test('switching to the Go reference plugins and back, as docs/kubernetes.md says
   }
 });
 
+/** The periodic GC every 5 s with a 5 s grace, set in cnikit's ConfigMap as an operator would (read at serve's start). */
+function fastGc(c: Parameters<typeof kubectl>[0]): void {
+  kubectl(c, [
+    '-n',
+    'kube-system',
+    'patch',
+    'configmap',
+    'cnikit-config',
+    '--type=merge',
+    '-p',
+    JSON.stringify({ data: { 'gc-interval': '5s', 'gc-grace': '5' } }),
+  ]);
+}
+
 /**
  * The image of the rolling update: the same sources compiled again with another version stamp, so the executable
  * differs (its digest, its `--version`) as a release's would. Built into the cluster's scratch directory and
@@ -639,16 +653,7 @@ test('a rolling update of the DaemonSet to a new executable (new image, ConfigMa
   const loop = new PodLoop(c, 'roll');
   await sleep(5000);
   // the periodic GC every 5 s with a 5 s grace (what the reboot case below needs): ConfigMap keys, then the new tag
-  kubectl(c, [
-    '-n',
-    'kube-system',
-    'patch',
-    'configmap',
-    'cnikit-config',
-    '--type=merge',
-    '-p',
-    JSON.stringify({ data: { 'gc-interval': '5s', 'gc-grace': '5' } }),
-  ]);
+  fastGc(c);
   kubectl(c, [
     '-n',
     'kube-system',
@@ -707,16 +712,7 @@ test('a node reboot: pods come back with networking; no address stays reserved (
   // did; the serve container reads the keys at its start)
   const cm = JSON.parse(kubectl(c, ['-n', 'kube-system', 'get', 'configmap', 'cnikit-config', '-o', 'json']));
   if (cm.data['gc-interval'] !== '5s' || cm.data['gc-grace'] !== '5') {
-    kubectl(c, [
-      '-n',
-      'kube-system',
-      'patch',
-      'configmap',
-      'cnikit-config',
-      '--type=merge',
-      '-p',
-      JSON.stringify({ data: { 'gc-interval': '5s', 'gc-grace': '5' } }),
-    ]);
+    fastGc(c);
     kubectl(c, ['-n', 'kube-system', 'rollout', 'restart', 'daemonset/cnikit']);
     await dsReady(c);
   }

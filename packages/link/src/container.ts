@@ -1,7 +1,7 @@
 /**
  * The container side of an interface plugin, in the reference plugins' words: its namespace opened ("failed to
  * open netns …"), the place a stacked link's master lives, a stacked link created and renamed there, DEL's removal
- * of the interface and the neighbour-notify sysctls before addressing.
+ * of the interface and the neighbour-notify sysctls before addressing, the host end of a new veth pair set up.
  */
 import { closeSync } from 'node:fs';
 import {
@@ -12,9 +12,11 @@ import {
   openNetnsFd,
   randomVethName,
   renameLink,
+  setLinkUp,
   withNetns,
   withNetnsFd,
 } from '@cnikit/netlink';
+import { errorReason, internalError } from '@cnikit/skel';
 import { SysError } from '@cnikit/sys';
 import { fail } from './fail.ts';
 
@@ -142,4 +144,23 @@ export function removeInNetns(netnsPath: string, fn: () => void): void {
   } catch (err) {
     if (!isNetnsGoneForDel(err, netnsPath)) throw err;
   }
+}
+
+/**
+ * The host end of a veth pair just created from the container (the reference's `SetupVeth`), in the calling
+ * thread's namespace: looked up ("failed to lookup "<name>": Link not found") and set up ("failed to set "<name>"
+ * up: …"), both code 999.
+ */
+export function hostVethUp<L extends { index: number }>(
+  name: string,
+  lookup: (name: string) => L | undefined,
+): L {
+  const host = lookup(name);
+  if (!host) throw internalError(`failed to lookup ${JSON.stringify(name)}: Link not found`);
+  try {
+    setLinkUp(host.index);
+  } catch (err) {
+    throw internalError(`failed to set ${JSON.stringify(name)} up: ${errorReason(err)}`, err);
+  }
+  return host;
 }

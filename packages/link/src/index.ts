@@ -9,25 +9,28 @@
  *
  * Every export here is public API.
  */
+export {
+  checkMtu,
+  IPAM_KEY,
+  IPAM_KEYS,
+  type LinkConfBase,
+  linkConfBase,
+  NETCONF_KEYS,
+  type StackedLinkConf,
+  stackedLinkConf,
+} from './conf.ts';
 export { configureIface, enableForward, type IfaceConfig } from './configure.ts';
 export {
   addStackedLinkToContainer,
   type ContainerLinkRequest,
   deleteLinkInNetns,
+  hostVethUp,
   inMasterNetns,
   openContainerNetns,
   removeInNetns,
 } from './container.ts';
-export {
-  ipamAdd,
-  ipamGc,
-  ipamStatus,
-  type LinkPluginVerbs,
-  linkPlugin,
-  lookupMaster,
-  requireMaster,
-  type WithIpam,
-} from './plugin.ts';
+export { ipamAdd, ipamGc, ipamStatus, type WithIpam } from './ipam.ts';
+export { type LinkPluginVerbs, linkPlugin, lookupMaster, requireMaster } from './plugin.ts';
 export {
   type AddrView,
   addrViews,
@@ -36,6 +39,9 @@ export {
   type ExpectedStateView,
   findSandboxInterface,
   type LinkView,
+  type ModeLinkCheck,
+  type ModeLinkView,
+  modeLinkCheck,
   type RouteView,
   routeText,
   routeViews,

@@ -1,40 +1,33 @@
 /**
- * The rest of what the interface plugins share: their plugin object (`linkPlugin`, with the IPAM's GC and STATUS as
- * the default verbs), the IPAM step of an ADD with its undo (`ipamAdd`), and the master's lookups of CHECK/ADD
- * (`lookupMaster`, the reference's "failed to lookup master …") and of STATUS (`requireMaster`, code 50).
+ * The rest of what the interface plugins share: their plugin object (`linkPlugin`, with the shared DEL and the IPAM's
+ * GC and STATUS as the default verbs), and the master's lookups of CHECK/ADD (`lookupMaster`, the reference's
+ * "failed to lookup master …") and of STATUS (`requireMaster`, code 50).
  */
 import { getLinkDetails, type LinkDetails } from '@cnikit/netlink';
 import {
   ALL_VERSIONS,
   CNIKIT_VERSION,
   CniError,
-  delegateAdd,
-  delegateGc,
-  delegateStatus,
   ErrorCode,
   internalError,
   type Plugin,
   type Request,
-  type RequestBase,
-  type Result,
-  type Rollback,
-  undoDelegateAdd,
 } from '@cnikit/skel';
 import { inMasterNetns } from './container.ts';
+import { ipamGc, ipamStatus, type WithIpam } from './ipam.ts';
+import { delContainerLink } from './verbs.ts';
 
-/** The part of a plugin's configuration the shared verbs read: the IPAM type ('' = none configured). */
-export interface WithIpam {
-  ipamType: string;
-}
-
-/** What an interface plugin writes itself; `gc` and `status` default to the IPAM's (none without an IPAM type). */
-export type LinkPluginVerbs<C> = Pick<Plugin<C>, 'conf' | 'add' | 'del' | 'check'> &
-  Partial<Pick<Plugin<C>, 'gc' | 'status' | 'prevResultErrorPrefix'>>;
+/**
+ * What an interface plugin writes itself; `del` defaults to delContainerLink's (IPAM DEL and the link's removal, no
+ * master needed), `gc` and `status` to the IPAM's (none without an IPAM type).
+ */
+export type LinkPluginVerbs<C> = Pick<Plugin<C>, 'conf' | 'add' | 'check'> &
+  Partial<Pick<Plugin<C>, 'del' | 'gc' | 'status' | 'prevResultErrorPrefix'>>;
 
 /**
  * The plugin object of interface plugin `name`: about text `CNI <name> plugin cnikit <version>`, every spec version,
- * not an IPAM. Without `gc`/`status` of its own it runs the IPAM's (when one is configured): such a link leaves
- * nothing outside its container, and has no prerequisite of its own to report.
+ * not an IPAM. Without a `del` of its own it runs delContainerLink, without `gc`/`status` the IPAM's (when one is
+ * configured): such a link leaves nothing outside its container, and has no prerequisite of its own to report.
  */
 export function linkPlugin<C extends WithIpam>(name: string, verbs: LinkPluginVerbs<C>): Plugin<C> {
   return {
@@ -42,6 +35,9 @@ export function linkPlugin<C extends WithIpam>(name: string, verbs: LinkPluginVe
     ipam: false,
     about: `CNI ${name} plugin cnikit ${CNIKIT_VERSION}`,
     versions: ALL_VERSIONS,
+    del: async function del(req: Request<C>): Promise<void> {
+      await delContainerLink(req);
+    },
     gc: async function gc(req: Request<C>): Promise<void> {
       await ipamGc(req);
     },
@@ -50,28 +46,6 @@ export function linkPlugin<C extends WithIpam>(name: string, verbs: LinkPluginVe
     },
     ...verbs,
   };
-}
-
-/** GC's IPAM step: the IPAM's GC when an IPAM type is configured (`always`: also without, the reference's error). */
-export async function ipamGc<C extends WithIpam>(req: Request<C>, always = false): Promise<void> {
-  if (always || req.conf.ipamType !== '') await delegateGc(req.conf.ipamType, req);
-}
-
-/**
- * STATUS's IPAM step: the IPAM's STATUS when an IPAM type is configured (`always`: also without, the reference's
- * "no plugin name provided").
- */
-export async function ipamStatus<C extends WithIpam>(req: Request<C>, always = false): Promise<void> {
-  if (always || req.conf.ipamType !== '') await delegateStatus(req.conf.ipamType, req);
-}
-
-/**
- * ADD's IPAM step: its undo (an IPAM DEL, only for a delegate whose ADD started) goes on `undo` before the call, so an
- * IPAM that allocated and then failed to answer is released too; then the IPAM's ADD.
- */
-export function ipamAdd(ipamType: string, req: RequestBase, undo: Rollback): Promise<Result> {
-  undo.push('IPAM DEL', () => undoDelegateAdd(ipamType, req));
-  return delegateAdd(ipamType, req);
 }
 
 /**

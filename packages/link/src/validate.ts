@@ -193,3 +193,40 @@ export function validateContainerInterface<L extends LinkView = LinkView>(
   opts.after?.(link);
   if (opts.requireUp && !link.up) no(`Interface ${intf.name} is down`);
 }
+
+/** A macvlan's or ipvlan's view for `modeLinkCheck`: its kind data holds the mode. */
+export interface ModeLinkView extends LinkView {
+  name: string;
+  macvlan?: { mode: string };
+  ipvlan?: { mode: string };
+}
+
+export interface ModeLinkCheck {
+  kind: 'macvlan' | 'ipvlan';
+  /** The configured mode as the kernel names it (the plugin's `modeFromString`, which throws for an unknown one). */
+  want: () => string;
+  /** The modes the plugin knows: another one on the link is "unknown <kind> mode: <mode>". */
+  modes: readonly string[];
+  /** How the mismatch message names the link: 'Container IPVlan' (ipvlan), 'container macvlan' (macvlan). */
+  label: string;
+  /** Every message with a lower-case first letter (the reference's macvlan). */
+  lowerCase?: boolean;
+}
+
+/**
+ * CHECK's look at a stacked link with a mode (macvlan, ipvlan): of the kind, with its kind data, in the configured
+ * mode ("<label> mode <have> does not match expected value: <want>"), with prevResult's MAC.
+ */
+export function modeLinkCheck(o: ModeLinkCheck): ContainerLinkCheck<ModeLinkView> {
+  return {
+    lowerCase: o.lowerCase,
+    kind: { kind: o.kind, label: o.kind, data: true },
+    kindData: (link) => {
+      const want = o.want();
+      const have = link[o.kind]?.mode ?? '';
+      if (have === want) return;
+      if (!o.modes.includes(have)) throw new Error(`unknown ${o.kind} mode: ${have}`);
+      throw new Error(`${o.label} mode ${have} does not match expected value: ${want}`);
+    },
+  };
+}

@@ -27,7 +27,7 @@ import {
   openContainerNetns,
   removeInNetns,
 } from './container.ts';
-import { ipamAdd, type WithIpam } from './plugin.ts';
+import { ipamAdd, type WithIpam } from './ipam.ts';
 import {
   type ContainerLinkCheck,
   findSandboxInterface,

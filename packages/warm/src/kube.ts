@@ -27,6 +27,8 @@ export interface KubeConnection {
   source: string;
   /** User name from the kubeconfig, for messages. */
   user?: string;
+  /** Requests in flight at once on the connection's keep-alive agent (default 8; a load generator wants more). */
+  maxSockets?: number;
 }
 
 /** A kubeconfig or the service account cannot be used: a configuration problem, with what to fix. */
@@ -236,7 +238,7 @@ const agents = new WeakMap<KubeConnection, Agent>();
 function agentOf(c: KubeConnection): Agent {
   let a = agents.get(c);
   if (!a) {
-    a = new Agent({ keepAlive: true, maxSockets: 8 });
+    a = new Agent({ keepAlive: true, maxSockets: c.maxSockets ?? 8 });
     agents.set(c, a);
   }
   return a;

@@ -3,7 +3,7 @@
 import { closeSync } from 'node:fs';
 import * as fw from '@cnikit/firewall';
 import { type CIDR, formatCIDR } from '@cnikit/ip';
-import { configureIface, enableForward, ipamAdd } from '@cnikit/link';
+import { configureIface, enableForward, hostVethUp, ipamAdd } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import {
   errorReason,
@@ -302,13 +302,7 @@ export async function add(req: Request<BridgeConf>): Promise<Result> {
     hostName = veth.peer;
     undo.push('delete veth', () => nl.withNetnsFd(netnsFd, () => k.deleteLinkQuiet(req.ifName)));
 
-    const host0 = k.linkByName(hostName);
-    if (!host0) throw internalError(`failed to lookup ${JSON.stringify(hostName)}: Link not found`);
-    try {
-      nl.setLinkUp(host0.index);
-    } catch (err) {
-      throw internalError(`failed to set ${JSON.stringify(hostName)} up: ${errorReason(err)}`, err);
-    }
+    const host0 = hostVethUp(hostName, k.linkByName);
     k.sysctlEnsure(`net/ipv6/conf/${hostName}/accept_ra`, '0');
     configurePort(
       hostName,

@@ -21,6 +21,7 @@ import {
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../../../scripts/k8s-build.mjs';
 import { distBin } from '../../../test-netns/dist.ts';
+import { applyClusterIpamCrds } from './testdata/crds.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const BIN = join(distBin(), 'cluster-ipam');
@@ -91,20 +92,7 @@ before(async () => {
   assert.equal(spawnSync('ip', ['netns', 'add', ctrNs]).status, 0);
   const { dir: cacheDir } = await k8sBinaries();
   cp = await startControlPlane({ binDir: join(cacheDir, 'bin'), dir: join(dir, 'cp'), netns });
-  const crds = cp.kubectl(
-    ['apply', '-f', '-'],
-    readFileSync(join(ROOT, 'deploy/kubernetes/cluster-ipam-crds.yaml'), 'utf8'),
-  );
-  assert.equal(crds.status, 0, crds.stderr);
-  const est = cp.kubectl([
-    'wait',
-    '--for',
-    'condition=established',
-    '--timeout=60s',
-    'crd/ipamblocks.ipam.cnikit.dev',
-    'crd/ipamallocations.ipam.cnikit.dev',
-  ]);
-  assert.equal(est.status, 0, est.stderr);
+  applyClusterIpamCrds(cp);
   // the shipped ClusterRole, bound to a user of our own (the shipped binding names the DaemonSet's account)
   const rbac = readFileSync(join(ROOT, 'deploy/kubernetes/cluster-ipam-rbac.yaml'), 'utf8').split(
     /^---$/m,

@@ -22,6 +22,7 @@ import {
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../../../scripts/k8s-build.mjs';
 import { distBin } from '../../../test-netns/dist.ts';
+import { applyClusterIpamCrds } from './testdata/crds.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const BIN = join(distBin(), 'cluster-ipam');
@@ -97,22 +98,7 @@ before(async () => {
   const { dir: cacheDir } = await k8sBinaries();
   binDir = join(cacheDir, 'bin');
   cp = await startControlPlane({ binDir, dir: join(dir, 'cp'), netns });
-  ok(
-    cp.kubectl(
-      ['apply', '-f', '-'],
-      readFileSync(join(ROOT, 'deploy/kubernetes/cluster-ipam-crds.yaml'), 'utf8'),
-    ),
-  );
-  ok(
-    cp.kubectl([
-      'wait',
-      '--for',
-      'condition=established',
-      '--timeout=60s',
-      'crd/ipamblocks.ipam.cnikit.dev',
-      'crd/ipamallocations.ipam.cnikit.dev',
-    ]),
-  );
+  applyClusterIpamCrds(cp);
   // the shipped roles, bound to a user of our own instead of the DaemonSet's service account
   const docs = parseAllDocuments(readFileSync(join(ROOT, 'deploy/kubernetes/cluster-ipam-rbac.yaml'), 'utf8'))
     .map((d) => d.toJSON() as { kind: string; subjects?: unknown[] })

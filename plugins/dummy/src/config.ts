@@ -1,11 +1,10 @@
 /** dummy network configuration: the generic CNI keys only (decoding errors as the reference words them). */
-import { CniError, decode, ErrorCode, type Infer, s } from '@cnikit/skel';
+import { IPAM_KEY, NETCONF_KEYS } from '@cnikit/link';
+import { decodeNetconf, s } from '@cnikit/skel';
 
 export const dummySchema = s.object({
-  cniVersion: s.string().default(''),
-  name: s.string().default(''),
-  type: s.string().default(''),
-  ipam: s.object({ type: s.string().default('') }).optional(),
+  ...NETCONF_KEYS,
+  ...IPAM_KEY,
 });
 
 export interface DummyConf {
@@ -18,16 +17,6 @@ export interface DummyConf {
 export const IPAM_REQUIRED = 'dummy interface requires an IPAM configuration';
 
 export function parseConf(raw: unknown): DummyConf {
-  let c: Infer<typeof dummySchema>;
-  try {
-    c = decode(dummySchema, raw, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to parse network config: ${e.msg}`,
-      e.details,
-    );
-  }
+  const c = decodeNetconf(dummySchema, raw, 'failed to parse network config');
   return { cniVersion: c.cniVersion, name: c.name, ipamType: c.ipam?.type ?? '' };
 }

@@ -3,7 +3,7 @@
 // 6.1 kernel under qemu). IPAM: cnikit's static/host-local from dist-bin, Debian's Go static where spec ≤ 1.0.0 is
 // enough (a Go binary starts much faster under TCG; the Go 1.1.1 IPAMs have no spec 1.1.0, GC or STATUS).
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
@@ -11,7 +11,9 @@ import {
   cniCall,
   deleteNamedNetns,
   expectCniError,
+  hostLocalReservations,
   ipAddrLink,
+  type IpJson as J,
   requireKernelFeatures,
   sandboxForFile,
 } from '@cnikit/testing';
@@ -22,18 +24,13 @@ import { plugin } from './index.ts';
 const DIST = distBin();
 const env = sandboxForFile({ enterHost: true, containers: 1 });
 
-// biome-ignore lint/suspicious/noExplicitAny: ip -json output
-type J = any;
 const link = (name: string): J | undefined => ipAddrLink(env.sb.container, name);
 /** Links with their addresses, and the routes of every table, of the container (two processes: TCG makes each one costly). */
 const containerState = () => ({
   links: env.sb.exec('ip', ['-d', '-j', 'addr', 'show'], { ns: 'container' }).stdout,
   routes: env.sb.exec('ip', ['-j', 'route', 'show', 'table', 'all'], { ns: 'container' }).stdout,
 });
-const reservations = () => {
-  const d = join(env.dir, 'dmnet');
-  return existsSync(d) ? readdirSync(d).filter((f) => /^(\d+\.){3}\d+$/.test(f)) : [];
-};
+const reservations = () => hostLocalReservations(env.dir, 'dmnet');
 const conf = (ipam?: object, extra: object = {}): J => ({
   cniVersion: '1.0.0',
   name: 'dmnet',

@@ -2,14 +2,13 @@
  * host-device network configuration: decoding with the reference's messages and the "which device" rule. Pure;
  * the sysfs part (runtimeConfig.deviceID, DPDK drivers) is in sysfs.ts and runs in ADD/CHECK/DEL.
  */
-import { CniError, DNSSchema, decodeNetconf, ErrorCode, type Infer, type RequestBase, s } from '@cnikit/skel';
+import { IPAM_KEYS, type LinkConfBase, linkConfBase, NETCONF_KEYS } from '@cnikit/link';
+import { CniError, decodeNetconf, ErrorCode, type RequestBase, s } from '@cnikit/skel';
 
 export const DEFAULT_DATA_DIR = '/var/lib/cni/host-device';
 
 export const hostDeviceSchema = s.object({
-  cniVersion: s.string().default(''),
-  name: s.string().default(''),
-  type: s.string().default(''),
+  ...NETCONF_KEYS,
   device: s.string().default(''),
   hwaddr: s.string().default(''),
   kernelpath: s.string().default(''),
@@ -19,15 +18,10 @@ export const hostDeviceSchema = s.object({
   // cnikit: where the device's original addresses and state are kept between ADD and DEL
   dataDir: s.string().default(DEFAULT_DATA_DIR),
   runtimeConfig: s.object({ deviceID: s.string().default('') }).optional(),
-  ipam: s.object({ type: s.string().default('') }).optional(),
-  dns: DNSSchema.optional(),
+  ...IPAM_KEYS,
 });
 
-type Raw = Infer<typeof hostDeviceSchema>;
-
-export interface HostDeviceConf {
-  cniVersion: string;
-  name: string;
+export interface HostDeviceConf extends LinkConfBase {
   device: string;
   hwaddr: string;
   kernelpath: string;
@@ -35,8 +29,6 @@ export interface HostDeviceConf {
   dpdkMode: boolean;
   deviceID: string;
   dataDir: string;
-  ipamType: string;
-  dns: Raw['dns'];
 }
 
 export const SPECIFY_EITHER = 'specify either "device", "hwaddr", "kernelpath" or "pciBusID"';
@@ -48,8 +40,7 @@ export const SPECIFY_EITHER = 'specify either "device", "hwaddr", "kernelpath" o
 export function parseConf(raw: unknown, req?: Pick<RequestBase, 'command'>): HostDeviceConf {
   const c = decodeNetconf(hostDeviceSchema, raw);
   const conf: HostDeviceConf = {
-    cniVersion: c.cniVersion,
-    name: c.name,
+    ...linkConfBase(c),
     device: c.device,
     hwaddr: c.hwaddr,
     kernelpath: c.kernelpath,
@@ -57,8 +48,6 @@ export function parseConf(raw: unknown, req?: Pick<RequestBase, 'command'>): Hos
     dpdkMode: c.DPDKMode,
     deviceID: c.runtimeConfig?.deviceID ?? '',
     dataDir: c.dataDir,
-    ipamType: c.ipam?.type ?? '',
-    dns: c.dns,
   };
   const verb = req?.command;
   if (verb !== 'GC' && verb !== 'STATUS') {

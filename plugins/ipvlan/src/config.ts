@@ -2,51 +2,33 @@
  * ipvlan network configuration: decoding with the reference's messages, the mode names, and the chained master
  * (the single interface of prevResult when `master` is unset). Pure: no system access.
  */
+
+import { IPAM_KEYS, NETCONF_KEYS, type StackedLinkConf, stackedLinkConf } from '@cnikit/link';
 import type { IpvlanMode } from '@cnikit/netlink';
-import { DNSSchema, decodeNetconf, type Infer, type RequestBase, type Result, s } from '@cnikit/skel';
+import { decodeNetconf, type RequestBase, type Result, s } from '@cnikit/skel';
 
 export const ipvlanSchema = s.object({
-  cniVersion: s.string().default(''),
-  name: s.string().default(''),
-  type: s.string().default(''),
+  ...NETCONF_KEYS,
   master: s.string().default(''),
   mode: s.string().default(''),
   mtu: s.int().default(0),
   linkInContainer: s.bool().default(false),
-  ipam: s.object({ type: s.string().default('') }).optional(),
-  dns: DNSSchema.optional(),
+  ...IPAM_KEYS,
 });
 
-export type IpvlanRaw = Infer<typeof ipvlanSchema>;
-
-export interface IpvlanConf {
-  cniVersion: string;
-  name: string;
-  /** As configured; '' = prevResult's single interface when chained, else the default route's interface. */
-  master: string;
+/**
+ * master '' = prevResult's single interface when chained, else the default route's interface; mtu: the reference does
+ * not bound it (the kernel does); ipamType '' = take the addresses of prevResult (chained after an IPAM-only plugin).
+ */
+export interface IpvlanConf extends StackedLinkConf {
   /** As configured ('' = l2); checked by `modeFromString`. */
   mode: string;
-  /** 0 = inherit the master's (the reference does not bound it: the kernel does). */
-  mtu: number;
-  linkInContainer: boolean;
-  /** '' = take the addresses of prevResult (chained after an IPAM-only plugin). */
-  ipamType: string;
-  dns: IpvlanRaw['dns'];
 }
 
 /** The config decoder: "failed to load netconf: …" like the reference (code 6 unless more specific). */
 export function parseConf(raw: unknown, _req?: Pick<RequestBase, 'command'>): IpvlanConf {
   const c = decodeNetconf(ipvlanSchema, raw);
-  return {
-    cniVersion: c.cniVersion,
-    name: c.name,
-    master: c.master,
-    mode: c.mode,
-    mtu: c.mtu,
-    linkInContainer: c.linkInContainer,
-    ipamType: c.ipam?.type ?? '',
-    dns: c.dns,
-  };
+  return { ...stackedLinkConf(c), mode: c.mode };
 }
 
 /** The reference's `modeFromString`: '' and 'l2' are l2. */

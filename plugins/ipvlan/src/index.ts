@@ -36,15 +36,6 @@ async function add(req: Request<IpvlanConf>): Promise<Result> {
   });
 }
 
-/**
- * DEL: IPAM DEL (when configured) and the link's removal both run, every failure reported at the end; a missing
- * link, an empty CNI_NETNS and a namespace that is gone are success. Unlike the reference, DEL resolves no master
- * (the reference looks up the default route when `master` is unset, and fails without one).
- */
-async function del(req: Request<IpvlanConf>): Promise<void> {
-  await link.delContainerLink(req);
-}
-
 async function check(req: Request<IpvlanConf>): Promise<void> {
   const conf = req.conf;
   await link.checkContainerLink(req, {
@@ -69,11 +60,15 @@ async function status(req: Request<IpvlanConf>): Promise<void> {
   if (!req.conf.linkInContainer && req.conf.master !== '') link.requireMaster(req.conf.master);
 }
 
+/**
+ * DEL is linkPlugin's: IPAM DEL (when configured) and the link's removal both run, every failure reported at the end;
+ * a missing link, an empty CNI_NETNS and a namespace that is gone are success. Unlike the reference, DEL resolves no
+ * master (the reference looks up the default route when `master` is unset, and fails without one).
+ */
 export const plugin = link.linkPlugin('ipvlan', {
   prevResultErrorPrefix: 'could not parse prevResult: ',
   conf: parseConf,
   add,
-  del,
   check,
   status,
 });

@@ -5,18 +5,15 @@
  * dist-bin (exec'd like any delegate).
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
 import {
   cniCall,
-  createNamedNetns,
-  deleteNamedNetns,
   expectCniError,
   expectOk,
   globalAddrs,
   ipLink,
+  type IpJson as J,
   linkLab,
   linkNames,
 } from '@cnikit/testing';
@@ -24,17 +21,15 @@ import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
 const lab = linkLab({
+  plugin,
   dist: distBin(),
   network: 'ipvnet',
   type: 'ipvlan',
   subnet: '10.72.0.0/24',
   rangeStart: '10.72.0.100',
 });
-const { env, opts, c, conf, hostLocal, reservations } = lab;
-const DIST = opts.path;
+const { env, opts, c, conf, hostLocal } = lab;
 
-// biome-ignore lint/suspicious/noExplicitAny: result JSON
-type J = any;
 const staticIpam = (address: string) => ({
   ipam: {
     type: 'static',
@@ -43,7 +38,6 @@ const staticIpam = (address: string) => ({
   },
 });
 before(() => {
-  assert.ok(existsSync(join(DIST, 'static')), 'dist-bin/static not built (npm run build)');
   env.sb.exec('ip', ['link', 'add', 'i0', 'type', 'veth', 'peer', 'name', 'i0p']);
   env.sb.exec('ip', ['link', 'set', 'i0', 'up']);
   env.sb.exec('ip', ['addr', 'add', '10.72.0.2/24', 'dev', 'i0']);
@@ -79,21 +73,7 @@ describe('ipvlan ADD/CHECK/DEL', () => {
     });
   }
 
-  for (const v of ['0.1.0', '0.2.0', '0.3.1', '0.4.0', '1.0.0']) {
-    test(`cniVersion ${v}`, async () => {
-      const cf = { ...conf(staticIpam('10.72.0.11/24')), cniVersion: v };
-      const o = { ...opts, netns: c(0).path };
-      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
-      assert.equal(res.cniVersion, v);
-      if (v.startsWith('0.1') || v.startsWith('0.2')) assert.equal(res.ip4.ip, '10.72.0.11/24');
-      else assert.equal(res.ips[0].address, '10.72.0.11/24');
-      // CHECK exists from spec 0.4.0 on
-      if (v === '0.4.0' || v === '1.0.0')
-        expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
-      assert.deepEqual(linkNames(c(0).name), ['lo']);
-    });
-  }
+  lab.versions(['0.1.0', '0.2.0', '0.3.1', '0.4.0', '1.0.0'], staticIpam('10.72.0.11/24'), '10.72.0.11/24');
 
   test('chained without IPAM: prevResult gives the master and the addresses', async () => {
     const prevResult = {
@@ -176,11 +156,7 @@ describe('ipvlan bad input, rollback, DEL with the namespace gone, GC, STATUS', 
       999,
       'unknown ipvlan mode: "l4"',
     );
-    expectCniError(
-      await cniCall(plugin, 'ADD', conf({ master: 'nope', ...hostLocal() }), o),
-      999,
-      'failed to lookup master "nope": Link not found',
-    );
+    await lab.masterErrors({ mtu: false, extra: hostLocal() });
     // neither IPAM nor a prevResult with addresses: the reference's delegate error, the link is removed again
     expectCniError(await cniCall(plugin, 'ADD', conf(), o), 999, 'no plugin name provided');
     expectCniError(
@@ -198,30 +174,11 @@ describe('ipvlan bad input, rollback, DEL with the namespace gone, GC, STATUS', 
     clean();
   });
   test('DEL with the namespace gone releases the reservation; GC; STATUS', async () => {
-    const ns = createNamedNetns('cnikit-ipvgone');
     const cf = conf(hostLocal());
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    assert.equal(reservations().length, 2);
-    deleteNamedNetns(ns);
-    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
-    assert.equal(reservations().length, 1);
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
-    const gc = { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] };
-    expectOk<J>(await cniCall(plugin, 'GC', gc, opts));
-    assert.equal(reservations().length, 1);
-    for (const [i, id] of [
-      [1, 'keep'],
-      [2, 'drop'],
-    ] as const)
-      expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(i).path, containerId: id }));
-    assert.deepEqual(reservations(), []);
+    await lab.delNetnsGone('cnikit-ipvgone', cf);
+    await lab.gcKeepsValid(cf);
     expectOk<J>(await cniCall(plugin, 'STATUS', cf, opts));
     expectOk<J>(await cniCall(plugin, 'STATUS', conf({ master: 'i0', ...hostLocal() }), opts));
-    expectCniError(
-      await cniCall(plugin, 'STATUS', conf({ master: 'nope' }), opts),
-      50,
-      'master "nope" not found',
-    );
+    await lab.statusMasterMissing();
   });
 });

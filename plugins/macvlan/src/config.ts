@@ -3,53 +3,34 @@
  * then runtimeConfig.mac), the mode names and the MTU bound. Pure: no system access (the master's lookup and the
  * default-route master are the ADD/CHECK's, in link.ts).
  */
+
+import { IPAM_KEYS, NETCONF_KEYS, type StackedLinkConf, stackedLinkConf } from '@cnikit/link';
 import { invalidMacMessage, type MacvlanMode, parseMac } from '@cnikit/netlink';
-import {
-  CniError,
-  DNSSchema,
-  decode,
-  ErrorCode,
-  type Infer,
-  loadArgs,
-  type RequestBase,
-  s,
-} from '@cnikit/skel';
+import { decodeNetconf, loadArgs, type RequestBase, s } from '@cnikit/skel';
 
 export const macvlanSchema = s.object({
-  cniVersion: s.string().default(''),
-  name: s.string().default(''),
-  type: s.string().default(''),
+  ...NETCONF_KEYS,
   master: s.string().default(''),
   mode: s.string().default(''),
   mtu: s.int().default(0),
   mac: s.string().default(''),
   linkInContainer: s.bool().default(false),
   bcqueuelen: s.uint({ max: 0xffffffff }).default(0),
-  ipam: s.object({ type: s.string().default('') }).optional(),
-  dns: DNSSchema.optional(),
+  ...IPAM_KEYS,
   runtimeConfig: s.object({ mac: s.string().optional() }).optional(),
 });
 
-export type MacvlanRaw = Infer<typeof macvlanSchema>;
-
-export interface MacvlanConf {
-  cniVersion: string;
-  name: string;
-  /** As configured; '' = the interface of the default route (resolved by ADD/CHECK). */
-  master: string;
+/**
+ * master '' = the interface of the default route (resolved by ADD/CHECK); mtu: checked against the master's by
+ * ADD/CHECK (`checkMtu`); ipamType '' = L2 only (no addresses).
+ */
+export interface MacvlanConf extends StackedLinkConf {
   /** As configured ('' = bridge); checked by `modeFromString` when the link is made or checked. */
   mode: string;
-  /** As configured (checked against the master's MTU by ADD/CHECK: `checkMtu`). */
-  mtu: number;
   /** The container MAC: CNI_ARGS MAC, overridden by runtimeConfig.mac; '' = the kernel's choice. */
   mac: string;
-  /** The master is in the container namespace (the macvlan is created there). */
-  linkInContainer: boolean;
   /** IFLA_MACVLAN_BC_QUEUE_LEN; 0 = kernel default. */
   bcQueueLen: number;
-  /** '' = L2 only (no addresses). */
-  ipamType: string;
-  dns: MacvlanRaw['dns'];
 }
 
 /**
@@ -58,17 +39,11 @@ export interface MacvlanConf {
  * DEL decodes nothing else); a bad CNI_ARGS fails with the SDK's `loadArgs` message, like the reference's LoadArgs.
  */
 export function parseConf(raw: unknown, req: Pick<RequestBase, 'args' | 'command'>): MacvlanConf {
-  let c: MacvlanRaw;
-  try {
-    c = decode(macvlanSchema, raw, 'config');
-  } catch (err) {
-    const e = CniError.from(err);
-    throw new CniError(
-      e.code === ErrorCode.Internal ? ErrorCode.DecodingFailure : e.code,
-      `failed to load ${req.command === 'DEL' ? 'netConf' : 'netconf'}: ${e.msg}`,
-      e.details,
-    );
-  }
+  const c = decodeNetconf(
+    macvlanSchema,
+    raw,
+    `failed to load ${req.command === 'DEL' ? 'netConf' : 'netconf'}`,
+  );
   let mac = c.mac;
   if ((req.command === 'ADD' || req.command === 'CHECK') && req.args !== '') {
     const a = loadArgs(req.args, { MAC: 'string' });
@@ -76,16 +51,10 @@ export function parseConf(raw: unknown, req: Pick<RequestBase, 'args' | 'command
   }
   if (c.runtimeConfig?.mac) mac = c.runtimeConfig.mac;
   return {
-    cniVersion: c.cniVersion,
-    name: c.name,
-    master: c.master,
+    ...stackedLinkConf(c),
     mode: c.mode,
-    mtu: c.mtu,
     mac,
-    linkInContainer: c.linkInContainer,
     bcQueueLen: c.bcqueuelen,
-    ipamType: c.ipam?.type ?? '',
-    dns: c.dns,
   };
 }
 
@@ -102,12 +71,6 @@ export function modeFromString(mode: string): MacvlanMode {
     default:
       throw new Error(`unknown macvlan mode: ${JSON.stringify(mode)}`);
   }
-}
-
-/** The MTU must lie in [0, master MTU] (0 = inherit the master's). */
-export function checkMtu(mtu: number, masterMtu: number): void {
-  if (mtu < 0 || mtu > masterMtu)
-    throw new Error(`invalid MTU ${mtu}, must be [0, master MTU(${masterMtu})]`);
 }
 
 /** The configured MAC as the kernel gets it; the reference's message for a bad one. */

@@ -24,14 +24,6 @@ async function add(req: Request<MacvlanConf>): Promise<Result> {
   });
 }
 
-/**
- * DEL: IPAM DEL and the link's removal both run (each failure is reported at the end); a missing link, an empty
- * CNI_NETNS and a namespace that is gone are success. Needs no master (the reference's DEL does not look it up).
- */
-async function del(req: Request<MacvlanConf>): Promise<void> {
-  await link.delContainerLink(req);
-}
-
 async function check(req: Request<MacvlanConf>): Promise<void> {
   const conf = req.conf;
   const master = resolveMaster(conf, req.netns);
@@ -62,4 +54,9 @@ async function status(req: Request<MacvlanConf>): Promise<void> {
   link.requireMaster(master);
 }
 
-export const plugin = link.linkPlugin('macvlan', { conf: parseConf, add, del, check, status });
+/**
+ * DEL is linkPlugin's: IPAM DEL and the link's removal both run (each failure is reported at the end); a missing link,
+ * an empty CNI_NETNS and a namespace that is gone are success. Needs no master (the reference's DEL does not look it
+ * up).
+ */
+export const plugin = link.linkPlugin('macvlan', { conf: parseConf, add, check, status });

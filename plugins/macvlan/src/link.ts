@@ -3,9 +3,9 @@
  * linkInContainer), its MTU bound, and the link itself (created in the container namespace under a temporary name,
  * renamed to CNI_IFNAME there).
  */
-import { inMasterNetns, lookupMaster, type StackedLink } from '@cnikit/link';
+import { checkMtu, inMasterNetns, lookupMaster, type StackedLink } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
-import { checkMtu, type MacvlanConf, macBytes, modeFromString } from './config.ts';
+import { type MacvlanConf, macBytes, modeFromString } from './config.ts';
 
 /** The reference's loadConf checks: the master (default route's interface when unset), found, MTU within its MTU. */
 export function resolveMaster(conf: MacvlanConf, netns: string): string {

@@ -17,24 +17,22 @@ import {
   expectOk,
   globalAddrs,
   ipLink,
+  type IpJson as J,
   linkLab,
   linkNames,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
-// biome-ignore lint/suspicious/noExplicitAny: result JSON of every spec version under test
-type J = any;
-
 const lab = linkLab({
+  plugin,
   dist: distBin(),
   network: 'mvnet',
   type: 'macvlan',
   subnet: '10.70.0.0/24',
   rangeStart: '10.70.0.100',
 });
-const { env, opts, c, conf, hostLocal, reservations } = lab;
-const DIST = opts.path;
+const { env, opts, c, conf, hostLocal } = lab;
 const staticIpam = (address: string, extra: object = {}) => ({
   ipam: {
     type: 'static',
@@ -47,7 +45,6 @@ const staticIpam = (address: string, extra: object = {}) => ({
 
 let outside = '';
 before(() => {
-  assert.ok(existsSync(join(DIST, 'static')), 'dist-bin/static not built (npm run build)');
   const out = createNamedNetns('cnikit-outside');
   outside = out.name;
   env.sb.exec('ip', ['link', 'add', 'm0', 'type', 'veth', 'peer', 'name', 'm0p', 'netns', outside]);
@@ -262,16 +259,7 @@ describe('macvlan bad input and rollback: nothing left behind', () => {
       'unknown macvlan mode: "bogus"',
     );
     clean();
-    expectCniError(
-      await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o),
-      999,
-      'failed to lookup master "nope": Link not found',
-    );
-    expectCniError(
-      await cniCall(plugin, 'ADD', conf({ mtu: 9000 }), o),
-      999,
-      'invalid MTU 9000, must be [0, master MTU(1500)]',
-    );
+    await lab.masterErrors({ mtu: true });
     expectCniError(
       await cniCall(plugin, 'ADD', conf({ mac: 'zz:00' }), o),
       999,
@@ -316,35 +304,17 @@ describe('macvlan bad input and rollback: nothing left behind', () => {
 
 describe('macvlan DEL with the namespace gone, GC, STATUS', () => {
   test('DEL after the namespace was deleted releases the IPAM reservation', async () => {
-    const ns = createNamedNetns('cnikit-mvgone');
     const cf = conf(hostLocal());
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
-    assert.equal(reservations().length, 1);
-    deleteNamedNetns(ns);
-    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
-    assert.deepEqual(reservations(), []);
+    await lab.delNetnsGone('cnikit-mvgone', cf);
     expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: '', containerId: 'gone' }));
   });
   test('GC releases the reservations of attachments not in the valid list', async () => {
-    const cf = conf(hostLocal());
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
-    assert.equal(reservations().length, 2);
-    const gc = { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] };
-    expectOk<J>(await cniCall(plugin, 'GC', gc, opts));
-    assert.equal(reservations().length, 1);
-    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
-    assert.deepEqual(reservations(), []);
+    await lab.gcKeepsValid(conf(hostLocal()));
   });
   test('STATUS: IPAM STATUS, then the master (code 50 when it is missing)', async () => {
     expectOk<J>(await cniCall(plugin, 'STATUS', conf(hostLocal()), opts));
     expectOk<J>(await cniCall(plugin, 'STATUS', conf({ master: 'm0' }), opts));
-    expectCniError(
-      await cniCall(plugin, 'STATUS', conf({ master: 'nope' }), opts),
-      50,
-      'master "nope" not found',
-    );
+    await lab.statusMasterMissing();
     expectCniError(
       await cniCall(plugin, 'STATUS', conf({ ipam: { type: 'nope' } }), opts),
       999,

@@ -1,45 +1,34 @@
 /**
  * ptp network configuration: decoding with the reference's messages, and the ADD-time checks. Pure.
  */
-import { CniError, DNSSchema, decodeNetconf, ErrorCode, type Infer, type Request, s } from '@cnikit/skel';
+import { IPAM_KEYS, type LinkConfBase, linkConfBase, NETCONF_KEYS } from '@cnikit/link';
+import { CniError, decodeNetconf, ErrorCode, type Request, s } from '@cnikit/skel';
 
 export const ptpSchema = s.object({
-  cniVersion: s.string().default(''),
-  name: s.string().default(''),
-  type: s.string().default(''),
+  ...NETCONF_KEYS,
   ipMasq: s.bool().default(false),
   ipMasqBackend: s.string().optional(),
   mtu: s.int().default(0),
-  ipam: s.object({ type: s.string().default('') }).optional(),
-  dns: DNSSchema.optional(),
+  ...IPAM_KEYS,
 });
 
-export type PtpRaw = Infer<typeof ptpSchema>;
-
-export interface PtpConf {
-  cniVersion: string;
-  name: string;
+export interface PtpConf extends LinkConfBase {
   ipMasq: boolean;
   /** As configured: undefined = detect; checked by `masqBackend` (the reference has no "auto" here). */
   ipMasqBackend: string | undefined;
   /** Container and host veth MTU; 0 = kernel default (the reference ignores values ≤ 0). */
   mtu: number;
-  /** The IPAM plugin ('' when the config has none: every verb but GC then fails like the reference). */
-  ipamType: string;
-  dns: PtpRaw['dns'];
+  // ipamType '' (no IPAM in the config): every verb but GC then fails like the reference
 }
 
 /** Decode; errors read "failed to load netconf: …" like the reference (code 6 unless more specific). */
 export function parseConf(raw: unknown, _req?: Pick<Request, 'args'>): PtpConf {
   const c = decodeNetconf(ptpSchema, raw);
   return {
-    cniVersion: c.cniVersion,
-    name: c.name,
+    ...linkConfBase(c),
     ipMasq: c.ipMasq,
     ipMasqBackend: c.ipMasqBackend,
     mtu: Math.max(c.mtu, 0),
-    ipamType: c.ipam?.type ?? '',
-    dns: c.dns,
   };
 }
 

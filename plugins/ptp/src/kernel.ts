@@ -3,7 +3,7 @@
  * directly in the host namespace), the container's addresses and routes, the host end's gateway addresses and
  * host routes. Synchronous; everything named "container" runs inside withNetnsFd.
  */
-import { configureIface } from '@cnikit/link';
+import { configureIface, hostVethUp } from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import { errorReason, type Interface, internalError, type Result } from '@cnikit/skel';
 import { containerPlan, hostPlan } from './plan.ts';
@@ -33,13 +33,7 @@ export function createPair(
     return { peer, mac: link.mac };
   });
   created();
-  const h = nl.getLink(peer);
-  if (!h) throw internalError(`failed to lookup ${JSON.stringify(peer)}: Link not found`);
-  try {
-    nl.setLinkUp(h.index);
-  } catch (err) {
-    throw internalError(`failed to set ${JSON.stringify(peer)} up: ${errorReason(err)}`, err);
-  }
+  const h = hostVethUp(peer, nl.getLink);
   // we own the routes of this interface
   sysctlTry(`net/ipv6/conf/${peer}/accept_ra`, '0');
   return { host: { name: h.name, mac: h.mac }, container: { name: ifName, mac, sandbox: netnsPath } };

@@ -2,25 +2,16 @@
  * tap network configuration: decoding with the reference's messages, the container MAC choice (runtimeConfig.mac >
  * CNI_ARGS MAC > mac), and the TUNSETIFF flags the reference ends up with. Pure.
  */
+
+import { IPAM_KEYS, type LinkConfBase, linkConfBase, NETCONF_KEYS } from '@cnikit/link';
 import { formatMac, invalidMacMessage, parseMac } from '@cnikit/netlink';
-import {
-  CniError,
-  DNSSchema,
-  decodeNetconf,
-  ErrorCode,
-  type Infer,
-  loadArgs,
-  type RequestBase,
-  s,
-} from '@cnikit/skel';
+import { CniError, decodeNetconf, ErrorCode, loadArgs, type RequestBase, s } from '@cnikit/skel';
 import { IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR } from '@cnikit/sys';
 
 const uint32 = () => s.int({ min: 0, max: 0xffffffff });
 
 export const tapSchema = s.object({
-  cniVersion: s.string().default(''),
-  name: s.string().default(''),
-  type: s.string().default(''),
+  ...NETCONF_KEYS,
   multiQueue: s.bool().default(false),
   mtu: s.int().default(0),
   mac: s.string().default(''),
@@ -29,15 +20,10 @@ export const tapSchema = s.object({
   selinuxContext: s.string().default(''),
   bridge: s.string().default(''),
   runtimeConfig: s.object({ mac: s.string().default('') }).optional(),
-  ipam: s.object({ type: s.string().default('') }).optional(),
-  dns: DNSSchema.optional(),
+  ...IPAM_KEYS,
 });
 
-type Raw = Infer<typeof tapSchema>;
-
-export interface TapConf {
-  cniVersion: string;
-  name: string;
+export interface TapConf extends LinkConfBase {
   multiQueue: boolean;
   /** 0 = kernel default. */
   mtu: number;
@@ -47,8 +33,6 @@ export interface TapConf {
   group: number | undefined;
   selinuxContext: string;
   bridge: string;
-  ipamType: string;
-  dns: Raw['dns'];
 }
 
 function configError(msg: string): CniError {
@@ -70,8 +54,7 @@ export function parseConf(raw: unknown, req?: Pick<RequestBase, 'args' | 'comman
     mac = formatMac(b);
   }
   return {
-    cniVersion: c.cniVersion,
-    name: c.name,
+    ...linkConfBase(c),
     multiQueue: c.multiQueue,
     mtu: Math.max(c.mtu, 0),
     mac,
@@ -79,8 +62,6 @@ export function parseConf(raw: unknown, req?: Pick<RequestBase, 'args' | 'comman
     group: c.group,
     selinuxContext: c.selinuxContext,
     bridge: c.bridge,
-    ipamType: c.ipam?.type ?? '',
-    dns: c.dns,
   };
 }
 

@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
 import {
   cniCall,
   deleteNamedNetns,
   expectCniError,
+  hostLocalReservations,
   ipAddrLink,
   ipAddrLinks,
+  type IpJson as J,
   sandboxForFile,
 } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -18,14 +19,9 @@ import { tempTapName } from './kernel.ts';
 const DIST = distBin();
 const env = sandboxForFile({ enterHost: true, containers: 2 });
 
-// biome-ignore lint/suspicious/noExplicitAny: ip -json output
-type J = any;
 const links = (k = 0): J[] => ipAddrLinks(env.sb.containers[k]);
 const link = (name: string, k = 0): J | undefined => ipAddrLink(env.sb.containers[k], name);
-const reservations = (net: string) => {
-  const d = join(env.dir, net);
-  return existsSync(d) ? readdirSync(d).filter((f) => /^(\d+\.){3}\d+$/.test(f)) : [];
-};
+const reservations = (net: string) => hostLocalReservations(env.dir, net);
 const conf = (extra: object = {}): J => ({ cniVersion: '1.0.0', name: 'tapnet', type: 'tap', ...extra });
 const hostLocal = (subnet: string, extra: object = {}) => ({
   type: 'host-local',

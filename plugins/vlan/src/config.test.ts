@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { validateContainerInterface } from '@cnikit/link';
 import { CniError } from '@cnikit/skel';
 import { type VlanLinkView, vlanLinkCheck } from './check-logic.ts';
-import { checkMtu, parseConf } from './config.ts';
+import { parseConf } from './config.ts';
 
 const add = { command: 'ADD' as const };
 
@@ -61,11 +61,6 @@ describe('vlan parseConf', () => {
         (e: unknown) => e instanceof CniError && e.msg.startsWith('failed to load netconf: '),
       );
     }
-  });
-  test('checkMtu', () => {
-    checkMtu(0, 1500);
-    checkMtu(1500, 1500);
-    assert.throws(() => checkMtu(9000, 1500), { message: 'invalid MTU 9000, must be [0, master MTU(1500)]' });
   });
 });
 

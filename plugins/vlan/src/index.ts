@@ -6,7 +6,7 @@ import * as link from '@cnikit/link';
 import * as nl from '@cnikit/netlink';
 import { CniError, internalError, type Request, type Result, validateDelegate } from '@cnikit/skel';
 import { vlanLinkCheck } from './check-logic.ts';
-import { checkMtu, parseConf, type VlanConf } from './config.ts';
+import { parseConf, type VlanConf } from './config.ts';
 
 /** Go wraps the delegate's error with fmt.Errorf: code 999, its text (msg; details). */
 function ipamDelegateError(err: unknown): CniError {
@@ -18,7 +18,7 @@ async function add(req: Request<VlanConf>): Promise<Result> {
   const conf = req.conf;
   // clearer than the reference's bare "Link not found": which link (the words of its createVlan lookup)
   const masterLink = link.lookupMaster(req.netns, conf.linkInContainer, conf.master);
-  checkMtu(conf.mtu, masterLink.mtu);
+  link.checkMtu(conf.mtu, masterLink.mtu);
   // configuration errors, the IPAM's included, are raised before the first change (worded like the ADD's), after
   // the master's lookup and MTU check as in the reference's order
   try {
@@ -46,15 +46,6 @@ async function add(req: Request<VlanConf>): Promise<Result> {
   });
 }
 
-/**
- * DEL: IPAM DEL (when configured) and the link's removal both run, every failure reported at the end; a missing
- * link, an empty CNI_NETNS and a namespace that is gone are success. Unlike the reference, DEL needs neither the
- * master nor an IPAM type (the reference's DEL looks the master up and fails when it is gone).
- */
-async function del(req: Request<VlanConf>): Promise<void> {
-  await link.delContainerLink(req);
-}
-
 async function check(req: Request<VlanConf>): Promise<void> {
   const conf = req.conf;
   await link.checkContainerLink(req, {
@@ -76,4 +67,9 @@ async function status(req: Request<VlanConf>): Promise<void> {
   if (!req.conf.linkInContainer) link.requireMaster(req.conf.master);
 }
 
-export const plugin = link.linkPlugin('vlan', { conf: parseConf, add, del, check, status });
+/**
+ * DEL is linkPlugin's: IPAM DEL (when configured) and the link's removal both run, every failure reported at the end;
+ * a missing link, an empty CNI_NETNS and a namespace that is gone are success. Unlike the reference, DEL needs neither
+ * the master nor an IPAM type (the reference's DEL looks the master up and fails when it is gone).
+ */
+export const plugin = link.linkPlugin('vlan', { conf: parseConf, add, check, status });

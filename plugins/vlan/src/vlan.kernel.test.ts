@@ -5,8 +5,6 @@
  * static/host-local from dist-bin. Tagged traffic end to end is in test-netns/stacked.test.ts.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as nl from '@cnikit/netlink';
 import {
@@ -16,6 +14,7 @@ import {
   expectCniError,
   expectOk,
   ipLink,
+  type IpJson as J,
   linkLab,
   linkNames,
 } from '@cnikit/testing';
@@ -23,6 +22,7 @@ import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
 const lab = linkLab({
+  plugin,
   dist: distBin(),
   network: 'vlnet',
   type: 'vlan',
@@ -30,11 +30,8 @@ const lab = linkLab({
   subnet: '10.74.0.0/24',
   rangeStart: '10.74.0.100',
 });
-const { env, opts, c, conf, hostLocal, reservations } = lab;
-const DIST = opts.path;
+const { env, opts, c, conf, hostLocal } = lab;
 
-// biome-ignore lint/suspicious/noExplicitAny: result JSON
-type J = any;
 const staticIpam = (address: string) => ({
   ipam: {
     type: 'static',
@@ -44,7 +41,6 @@ const staticIpam = (address: string) => ({
 });
 let outside = '';
 before(() => {
-  assert.ok(existsSync(join(DIST, 'static')), 'dist-bin/static not built (npm run build)');
   outside = createNamedNetns('cnikit-vloutside').name;
   env.sb.exec('ip', ['link', 'add', 'v0', 'type', 'veth', 'peer', 'name', 'v0p', 'netns', outside]);
   env.sb.exec('ip', ['link', 'set', 'v0', 'up']);
@@ -91,19 +87,7 @@ describe('vlan ADD/CHECK/DEL', () => {
     });
   }
 
-  for (const v of ['0.1.0', '0.2.0', '0.3.0', '0.4.0', '1.0.0']) {
-    test(`cniVersion ${v}`, async () => {
-      const cf = { ...conf(staticIpam('10.74.0.11/24')), cniVersion: v };
-      const o = { ...opts, netns: c(0).path };
-      const res = expectOk<J>(await cniCall(plugin, 'ADD', cf, o));
-      assert.equal(res.cniVersion, v);
-      if (v === '0.1.0' || v === '0.2.0') assert.equal(res.ip4.ip, '10.74.0.11/24');
-      // CHECK exists from spec 0.4.0 on
-      if (v === '0.4.0' || v === '1.0.0')
-        expectOk<J>(await cniCall(plugin, 'CHECK', { ...cf, prevResult: res }, o));
-      expectOk<J>(await cniCall(plugin, 'DEL', cf, o));
-    });
-  }
+  lab.versions(['0.1.0', '0.2.0', '0.3.0', '0.4.0', '1.0.0'], staticIpam('10.74.0.11/24'), '10.74.0.11/24');
 
   test('linkInContainer: the master in the container', async () => {
     env.sb.exec('ip', ['link', 'add', 'cv0', 'type', 'veth', 'peer', 'name', 'cv0p'], { ns: c(1) });
@@ -164,16 +148,7 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
       7,
       'invalid VLAN ID 4095 (must be between 0 and 4094 inclusive)',
     );
-    expectCniError(
-      await cniCall(plugin, 'ADD', conf({ master: 'nope' }), o),
-      999,
-      'failed to lookup master "nope": Link not found',
-    );
-    expectCniError(
-      await cniCall(plugin, 'ADD', conf({ mtu: 9000 }), o),
-      999,
-      'invalid MTU 9000, must be [0, master MTU(1500)]',
-    );
+    await lab.masterErrors({ mtu: true });
     expectCniError(
       await cniCall(plugin, 'ADD', conf(), o),
       999,
@@ -197,34 +172,14 @@ describe('vlan bad input, rollback, DEL with the namespace gone, GC, STATUS', ()
     clean();
   });
   test('DEL with the namespace or the master gone; GC; STATUS', async () => {
-    const ns = createNamedNetns('cnikit-vlgone');
     const cf = conf(hostLocal());
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
-    deleteNamedNetns(ns);
-    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: ns.path, containerId: 'gone' }));
-    assert.deepEqual(reservations(), []);
+    await lab.delNetnsGone('cnikit-vlgone', cf);
     // DEL needs no master (the reference's DEL fails when the master is gone)
     expectOk<J>(await cniCall(plugin, 'DEL', conf({ master: 'nope' }), { netns: c(0).path }));
-    expectOk<J>(await cniCall(plugin, 'ADD', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk<J>(
-      await cniCall(plugin, 'ADD', conf({ vlanId: 43, ...hostLocal() }), {
-        ...opts,
-        netns: c(2).path,
-        containerId: 'drop',
-      }),
-    );
-    assert.equal(reservations().length, 2);
-    const gc = { ...cf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] };
-    expectOk<J>(await cniCall(plugin, 'GC', gc, opts));
-    assert.equal(reservations().length, 1);
-    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(1).path, containerId: 'keep' }));
-    expectOk<J>(await cniCall(plugin, 'DEL', cf, { ...opts, netns: c(2).path, containerId: 'drop' }));
+    // the dropped attachment on another VLAN ID: the kernel refuses the same VLAN twice on one master
+    await lab.gcKeepsValid(cf, conf({ vlanId: 43, ...hostLocal() }));
     expectOk<J>(await cniCall(plugin, 'STATUS', cf, opts));
     expectCniError(await cniCall(plugin, 'STATUS', conf(), opts), 999, 'no plugin name provided');
-    expectCniError(
-      await cniCall(plugin, 'STATUS', conf({ master: 'nope', ...hostLocal() }), opts),
-      50,
-      'master "nope" not found',
-    );
+    await lab.statusMasterMissing(hostLocal());
   });
 });
