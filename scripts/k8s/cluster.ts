@@ -4,7 +4,7 @@
  * machine's network namespace, its sysctls or the roots of its cgroup hierarchies.
  *
  *   npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset|none]  start (N = 1–3, default 2); returns once every node is Ready (none: registered, no network)
- *        [--node-agent host-gw|vxlan|auto] [--dual-stack] [--underlay bridge|routed] [--outside]   (docs/lab-cluster.md)
+ *        [--node-agent host-gw|vxlan|auto] [--dual-stack] [--underlay bridge|routed|mixed] [--outside]   (docs/lab-cluster.md)
  *   npm run cluster -- kubectl ARGS…                     kubectl as cluster admin (in the control plane's namespace)
  *   npm run cluster -- exec NODE CMD ARGS…              a command in every namespace of a node
  *   npm run cluster -- status | down
@@ -69,7 +69,12 @@ export const OUTSIDE = {
   gateway6: '2001:db8:113::1',
 };
 
-/** Node i's underlay addresses: one subnet for all (bridge), or a subnet of its own per node (routed). */
+/** Whether node i is alone on a subnet of its own: every node of a routed underlay, node 3 of a mixed one. */
+export function ownSubnet(i: number, layout: { routed?: boolean; mixed?: boolean }): boolean {
+  return layout.routed === true || (layout.mixed === true && i >= 3);
+}
+
+/** Node i's underlay addresses: the shared subnet (bridge), or a subnet of its own (routed: ownSubnet()). */
 export function nodeUnderlay(i: number, routed: boolean) {
   const net = routed ? 240 + i : 240;
   return {
@@ -96,6 +101,8 @@ export interface ClusterState {
   dualStack?: boolean;
   /** The underlay is routed (a subnet per node) and the node agent's mode: what a reboot must start again alike. */
   routed?: boolean;
+  /** Nodes 1 and 2 on the shared subnet, node 3 on a routed subnet of its own (underlay 'mixed'). */
+  mixed?: boolean;
   nodeAgent?: string;
 }
 
@@ -289,7 +296,7 @@ export async function rebootNode(
   log(`${name}: power on`);
   const hs = hierarchies();
   const top = `cnikit-${s.name}`;
-  const nu = nodeUnderlay(s.nodes.indexOf(record) + 1, s.routed === true);
+  const nu = nodeUnderlay(s.nodes.indexOf(record) + 1, ownSubnet(s.nodes.indexOf(record) + 1, s));
   const c: NodeConfig = {
     record,
     cgroup: `${top}/${name}`,
@@ -327,7 +334,7 @@ export async function rebootNode(
   });
   // the static pod routes of a node (addPodRoutes; with the node agent, the agent puts its own back, and on a
   // routed underlay they are in the router)
-  if (!s.nodeAgent && !s.routed) {
+  if (!s.nodeAgent && !s.routed && !s.mixed) {
     for (const o of s.nodes) {
       if (o === record) continue;
       for (const cidr of o.podCIDRs ?? (o.podCIDR ? [o.podCIDR] : [])) {
@@ -381,9 +388,11 @@ export interface ClusterOptions {
   /**
    * 'bridge' (default): every node on 192.168.240.0/24. 'routed': node i alone on 192.168.(240+i).0/24 (fd00:(240+i)::/64),
    * each subnet a bridge of the underlay namespace, which routes between them (forwarding on): no node is on-link to
-   * another (VXLAN's case). The control plane stays on 192.168.240.0/24.
+   * another (VXLAN's case). The control plane stays on 192.168.240.0/24. 'mixed' (3 nodes, node agent): nodes 1 and 2
+   * share 192.168.240.0/24, node 3 is alone on 192.168.243.0/24 behind the router (mode auto's case: host-gw between
+   * n1 and n2, VXLAN to n3).
    */
-  underlay?: 'bridge' | 'routed';
+  underlay?: 'bridge' | 'routed' | 'mixed';
   /** An "outside" host (OUTSIDE) beyond the underlay namespace, which routes to it: for masquerade tests. */
   outside?: boolean;
 }
@@ -475,13 +484,17 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const cpIp = `${UNDERLAY_PREFIX}.10`;
   const routed = opts.underlay === 'routed';
+  const mixed = opts.underlay === 'mixed';
+  const layout = { routed, mixed };
   const dual = opts.dualStack === true;
   if (opts.nodeAgent && opts.cni !== 'daemonset')
     throw new Error('the node agent comes with the DaemonSet: nodeAgent needs cni daemonset');
   if (opts.nodeAgent && !['host-gw', 'vxlan', 'auto'].includes(opts.nodeAgent))
     throw new Error(`the node agent's mode is host-gw, vxlan or auto, not ${opts.nodeAgent}`);
-  if (opts.underlay && opts.underlay !== 'bridge' && opts.underlay !== 'routed')
-    throw new Error(`the underlay is bridge or routed, not ${opts.underlay}`);
+  if (opts.underlay && !['bridge', 'routed', 'mixed'].includes(opts.underlay))
+    throw new Error(`the underlay is bridge, routed or mixed, not ${opts.underlay}`);
+  if (mixed && (count !== 3 || !opts.nodeAgent))
+    throw new Error('the mixed underlay is for 3 nodes with the node agent (it routes between the subnets)');
   const clusterCidr = dual ? `${CLUSTER_CIDR},${CLUSTER_CIDR_V6}` : CLUSTER_CIDR;
   const s: ClusterState = {
     name,
@@ -500,6 +513,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     netnsMade: [],
     ...(dual ? { dualStack: true } : {}),
     ...(routed ? { routed: true } : {}),
+    ...(mixed ? { mixed: true } : {}),
     ...(opts.nodeAgent ? { nodeAgent: opts.nodeAgent } : {}),
   };
   const save = () => saveState(s);
@@ -544,13 +558,14 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       must('ip', ['-n', u.netns, ...args]);
     }
     if (dual) must('ip', ['-n', u.netns, 'addr', 'add', `${UNDERLAY_PREFIX6}1/64`, 'dev', BRIDGE, 'nodad']);
-    if (routed || opts.outside) {
+    if (routed || mixed || opts.outside) {
       // the underlay namespace is the router between the node subnets and to the outside host
       must('ip', ['netns', 'exec', u.netns, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
       must('ip', ['netns', 'exec', u.netns, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1']);
     }
-    if (routed) {
+    if (routed || mixed) {
       for (let i = 1; i <= count; i++) {
+        if (!ownSubnet(i, layout)) continue;
         const nu = nodeUnderlay(i, true);
         for (const args of [
           ['link', 'add', nu.bridge, 'type', 'bridge'],
@@ -649,7 +664,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         must('ip', ['-n', netns, 'addr', 'add', `${cpIp}/${u.prefix}`, 'dev', 'eth0']);
         must('ip', ['-n', netns, 'link', 'set', 'eth0', 'up']);
         // the nodes of a routed underlay are behind the underlay's router
-        if (routed) must('ip', ['-n', netns, 'route', 'add', 'default', 'via', u.gateway]);
+        if (routed || mixed) must('ip', ['-n', netns, 'route', 'add', 'default', 'via', u.gateway]);
       },
     });
     const pki = cp.pki;
@@ -662,7 +677,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     );
     for (let i = 1; i <= count; i++) {
       const nodeName = `n${i}`;
-      const nu = nodeUnderlay(i, routed);
+      const nu = nodeUnderlay(i, ownSubnet(i, layout));
       const record: NodeRecord & { podCIDR?: string; podCIDRs?: string[] } = {
         name: nodeName,
         ip: nu.ip,
@@ -928,7 +943,7 @@ async function main(argv: string[]): Promise<number> {
     }
     default:
       process.stderr.write(
-        'usage: npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset] [--node-agent host-gw|vxlan|auto] [--dual-stack] [--underlay bridge|routed] [--outside] | down [--name NAME] | status | kubectl ARGS… | exec NODE CMD…\n',
+        'usage: npm run cluster -- up [--nodes N] [--name NAME] [--cni conflist|daemonset] [--node-agent host-gw|vxlan|auto] [--dual-stack] [--underlay bridge|routed|mixed] [--outside] | down [--name NAME] | status | kubectl ARGS… | exec NODE CMD…\n',
       );
       return 2;
   }

@@ -1,8 +1,10 @@
 /**
  * cnikit as the whole cluster network on the lab cluster (scripts/k8s/cluster.ts, docs/lab-cluster.md): the
- * DaemonSet of deploy/kubernetes/ with its node agent on (ConfigMap node-agent "on") and no other provider. Two
- * clusters, both dual stack: 2 nodes on one underlay subnet in host-gw mode, and 3 nodes each on a subnet of its
- * own (routed by the underlay's router namespace) in vxlan mode. On each: the agents' routes to every peer's
+ * DaemonSet of deploy/kubernetes/ with its node agent on (ConfigMap node-agent "on") and no other provider. Three
+ * clusters, all dual stack: 2 nodes on one underlay subnet in host-gw mode; 3 nodes each on a subnet of its own
+ * (routed by the underlay's router namespace) in vxlan mode; 3 nodes in auto mode on a mixed underlay (n1 and n2
+ * share a subnet and use host-gw between them, n3 is on another and is reached through VXLAN; the conflist's MTU is
+ * the VXLAN one on every node). On each: the agents' routes to every peer's
  * podCIDRs; pods of different nodes exchange TCP, UDP and ICMP both ways over IPv4 and IPv6, and the receiver sees
  * the sending pod's address; a pod reaches a ClusterIP Service (TCP, UDP, both families) whose endpoint is on
  * another node, again with its own address as source; a NodePort answers from every node's address (from a pod,
@@ -95,8 +97,17 @@ function parseProbes(out: string): Map<string, string> {
 }
 
 interface Expect {
-  mode: 'host-gw' | 'vxlan';
+  mode: 'host-gw' | 'vxlan' | 'auto';
   nodes: number;
+}
+
+type Node = Cluster['nodes'][number];
+/** The nodes' IPv4 underlay subnet (all the lab's underlays are /24s). */
+const subnetOf = (n: Node) => n.ip.split('.').slice(0, 3).join('.');
+/** How a node's agent reaches a peer: auto picks host-gw for a peer on its own subnet, VXLAN for the others. */
+function pathTo(mode: Expect['mode'], n: Node, p: Node): 'host-gw' | 'vxlan' {
+  if (mode !== 'auto') return mode;
+  return subnetOf(n) === subnetOf(p) ? 'host-gw' : 'vxlan';
 }
 
 /** Every check of the file on one cluster; returns timings. */
@@ -135,10 +146,11 @@ async function checkNetwork(c: Cluster, e: Expect): Promise<Record<string, numbe
         if (p === n) continue;
         const cidr = p.podCIDRs.find((x) => v6(x) === (fam === '-6')) as string;
         const r = routes.find((x) => x.dst === cidr);
+        const path = pathTo(e.mode, n, p);
         if (!r) problems.push(`${n.name}: no route to ${p.name}'s ${cidr}`);
-        else if (e.mode === 'host-gw' && (r.dev !== 'eth0' || r.gateway !== (fam === '-6' ? p.ip6 : p.ip)))
+        else if (path === 'host-gw' && (r.dev !== 'eth0' || r.gateway !== (fam === '-6' ? p.ip6 : p.ip)))
           problems.push(`${n.name}: ${cidr} ${JSON.stringify(r)} is not via ${p.name}'s underlay address`);
-        else if (e.mode === 'vxlan' && (r.dev !== 'cnikit.1' || !r.flags?.includes('onlink')))
+        else if (path === 'vxlan' && (r.dev !== 'cnikit.1' || !r.flags?.includes('onlink')))
           problems.push(`${n.name}: ${cidr} ${JSON.stringify(r)} is not onlink via cnikit.1`);
       }
       const extra = routes.filter((r) => !c.nodes.some((p) => p !== n && p.podCIDRs.includes(r.dst)));
@@ -168,8 +180,27 @@ async function checkNetwork(c: Cluster, e: Expect): Promise<Record<string, numbe
       new RegExp(`^cnikit_node_agent_routes_programmed ${2 * (e.nodes - 1)}$`, 'm'),
       `${n.name}: a route per peer and family`,
     );
+    assert.match(metrics, /^cnikit_node_agent_ready 1$/m, `${n.name}: ready`);
+    const last = Number(metrics.match(/^cnikit_node_agent_last_sync_timestamp_seconds (\S+)$/m)?.[1]);
+    // the default resync is 30 s: the last sync is at most that old (a minute of slack for the load)
+    assert.ok(Date.now() / 1000 - last < 90, `${n.name}: last sync ${last} is recent`);
+    // no sync failed and no destination was held by someone else's route (API errors at start may be there)
+    for (const kind of ['sync', 'conflict', 'nodes'])
+      assert.doesNotMatch(
+        metrics,
+        new RegExp(`^cnikit_node_agent_errors_total\\{kind="${kind}"\\} [1-9]`, 'm'),
+        `${n.name}: no ${kind} error`,
+      );
   }
-  if (e.mode === 'vxlan') {
+  if (e.mode === 'auto') {
+    // the lab's mixed underlay: both kinds of pair are there
+    const paths = c.nodes.flatMap((n) => c.nodes.filter((p) => p !== n).map((p) => pathTo(e.mode, n, p)));
+    assert.ok(paths.includes('host-gw') && paths.includes('vxlan'), `pairs of both kinds: ${paths}`);
+  }
+  if (e.mode !== 'host-gw') {
+    // vxlan and auto: the VXLAN device on every node, and the conflist's MTU leaves room for its header on every
+    // node, also where auto has only host-gw peers so far (a pod's MTU is fixed at its creation; a peer on another
+    // subnet may join later)
     for (const n of c.nodes) {
       const [link] = JSON.parse(n.exec('ip', ['-json', '-d', 'link', 'show', 'cnikit.1']).stdout);
       assert.equal(link.linkinfo.info_kind, 'vxlan');
@@ -187,6 +218,7 @@ async function checkNetwork(c: Cluster, e: Expect): Promise<Record<string, numbe
       `install-cni wrote both of ${n.name}'s podCIDRs as host-local ranges`,
     );
     assert.equal(conflist.plugins[0].ipMasq, false, 'the agent masquerades, not the bridge plugin');
+    if (e.mode === 'host-gw') assert.equal(conflist.plugins[0].mtu, 1500, "host-gw: the underlay's MTU");
   }
 
   // a server pod on every node
@@ -446,7 +478,7 @@ async function checkNetwork(c: Cluster, e: Expect): Promise<Record<string, numbe
 async function run(name: string, opts: ClusterOptions, e: Expect) {
   const t0 = Date.now();
   cluster = await startCluster({
-    name: `${name}${process.pid}`.slice(0, 12),
+    name: `agent${name}${process.pid % 100_000}`,
     cni: 'daemonset',
     outside: true,
     dualStack: true,
@@ -472,11 +504,17 @@ async function run(name: string, opts: ClusterOptions, e: Expect) {
 test('host-gw, dual stack, 2 nodes on one subnet: pod to pod (TCP, UDP, ICMP; v4, v6), Services, NodePort, masquerade to the outside', async () => {
   ensureBuilt();
   buildNetecho();
-  await run('hg', { nodes: 2, nodeAgent: 'host-gw' }, { mode: 'host-gw', nodes: 2 });
+  await run('h', { nodes: 2, nodeAgent: 'host-gw' }, { mode: 'host-gw', nodes: 2 });
 });
 
 test('vxlan, dual stack, 3 nodes each on its own routed subnet: pod to pod (TCP, UDP, ICMP; v4, v6), Services, NodePort, masquerade to the outside', async () => {
   ensureBuilt();
   buildNetecho();
-  await run('vx', { nodes: 3, nodeAgent: 'vxlan', underlay: 'routed' }, { mode: 'vxlan', nodes: 3 });
+  await run('v', { nodes: 3, nodeAgent: 'vxlan', underlay: 'routed' }, { mode: 'vxlan', nodes: 3 });
+});
+
+test('auto, dual stack, 3 nodes: n1 and n2 on one subnet (host-gw between them), n3 on a routed subnet of its own (VXLAN to it): pod to pod over both kinds of pair, Services, NodePort, masquerade', async () => {
+  ensureBuilt();
+  buildNetecho();
+  await run('a', { nodes: 3, nodeAgent: 'auto', underlay: 'mixed' }, { mode: 'auto', nodes: 3 });
 });

@@ -29,8 +29,10 @@
  * - `--check`: exit 0 only when the recorded files are in place with their recorded content, the conflist is
  *   there, and (with `--socket`) the warm-mode service answers — the DaemonSet's readiness probe.
  */
+import { readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
+import { dropStaleBridgeAddresses } from './install-cni-bridge.ts';
 import { InstallCniError } from './install-cni-error.ts';
 import { checkInstalled, type InstallCniOptions, installCni, uninstallCni } from './install-cni-installer.ts';
 import { withAgentMtu } from './install-cni-mtu.ts';
@@ -169,6 +171,8 @@ export interface InstallCniContext {
   podCidr?: NodePodCidrOptions;
   /** The underlay MTU lookup of the node agent's conflist MTU (tests). */
   underlayMtu?: Parameters<typeof withAgentMtu>[2];
+  /** The stale bridge address removal after a podCIDR change (tests; default: this namespace's bridges). */
+  staleBridge?: (conflist: unknown, out: (line: string) => void) => void;
 }
 
 /** Entry of `cnikit install-cni …` (args after the word). Resolves to the exit code. */
@@ -204,6 +208,10 @@ export async function installCniMain(args: readonly string[], ctx: InstallCniCon
       ctx.out(`ok: ${a.binDir} installed, conflist written`);
       return 0;
     }
+    const podEnv =
+      a.template === undefined
+        ? ctx.env
+        : await withNodePodCidr(ctx.env, readTemplate(a.template), { out: ctx.out, ...ctx.podCidr });
     const o: InstallCniOptions = {
       mode: a.mode,
       exe: ctx.execPath,
@@ -214,20 +222,22 @@ export async function installCniMain(args: readonly string[], ctx: InstallCniCon
       template: a.template,
       confName:
         a.confName ?? (a.template ? basename(a.template).replace(/\.tmpl$/, '') : '10-cnikit.conflist'),
-      env:
-        a.template === undefined
-          ? ctx.env
-          : withAgentMtu(
-              await withNodePodCidr(ctx.env, readTemplate(a.template), { out: ctx.out, ...ctx.podCidr }),
-              ctx.out,
-              ctx.underlayMtu,
-            ),
+      env: a.template === undefined ? ctx.env : withAgentMtu(podEnv, ctx.out, ctx.underlayMtu),
       ...(a.runDir !== undefined ? { runDir: a.runDir } : {}),
       dryRun: a.dryRun,
       out: ctx.out,
     };
     const t0 = performance.now();
     installCni(o);
+    // pod CIDRs read from the Node object: a bridge left with a previous podCIDR's gateway gets it removed
+    if (podEnv !== ctx.env && !a.dryRun) {
+      try {
+        const conf = JSON.parse(readFileSync(join(o.confDir, o.confName), 'utf8'));
+        (ctx.staleBridge ?? dropStaleBridgeAddresses)(conf, ctx.out);
+      } catch (e) {
+        ctx.out(`bridge addresses not checked: ${(e as Error).message}`);
+      }
+    }
     if (!a.dryRun) ctx.out(`install-cni took ${Math.round(performance.now() - t0)} ms`);
     if (a.watch && !a.dryRun) {
       ctx.out(`watching ${o.template} (every ${a.watchIntervalMs / 1000} s and on change)`);

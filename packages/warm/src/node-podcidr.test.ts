@@ -147,6 +147,42 @@ describe('install-cni: the node pod subnet from the API server', () => {
     assert.deepEqual(readdirSync(conf), []);
   });
 
+  test('install-cni with the pod CIDR from the Node: the stale bridge check sees the conflist written; with POD_CIDR set: no check', async () => {
+    const tpl = join(dir, '10-stale.conflist');
+    writeFileSync(
+      tpl,
+      JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 't',
+        plugins: [{ type: 'bridge', ipam: { type: 'host-local', ranges: [[{ subnet: '${POD_CIDR}' }]] } }],
+      }),
+    );
+    const run = async (extra: Record<string, string>, sub: string) => {
+      const bin = join(dir, `${sub}-bin`);
+      const conf = join(dir, `${sub}-conf`);
+      mkdirSync(bin);
+      mkdirSync(conf);
+      const checked: unknown[] = [];
+      const errs: string[] = [];
+      const code = await installCniMain(['--cold', '--bin-dir', bin, '--conf-dir', conf, '--template', tpl], {
+        plugins: ['bridge'],
+        execPath: process.execPath,
+        env: { ...env, CNIKIT_SA_CA_FILE: good.cert, ...extra },
+        out: () => {},
+        err: (l) => errs.push(l),
+        podCidr: quick,
+        staleBridge: (c) => checked.push(c),
+      });
+      assert.equal(code, 0, errs.join('\n'));
+      return checked as { plugins: { ipam: { ranges: { subnet: string }[][] } }[] }[];
+    };
+    answers = [node({ podCIDR: '10.244.7.0/24' })];
+    const fromNode = await run({}, 'stale-a');
+    assert.equal(fromNode.length, 1);
+    assert.deepEqual(fromNode[0]?.plugins[0]?.ipam.ranges, [[{ subnet: '10.244.7.0/24' }]]);
+    assert.deepEqual(await run({ POD_CIDR: '10.1.0.0/24' }, 'stale-b'), []);
+  });
+
   test('a server certificate that does not chain to the CA is refused (no retry, no token use)', async () => {
     answers = [node({ podCIDR: '10.244.3.0/24' })];
     seen.length = 0;
