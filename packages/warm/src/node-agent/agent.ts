@@ -1,7 +1,8 @@
 /**
  * The node agent (docs/kubernetes.md, "cnikit as the cluster network"): hosted by `cnikit serve --node-agent` (or
  * the ConfigMap key node-agent: "on"), on the service's event loop. It lists and watches the Node objects (resuming
- * from the last resourceVersion, relisting on 410 Gone, backing off on errors), keeps only what it needs of each
+ * from the last resourceVersion after a clean end, relisting on 410 Gone and after any failed watch so that nothing
+ * changed during an outage is missed, dropping a watch silent longer than its bound, backing off on errors), keeps only what it needs of each
  * (name, pod CIDRs, InternalIPs, VTEP MAC: bounded memory), and after every change, on start and every
  * resync period brings the kernel to the plan (./plan.ts, ./kernel.ts) and the masquerade chain to the config
  * (./masquerade.ts). While the API server is unreachable nothing is removed: routes stay as they are until a
@@ -21,7 +22,25 @@ import { type AgentTracing, KIND, rootSpan } from './trace.ts';
 /** Node objects kept at most (a cluster's documented limit is 5000 nodes). */
 export const MAX_NODES = 20_000;
 const LIST_PAGE = 500;
-const WATCH_TIMEOUT_S = 300;
+/**
+ * Watch timing: the server ends each watch after `watchTimeoutS` (a clean end, resumed from the last
+ * resourceVersion); a watch with no data for `watchTimeoutS + idleMarginS` is dropped and the nodes listed again
+ * (a connection that stays open and silent, e.g. one accepted while the API server was starting). Errors retry after
+ * `backoffMinMs`, doubling up to `backoffMaxMs`; the delay resets only after a watch that delivered (an event, or a
+ * clean end after at least half its timeout).
+ */
+export interface WatchTiming {
+  watchTimeoutS: number;
+  idleMarginS: number;
+  backoffMinMs: number;
+  backoffMaxMs: number;
+}
+export const WATCH_TIMING: WatchTiming = {
+  watchTimeoutS: 60,
+  idleMarginS: 15,
+  backoffMinMs: 250,
+  backoffMaxMs: 30_000,
+};
 
 class Gone extends Error {}
 
@@ -39,6 +58,7 @@ export class NodeAgent {
   readonly #client: KubeClient;
   readonly #log: (m: string) => void;
   readonly #tracing: AgentTracing | undefined;
+  readonly #timing: WatchTiming;
   readonly nodes = new Map<string, PeerNode>();
   #rv = '';
   #listed = false;
@@ -57,9 +77,20 @@ export class NodeAgent {
   syncs = 0;
   readonly errors: Record<string, number> = {};
   problems: string[] = [];
+  /** Lists done, watches opened, and the delay of the last retry (tests, metrics). */
+  lists = 0;
+  watches = 0;
+  lastBackoffMs = 0;
 
-  constructor(cfg: NodeAgentConfig, client: KubeClient, log: (m: string) => void, tracing?: AgentTracing) {
+  constructor(
+    cfg: NodeAgentConfig,
+    client: KubeClient,
+    log: (m: string) => void,
+    tracing?: AgentTracing,
+    timing: Partial<WatchTiming> = {},
+  ) {
     this.cfg = cfg;
+    this.#timing = { ...WATCH_TIMING, ...timing };
     this.#client = client;
     this.#log = log;
     this.#tracing = tracing;
@@ -94,12 +125,26 @@ export class NodeAgent {
   }
 
   async #loop(): Promise<void> {
-    let backoff = 250;
+    const t = this.#timing;
+    let backoff = t.backoffMinMs;
+    const pause = async (msg: string): Promise<void> => {
+      this.lastBackoffMs = backoff;
+      this.#error('api', `Kubernetes API ${this.#client.server}: ${msg}; retrying in ${backoff} ms`);
+      await new Promise((r) => setTimeout(r, backoff * (0.8 + Math.random() * 0.4)));
+      backoff = Math.min(backoff * 2, t.backoffMaxMs);
+    };
     while (!this.#stopped) {
       try {
         if (!this.#rv) await this.#list();
-        backoff = 250;
-        await this.#watch();
+        const t0 = Date.now();
+        const events = await this.#watch();
+        if (this.#stopped) return;
+        if (events > 0 || Date.now() - t0 >= (t.watchTimeoutS * 1000) / 2) backoff = t.backoffMinMs;
+        // a clean end at once with nothing delivered (e.g. a server shutting down): list again, after the delay
+        else {
+          this.#rv = '';
+          await pause('watch nodes ended at once with no event: listing again');
+        }
       } catch (e) {
         if (this.#stopped) return;
         if (e instanceof Gone) {
@@ -107,12 +152,9 @@ export class NodeAgent {
           this.#rv = '';
           continue;
         }
-        this.#error(
-          'api',
-          `Kubernetes API ${this.#client.server}: ${(e as Error).message}; retrying in ${backoff} ms`,
-        );
-        await new Promise((r) => setTimeout(r, backoff * (0.8 + Math.random() * 0.4)));
-        backoff = Math.min(backoff * 2, 30_000);
+        // what changed while the watch was failing is not known: list again rather than resume
+        this.#rv = '';
+        await pause((e as Error).message);
       }
     }
   }
@@ -154,6 +196,7 @@ export class NodeAgent {
     this.nodes.clear();
     for (const [k, v] of fresh) this.nodes.set(k, v);
     this.#rv = rv;
+    this.lists++;
     span?.setAttributes({ 'cnikit.node_agent.nodes': fresh.size, 'k8s.resource_version': rv });
     const first = !this.#listed;
     this.#listed = true;
@@ -161,14 +204,23 @@ export class NodeAgent {
     this.schedule(0);
   }
 
-  async #watch(): Promise<void> {
-    const q = `/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=${WATCH_TIMEOUT_S}&resourceVersion=${encodeURIComponent(this.#rv)}`;
-    const r = await this.#client.stream(q, (line) => this.#event(line), {
-      idleMs: (WATCH_TIMEOUT_S + 30) * 1000,
-      signal: this.#abort.signal,
-    });
+  /** One watch from the last resourceVersion; resolves with the events it delivered when the server ends it. */
+  async #watch(): Promise<number> {
+    const t = this.#timing;
+    const q = `/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=${t.watchTimeoutS}&resourceVersion=${encodeURIComponent(this.#rv)}`;
+    let events = 0;
+    this.watches++;
+    const r = await this.#client.stream(
+      q,
+      (line) => {
+        events++;
+        this.#event(line);
+      },
+      { idleMs: (t.watchTimeoutS + t.idleMarginS) * 1000, signal: this.#abort.signal },
+    );
     if (r.status === 410) throw new Gone();
     if (r.status !== 200) throw new Error(`watch nodes: HTTP ${r.status}${httpReason(r.status, r.body)}`);
+    return events;
   }
 
   #event(line: string): void {
