@@ -29,7 +29,13 @@ import { registerMetricsSource } from '@cnikit/warm/metrics';
 import type { AllocationSpec, BlockSpec } from './allocator.ts';
 import { type EtcdClient, EtcdError, prefixEnd } from './etcd.ts';
 import { DEFAULT_ETCD_PREFIX, EtcdStore, etcdOptionsFromConfig } from './etcd-store.ts';
-import { DEFAULT_GRACE_MS, DEFAULT_INTERVAL_MS, DEFAULT_LEASE_SECONDS, parseDuration } from './reclaimer.ts';
+import {
+  DEFAULT_GRACE_MS,
+  DEFAULT_INTERVAL_MS,
+  DEFAULT_LEASE_SECONDS,
+  parseDuration,
+  runInForeground,
+} from './reclaimer.ts';
 import type { StoredObject } from './store.ts';
 
 export interface EtcdReclaimerConfig {
@@ -510,25 +516,6 @@ export function startEtcdReclaimer(
 }
 
 /** `cluster-ipam reclaimer --datastore etcd …` in the foreground, until SIGTERM/SIGINT. */
-export async function etcdReclaimerMain(args: readonly string[]): Promise<number> {
-  if (args.includes('--help') || args.includes('-h')) {
-    process.stdout.write(ETCD_RECLAIMER_USAGE);
-    return 0;
-  }
-  const log = (line: string) => process.stderr.write(`${line}\n`);
-  let handle: ReturnType<typeof startEtcdReclaimer>;
-  try {
-    handle = startEtcdReclaimer(args, process.env, log);
-  } catch (e) {
-    process.stderr.write(`cluster-ipam reclaimer: ${(e as Error).message}\n${ETCD_RECLAIMER_USAGE}`);
-    return 2;
-  }
-  log(handle.description);
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
-  await handle.stop();
-  log('cluster-ipam reclaimer: stopped');
-  return 0;
+export function etcdReclaimerMain(args: readonly string[]): Promise<number> {
+  return runInForeground(args, ETCD_RECLAIMER_USAGE, startEtcdReclaimer);
 }

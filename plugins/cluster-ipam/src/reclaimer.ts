@@ -507,17 +507,35 @@ export async function startReclaimer(
 }
 
 /** `cluster-ipam reclaimer …` in the foreground, until SIGTERM/SIGINT. */
-export async function reclaimerMain(args: readonly string[]): Promise<number> {
+export function reclaimerMain(args: readonly string[]): Promise<number> {
+  return runInForeground(args, RECLAIMER_USAGE, startReclaimer);
+}
+
+/**
+ * A reclaimer command in the foreground (either datastore's): `--help` prints the usage; bad flags or an unusable
+ * store exit 2 with the usage; otherwise it runs until SIGTERM/SIGINT, then stops (giving up its leadership).
+ */
+export async function runInForeground(
+  args: readonly string[],
+  usage: string,
+  start: (
+    args: readonly string[],
+    env: Readonly<Record<string, string | undefined>>,
+    log: (line: string) => void,
+  ) =>
+    | Promise<{ description: string; stop(): Promise<void> }>
+    | { description: string; stop(): Promise<void> },
+): Promise<number> {
   if (args.includes('--help') || args.includes('-h')) {
-    process.stdout.write(RECLAIMER_USAGE);
+    process.stdout.write(usage);
     return 0;
   }
   const log = (line: string) => process.stderr.write(`${line}\n`);
-  let handle: Awaited<ReturnType<typeof startReclaimer>>;
+  let handle: { description: string; stop(): Promise<void> };
   try {
-    handle = await startReclaimer(args, process.env, log);
+    handle = await start(args, process.env, log);
   } catch (e) {
-    process.stderr.write(`cluster-ipam reclaimer: ${errText(e)}\n${RECLAIMER_USAGE}`);
+    process.stderr.write(`cluster-ipam reclaimer: ${errText(e)}\n${usage}`);
     return 2;
   }
   log(handle.description);
