@@ -30,6 +30,7 @@ import {
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns, type NamedNetns } from '@cnikit/testing';
+import { type Conf, kubeletChain } from './lib/chains.ts';
 import { compileLauncher } from './lib/launcher.ts';
 import { quantile } from './lib/side-by-side.ts';
 
@@ -65,38 +66,12 @@ for (const impl of [...IMPLS, 'go' as const])
       process.exit(1);
     }
 
-type Conf = Record<string, unknown>;
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bench-scale-'));
 const runDir = join(scratch, 'run');
 mkdirSync(runDir, { mode: 0o700 });
 const SOCK = join(runDir, 'cnikit.sock');
-const chain = (hostPort: number): Conf[] => [
-  {
-    type: 'bridge',
-    bridge: 'cniscale0',
-    isGateway: true,
-    ipMasq: true,
-    ipam: { type: 'host-local', ranges: [[{ subnet: '10.79.0.0/16' }]], dataDir: join(scratch, 'ipam') },
-  },
-  {
-    type: 'tuning',
-    dataDir: join(scratch, 'tuning'),
-    mtu: 1400,
-    sysctl: { 'net.ipv4.conf.eth0.arp_ignore': '1' },
-  },
-  {
-    type: 'portmap',
-    capabilities: { portMappings: true },
-    runtimeConfig: { portMappings: [{ hostPort, containerPort: 80, protocol: 'tcp' }] },
-  },
-  {
-    type: 'bandwidth',
-    ingressRate: 100_000_000,
-    ingressBurst: 1_000_000,
-    egressRate: 100_000_000,
-    egressBurst: 1_000_000,
-  },
-];
+const chain = (hostPort: number): Conf[] =>
+  kubeletChain({ bridge: 'cniscale0', subnet: '10.79.0.0/16', dir: scratch, hostPort });
 
 const launch = compileLauncher(scratch);
 let service: ChildProcess | undefined;

@@ -13,6 +13,7 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, 
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
+import { type Conf, kubeletChain } from './lib/chains.ts';
 import { compileLauncher } from './lib/launcher.ts';
 import { median } from './lib/side-by-side.ts';
 
@@ -24,7 +25,6 @@ const JSON_OUT = process.argv.includes('--json');
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 const WARM = join(ROOT, 'dist-bin', 'warm');
 const GO = '/usr/lib/cni';
-type Conf = Record<string, unknown>;
 
 if (!existsSync(join(WARM, 'bridge')) || !existsSync('/usr/bin/strace')) {
   console.error('warm-profile: needs dist-bin/warm (npm run build) and strace');
@@ -36,37 +36,8 @@ mkdirSync(runDir, { mode: 0o700 });
 const SOCK = join(runDir, 'cnikit.sock');
 const TRACE = join(scratch, 'service.strace');
 
-const chain = (impl: string): Conf[] => [
-  {
-    type: 'bridge',
-    bridge: 'cniwp0',
-    isGateway: true,
-    ipMasq: true,
-    ipam: {
-      type: 'host-local',
-      ranges: [[{ subnet: '10.79.0.0/16' }]],
-      dataDir: join(scratch, `ipam-${impl}`),
-    },
-  },
-  {
-    type: 'tuning',
-    dataDir: join(scratch, `tuning-${impl}`),
-    mtu: 1400,
-    sysctl: { 'net.ipv4.conf.eth0.arp_ignore': '1' },
-  },
-  {
-    type: 'portmap',
-    capabilities: { portMappings: true },
-    runtimeConfig: { portMappings: [{ hostPort: 18082, containerPort: 80, protocol: 'tcp' }] },
-  },
-  {
-    type: 'bandwidth',
-    ingressRate: 100_000_000,
-    ingressBurst: 1_000_000,
-    egressRate: 100_000_000,
-    egressBurst: 1_000_000,
-  },
-];
+const chain = (impl: string): Conf[] =>
+  kubeletChain({ bridge: 'cniwp0', subnet: '10.79.0.0/16', dir: join(scratch, impl), hostPort: 18082 });
 
 function startService(traced: boolean): ChildProcess {
   const fd = openSync(join(scratch, 'service.log'), 'a');

@@ -18,6 +18,7 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
+import { type Conf, kubeletChain } from './lib/chains.ts';
 import { compileLauncher } from './lib/launcher.ts';
 import { quantile } from './lib/side-by-side.ts';
 
@@ -36,7 +37,6 @@ const DIRS: Record<Impl, string> = {
   go: '/usr/lib/cni',
 };
 const IMPLS: Impl[] = ['warm', 'cold', 'go'];
-type Conf = Record<string, unknown>;
 
 for (const impl of IMPLS) {
   for (const p of ['loopback', 'bridge', 'host-local', 'tuning', 'portmap', 'bandwidth']) {
@@ -58,38 +58,9 @@ const runDir = join(scratch, 'run');
 mkdirSync(runDir, { mode: 0o700 });
 const SOCK = join(runDir, 'cnikit.sock');
 
-const bridge = (impl: string, name = 'cnibw0'): Conf => ({
-  type: 'bridge',
-  bridge: name,
-  isGateway: true,
-  ipMasq: true,
-  ipam: {
-    type: 'host-local',
-    ranges: [[{ subnet: '10.78.0.0/16' }]],
-    dataDir: join(scratch, `ipam-${impl}`),
-  },
-});
-const chain = (impl: string): Conf[] => [
-  bridge(impl),
-  {
-    type: 'tuning',
-    dataDir: join(scratch, `tuning-${impl}`),
-    mtu: 1400,
-    sysctl: { 'net.ipv4.conf.eth0.arp_ignore': '1' },
-  },
-  {
-    type: 'portmap',
-    capabilities: { portMappings: true },
-    runtimeConfig: { portMappings: [{ hostPort: 18081, containerPort: 80, protocol: 'tcp' }] },
-  },
-  {
-    type: 'bandwidth',
-    ingressRate: 100_000_000,
-    ingressBurst: 1_000_000,
-    egressRate: 100_000_000,
-    egressBurst: 1_000_000,
-  },
-];
+const chain = (impl: string): Conf[] =>
+  kubeletChain({ bridge: 'cnibw0', subnet: '10.78.0.0/16', dir: join(scratch, impl), hostPort: 18081 });
+const bridge = (impl: string): Conf => chain(impl)[0] as Conf;
 
 function startService(): ChildProcess {
   const fd = openSync(join(scratch, 'service.log'), 'a');
