@@ -124,9 +124,12 @@ export function linkLab(o: LinkLabOptions) {
     delNetnsGone: async (name: string, cf: object) => {
       const ns = createNamedNetns(name);
       const co = { netns: ns.path, containerId: 'gone' };
-      expectOk<IpJson>(await call('ADD', cf, co));
-      assert.ok(reservations().length >= 1);
-      deleteNamedNetns(ns);
+      try {
+        expectOk<IpJson>(await call('ADD', cf, co));
+        assert.ok(reservations().length >= 1);
+      } finally {
+        deleteNamedNetns(ns);
+      }
       expectOk<IpJson>(await call('DEL', cf, co));
       assert.deepEqual(reservations(), []);
     },
