@@ -1,8 +1,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the template syntax ${NAME} is the subject here
 // cnikit install-cni reading the node's pod subnet from a stand-in API server (node:https on 127.0.0.1, with a
-// certificate made here by the openssl CLI).
+// certificate from testdata/self-signed.ts).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -11,39 +10,10 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { installCniMain } from './install-cni.ts';
 import { withNodePodCidr } from './node-podcidr.ts';
+import { selfSigned } from './testdata/self-signed.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cnikit-podcidr-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-function selfSigned(name: string): { key: string; cert: string } {
-  const key = join(dir, `${name}.key`);
-  const cert = join(dir, `${name}.crt`);
-  const r = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      `/CN=${name}`,
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { encoding: 'utf8' },
-  );
-  assert.equal(r.status, 0, r.stderr);
-  return { key, cert };
-}
 
 interface Seen {
   path: string;
@@ -53,8 +23,8 @@ let answers: { status: number; body: unknown }[] = [];
 const seen: Seen[] = [];
 let server: Server;
 let env: Record<string, string>;
-const good = selfSigned('apiserver');
-const other = selfSigned('other-ca');
+const good = selfSigned(dir, 'apiserver');
+const other = selfSigned(dir, 'other-ca');
 const token = join(dir, 'token');
 writeFileSync(token, 'tok-123\n');
 

@@ -1,8 +1,7 @@
-// The node agent's list and watch against a stand-in API server (node:https on 127.0.0.1, with a certificate made
-// here by the openssl CLI): a silent watch is dropped after its bound, a failed watch is followed by a list (not a
+// The node agent's list and watch against a stand-in API server (node:https on 127.0.0.1, with a certificate from
+// ../testdata/self-signed.ts): a silent watch is dropped after its bound, a failed watch is followed by a list (not a
 // resume from the old resourceVersion), a clean end resumes, and retries back off until a watch delivers.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
@@ -12,41 +11,12 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { closeConnection, type KubeConnection } from '../kube.ts';
 import { KubeClient } from '../kube-client.ts';
+import { selfSigned } from '../testdata/self-signed.ts';
 import { NodeAgent, type WatchTiming } from './agent.ts';
 import { parseNodeAgentConfig } from './config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cnikit-agent-watch-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-function selfSigned(): { key: Buffer; cert: Buffer } {
-  const key = join(dir, 'a.key');
-  const cert = join(dir, 'a.crt');
-  const r = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=apiserver',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { encoding: 'utf8' },
-  );
-  assert.equal(r.status, 0, r.stderr);
-  return { key: readFileSync(key), cert: readFileSync(cert) };
-}
 
 /** What the stand-in does with a watch request (its query string given). */
 type WatchAnswer = (res: ServerResponse, q: URLSearchParams) => void;
@@ -57,7 +27,8 @@ interface Hit {
   at: number;
 }
 
-const tls = selfSigned();
+const pem = selfSigned(dir, 'apiserver');
+const tls = { key: readFileSync(pem.key), cert: readFileSync(pem.cert) };
 let server: Server;
 let conn: KubeConnection;
 let hits: Hit[] = [];
