@@ -398,18 +398,7 @@ describe('contention and the number of store calls', () => {
   });
 
   test('only a new view reads exactly; a view read again (stale, after a failure) reads from the cache', async () => {
-    const store = new MemoryStore();
-    const seen: Array<boolean | undefined> = [];
-    const spy = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === 'list')
-          return (kind: 'blocks' | 'allocations', prefix?: string, opts?: { cached?: boolean }) => {
-            seen.push(opts?.cached);
-            return target.list(kind, prefix, opts);
-          };
-        return Reflect.get(target, prop, receiver);
-      },
-    });
+    const { spy, seen } = spyLists(new MemoryStore());
     const p = pools({ range: '10.42.0.0/24' });
     const view = new NodeView();
     const a = new Allocator(
@@ -435,22 +424,33 @@ describe('contention and the number of store calls', () => {
   });
 });
 
+/**
+ * The store with its list calls recorded: `seen` gets each call's `cached` option; an exact (uncached) list throws
+ * while `failExact()` is true.
+ */
+function spyLists(
+  store: MemoryStore,
+  failExact: () => boolean = () => false,
+): { spy: MemoryStore; seen: Array<boolean | undefined> } {
+  const seen: Array<boolean | undefined> = [];
+  const spy = new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === 'list')
+        return async (kind: 'blocks' | 'allocations', prefix?: string, opts?: { cached?: boolean }) => {
+          seen.push(opts?.cached);
+          if (failExact() && !opts?.cached) throw new Error('no answer within 10000 ms');
+          return target.list(kind, prefix, opts);
+        };
+      return Reflect.get(target, prop, receiver);
+    },
+  });
+  return { spy, seen };
+}
+
 describe('the exact read of a new view', () => {
   test('is tried once: when it fails, the next ADD reads from the cache instead of asking for it again', async () => {
-    const store = new MemoryStore();
-    const seen: Array<boolean | undefined> = [];
     let failExact = true;
-    const spy = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === 'list')
-          return async (kind: 'blocks' | 'allocations', prefix?: string, opts?: { cached?: boolean }) => {
-            seen.push(opts?.cached);
-            if (failExact && !opts?.cached) throw new Error('no answer within 10000 ms');
-            return target.list(kind, prefix, opts);
-          };
-        return Reflect.get(target, prop, receiver);
-      },
-    });
+    const { spy, seen } = spyLists(new MemoryStore(), () => failExact);
     const p = pools({ range: '10.43.0.0/24' });
     const view = new NodeView();
     const a = new Allocator(
