@@ -144,6 +144,22 @@ function cnikitPod(nodeName: string): PodJson | undefined {
   return items.find((p) => p.spec.nodeName === nodeName && !p.metadata.deletionTimestamp);
 }
 
+function podReady(p: PodJson | undefined): boolean {
+  return p?.status.conditions?.some((x) => x.type === 'Ready' && x.status === 'True') ?? false;
+}
+
+/** The log of a container of the cnikit pod on a node (it must exist). */
+function cnikitLog(nodeName: string, container: string): string {
+  return kubectl([
+    '-n',
+    'kube-system',
+    'logs',
+    (cnikitPod(nodeName) as PodJson).metadata.name,
+    '-c',
+    container,
+  ]);
+}
+
 /** GET on the node's loopback (its network namespace) by a node process: [status, body]. */
 function nodeHttp(n: LabNode, port: number, path: string): [number, string] {
   const script = `fetch('http://127.0.0.1:${port}${path}').then(async (r) => { process.stdout.write(r.status + '\\n' + (await r.text())); }, (e) => { process.stdout.write('0\\n' + e.message); })`;
@@ -283,7 +299,7 @@ test('agent on: conflist MTU from the mode (host-gw: the underlay’s), the serv
       new RegExp(`MTU ${link.mtu}: node agent mode host-gw, the underlay eth0 \\(${n.ip}\\)`),
     );
     assert.equal(nodeHttp(n, 9809, '/readyz')[0], 200);
-    assert.ok(pod.status.conditions?.some((x) => x.type === 'Ready' && x.status === 'True'));
+    assert.ok(podReady(pod));
   }
   const ips = new Map<string, string>();
   for (const n of c().nodes) ips.set(n.name, await webPod(`web-${n.name}`, n.name));
@@ -505,19 +521,11 @@ test('node deleted → its routes gone on every other node; re-registered → ro
     );
     // a pod on the re-registered node (once its cnikit pod has installed the conflist with the new podCIDR)
     await until('the cnikit pod of n3 ready', 300_000, () => {
-      const p = cnikitPod('n3');
-      return p?.status.conditions?.some((x) => x.type === 'Ready' && x.status === 'True');
+      return podReady(cnikitPod('n3'));
     });
     const conf = JSON.parse(readFileSync(join(nodeTree(gone.dir).confDir, '10-cnikit.conflist'), 'utf8'));
     assert.deepEqual(conf.plugins[0].ipam.ranges, [[{ subnet: cidr }]], 'n3’s conflist has its new podCIDR');
-    const install = kubectl([
-      '-n',
-      'kube-system',
-      'logs',
-      (cnikitPod('n3') as PodJson).metadata.name,
-      '-c',
-      'install-cni',
-    ]);
+    const install = cnikitLog('n3', 'install-cni');
     assert.ok(
       install.includes(
         `cni0: address ${oldGateway} is outside the node's pod CIDRs (${cidr}): removed (the node's podCIDR changed)`,
@@ -746,19 +754,10 @@ test(`serve SIGKILLed in the middle of a sync of ${FAKES} routes (kernel shows t
       const r = new Map(agentRoutesUnder(n1, FAKE_ROOT).map((l) => [l.split(' ')[0], l]));
       return wanted.every((f) => r.get(f.cidr) === `${f.cidr} via ${f.gw} dev eth0`);
     });
-    await until('n1’s cnikit pod ready again', 120_000, () =>
-      cnikitPod('n1')?.status.conditions?.some((x) => x.type === 'Ready' && x.status === 'True'),
-    );
+    await until('n1’s cnikit pod ready again', 120_000, () => podReady(cnikitPod('n1')));
     // the restarted agent programmed exactly the routes the killed one had not (nothing twice), none over the
     // foreign one; each destination has one route
-    const log = kubectl([
-      '-n',
-      'kube-system',
-      'logs',
-      (cnikitPod('n1') as PodJson).metadata.name,
-      '-c',
-      'serve',
-    ]);
+    const log = cnikitLog('n1', 'serve');
     const done = new RegExp(
       `node agent: ${wanted.length + real.length} route\\(s\\) to ${FAKES + real.length} peer\\(s\\), ${wanted.length - frozen.routes} change\\(s\\)`,
     );
@@ -890,11 +889,7 @@ test('bad ConfigMap values: the pod is not ready (/readyz 503 in its probe), the
   kubectl(['-n', 'kube-system', 'delete', 'pod', old.metadata.name, '--wait=true', '--timeout=120s']);
   await until('n2’s cnikit pod ready with the good values', 240_000, () => {
     const p = cnikitPod('n2');
-    return (
-      p &&
-      p.metadata.name !== old.metadata.name &&
-      p.status.conditions?.some((x) => x.type === 'Ready' && x.status === 'True')
-    );
+    return p !== undefined && p.metadata.name !== old.metadata.name && podReady(p);
   });
   assert.equal([...agentRoutes(n2)].sort().join('\n'), before);
 });
