@@ -292,7 +292,9 @@ export class Allocator {
       for (const a of out) {
         if (a.existing) continue;
         view.held.delete(a.record.name);
-        await this.store.delete('allocations', a.record.name, a.record.version).catch(() => {});
+        await this.store
+          .delete('allocations', a.record.name, a.record.version, a.record.spec)
+          .catch(() => {});
       }
       throw err;
     }
@@ -518,7 +520,7 @@ export class Allocator {
   async release(containerID: string, ifName: string): Promise<string[]> {
     const out: string[] = [];
     for (const r of await this.find(containerID, ifName)) {
-      if (await this.store.delete('allocations', r.name, r.version)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
         this.view?.held.delete(r.name);
         out.push(r.spec.ip);
         continue;
@@ -529,7 +531,7 @@ export class Allocator {
       if (
         now &&
         this.matches(now, containerID, ifName) &&
-        (await this.store.delete('allocations', now.name, now.version))
+        (await this.store.delete('allocations', now.name, now.version, now.spec))
       )
         out.push(now.spec.ip);
     }
@@ -543,7 +545,7 @@ export class Allocator {
     for (const r of await this.heldRecords({})) {
       if (r.spec.node !== this.conf.node) continue;
       if (keep.has(`${r.spec.containerID}\n${r.spec.ifName}`)) continue;
-      if (await this.store.delete('allocations', r.name, r.version)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
         this.view?.held.delete(r.name);
         out.push(r.spec.ip);
       }

@@ -344,7 +344,7 @@ export class EtcdReclaimer {
       else if (!gone(node) || young(r.spec?.created)) report.kept.grace++;
       else {
         check();
-        if (await store.delete('allocations', r.name, r.version)) {
+        if (await store.delete('allocations', r.name, r.version, r.spec)) {
           report.released.push({ name: r.name, ip: r.spec.ip, node });
           this.released++;
           this.#log(
@@ -373,7 +373,7 @@ export class EtcdReclaimer {
         });
       if (!used) {
         check();
-        if (await store.delete('blocks', b.name, b.version)) {
+        if (await store.delete('blocks', b.name, b.version, b.spec)) {
           report.blocksReleased.push(b.name);
           this.blocksReleased++;
           this.#log(
@@ -421,6 +421,10 @@ export class EtcdReclaimer {
       this.#log(
         `reclaimer run: ${r.records} records, released ${r.released.length} records, ${r.blocksReleased.length} blocks and ${r.nodesRemoved.length} nodes, kept ${r.kept.live} of live nodes, ${r.kept.grace} within the grace, ${r.kept.unknown} of unregistered nodes`,
       );
+      // objects without their per-node index entry (written by an older cnikit: a rolling upgrade) get it
+      const m = await this.store.migrate();
+      if (m.indexed + m.removed > 0)
+        this.#log(`reclaimer: per-node index: ${m.indexed} entries written, ${m.removed} stale ones removed`);
       return r;
     } catch (e) {
       this.runs.error++;
