@@ -121,6 +121,8 @@ function fnv(text: string): number {
 
 /** How many candidate blocks one ADD looks at before it calls the pool exhausted of unclaimed blocks. */
 const MAX_BLOCK_PROBES = 1 << 16;
+/** How many times a cold ADD that lost a create reads this node's records again before it picks blind. */
+const MAX_SIBLING_REFRESHES = 3;
 /** A warm view older than this is read again from the store before the next ADD. */
 export const VIEW_MAX_AGE_MS = 60_000;
 /**
@@ -447,14 +449,27 @@ export class Allocator {
     const ref = blockAt(p, base);
     if (countFree(p, ref.first, ref.last) === 0n) return undefined;
     const prefix = this.recordPrefix(p);
-    const span = ref.last - ref.first + 1n;
-    // concurrent ADDs on one node start at different places of the block
-    const offset = BigInt(fnv(`${owner.containerID}/${owner.ifName}`)) % span;
-    for (let i = 0n; i < span; i++) {
-      const v = ref.first + ((offset + i) % span);
+    // the block's free addresses as this call sees them (at most 2^MAX_BLOCK_BITS)
+    const free: bigint[] = [];
+    for (let v = ref.first; v <= ref.last; v++) {
       if (!allocatable(p, v)) continue;
       const name = recordName(prefix, p.family, v);
       if (view.held.has(name) || view.taken.has(name) || view.pending.has(name) || used?.has(name)) continue;
+      free.push(v);
+    }
+    // concurrent ADDs on one node (cold siblings: each read the same view) try the free addresses in an order of
+    // their own, hashed from the attachment: a pick is an index into what is still free, so two siblings meet only
+    // when their hashes agree modulo the free count, and one that lost a create picks again by a new hash (never
+    // the address after it, where the winner's siblings are heading too)
+    const who = `${owner.containerID}/${owner.ifName}`;
+    let refreshes = 0;
+    for (let attempt = 0; free.length > 0; attempt++) {
+      const at = fnv(attempt === 0 ? who : `${who}#${attempt}`) % free.length;
+      const v = free[at] as bigint;
+      free[at] = free[free.length - 1] as bigint;
+      free.pop();
+      const name = recordName(prefix, p.family, v);
+      if (view.held.has(name) || view.taken.has(name) || view.pending.has(name)) continue;
       const ip = ipText(p.family, v);
       const spec: AllocationSpec = {
         network: this.conf.net,
@@ -484,6 +499,16 @@ export class Allocator {
       }
       // someone else holds it: mark it and go on
       view.taken.add(name);
+      if (!this.view && refreshes < MAX_SIBLING_REFRESHES) {
+        // cold: most likely a sibling ADD on this node took it, and took others since this call read its view.
+        // This node's records again (one read of its own keys, the watch cache on Kubernetes: no write, unlike a
+        // failed create), and what they hold leaves the free list
+        refreshes++;
+        for (const r of await this.heldRecords({ cached: true })) view.held.set(r.name, r);
+        let n = 0;
+        for (const f of free) if (!view.held.has(recordName(prefix, p.family, f))) free[n++] = f;
+        free.length = n;
+      }
     }
     return undefined;
   }
