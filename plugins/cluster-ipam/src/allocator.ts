@@ -11,7 +11,7 @@
  * - what an ADD reads is the node's view (NodeView): this node's blocks and the records this node holds, two lists
  *   selected by node (Kubernetes: a label, answered from the API server's watch cache), whatever the size of the
  *   pool; the view may lag a moment behind the store, which costs at most a failed create (someone holds that
- *   name: the next address is tried), never a duplicate. Only claiming a block reads the pool's blocks, and only
+ *   name: another address is tried), never a duplicate. Only claiming a block reads the pool's blocks, and only
  *   borrowing (every block claimed) reads the pool's records;
  * - in the warm service (warm.ts) the view lives in memory from call to call, kept in sync by the service's own
  *   writes and read again from the store when it runs dry or is older than a minute: an ADD is then one durable
@@ -499,7 +499,7 @@ export class Allocator {
       }
       // someone else holds it: mark it and go on
       view.taken.add(name);
-      if (!this.view && refreshes < MAX_SIBLING_REFRESHES) {
+      if (!this.view && !borrowed && refreshes < MAX_SIBLING_REFRESHES) {
         // cold: most likely a sibling ADD on this node took it, and took others since this call read its view.
         // This node's records again (one read of its own keys, the watch cache on Kubernetes: no write, unlike a
         // failed create), and what they hold leaves the free list
