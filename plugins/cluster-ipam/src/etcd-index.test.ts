@@ -213,6 +213,20 @@ describe('etcd per-node index', () => {
       assert.equal(now[0]?.version, main?.version, "the entry carries the record's own version");
       assert.ok(await store.delete('allocations', 'n.4-0a2a00.06', now[0]?.version, now[0]?.spec));
       assert.deepEqual(await store.list('allocations', '', { node: 'n1' }), []);
+      // 70 of them (more than two migration transactions of 32), for two nodes
+      for (let i = 0; i < 70; i++)
+        await store.client.put(
+          store.key('allocations', `n.4-0a2a01.${i.toString(16).padStart(2, '0')}`),
+          JSON.stringify({ node: `n${i % 2}`, ip: `10.42.1.${i}` }),
+        );
+      assert.deepEqual(await store.migrate(), { indexed: 70, removed: 0, skipped: 0 });
+      assert.equal((await store.list('allocations', '', { node: 'n0' })).length, 35);
+      assert.equal((await store.list('allocations', '', { node: 'n1' })).length, 35);
+      assert.deepEqual(
+        await store.migrate(),
+        { indexed: 0, removed: 0, skipped: 0 },
+        'a second pass: nothing',
+      );
     } finally {
       await store.client.deleteRange('/straggler/', '/straggler0');
       await store.close();
