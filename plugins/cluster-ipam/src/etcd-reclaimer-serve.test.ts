@@ -217,6 +217,11 @@ describe('the etcd reclaimer hosted by cnikit serve (TLS and authentication on)'
         /refuses the reclaimer: .*TLS: .*--etcd-ca-cert-file/,
       ],
       [
+        'a datastore that is neither',
+        { CNIKIT_CLUSTER_IPAM_DATASTORE: 'etcd3' },
+        /CNIKIT_CLUSTER_IPAM_DATASTORE \(ConfigMap key cluster-ipam-datastore\) must be "kubernetes" or "etcd"; got "etcd3"/,
+      ],
+      [
         'a username without a password',
         { CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD_FILE: '' },
         /--etcd-username .* and a password .* go together/,
