@@ -202,6 +202,16 @@ describe('etcd per-node index', () => {
         ['n.4-0a2a00.05'],
         'what the index says before the pass',
       );
+      // a DEL or GC of this build that meets such an entry removes it (the object stays absent)
+      const ghost = await store.create('allocations', 'n.4-0a2a00.07', { node: 'n1', ip: '10.42.0.7' });
+      assert.ok(ghost);
+      await store.client.deleteRange(store.key('allocations', 'n.4-0a2a00.07'));
+      assert.equal(await store.delete('allocations', ghost.name, ghost.version, ghost.spec), false);
+      assert.equal(
+        (await store.client.get(store.indexKey('n1', 'allocations', 'n.4-0a2a00.07'))).kv,
+        undefined,
+        'the dangling entry went with the failed delete',
+      );
       const m = await store.migrate();
       assert.deepEqual(m, { indexed: 1, removed: 1, skipped: 0 });
       const now = await store.list('allocations', '', { node: 'n1' });

@@ -441,8 +441,16 @@ export class EtcdStore implements Store {
               { deleteRange: { key } },
               ...(node === undefined ? [] : [{ deleteRange: { key: this.indexKey(node, kind, name) } }]),
             ],
+            [{ range: { key } }],
           );
           if (r.succeeded) return (r.responses[0]?.deleted ?? 0) > 0;
+          if (node !== undefined && (r.responses[0]?.kvs?.length ?? 0) === 0)
+            // the object is gone but its entry was listed: an older cnikit deleted it without the entry. The entry
+            // goes now (only while the object is still absent), so the node's DEL or GC heals its view
+            await this.client.txn(
+              [{ key, target: 'CREATE', createRevision: 0 }],
+              [{ deleteRange: { key: this.indexKey(node, kind, name) } }],
+            );
           // a plain delete (no version) goes on with what is there now; a conditional one is a conflict
           if (version !== undefined) return false;
         }
