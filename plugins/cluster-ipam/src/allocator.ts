@@ -11,7 +11,7 @@
  * - what an ADD reads is the node's view (NodeView): this node's blocks and the records this node holds, two lists
  *   selected by node (Kubernetes: a label, answered from the API server's watch cache), whatever the size of the
  *   pool; the view may lag a moment behind the store, which costs at most a failed create (someone holds that
- *   name: the next address is tried), never a duplicate. Only claiming a block reads the pool's blocks, and only
+ *   name: another address is tried), never a duplicate. Only claiming a block reads the pool's blocks, and only
  *   borrowing (every block claimed) reads the pool's records;
  * - in the warm service (warm.ts) the view lives in memory from call to call, kept in sync by the service's own
  *   writes and read again from the store when it runs dry or is older than a minute: an ADD is then one durable
@@ -121,6 +121,8 @@ function fnv(text: string): number {
 
 /** How many candidate blocks one ADD looks at before it calls the pool exhausted of unclaimed blocks. */
 const MAX_BLOCK_PROBES = 1 << 16;
+/** How many times a cold ADD that lost a create reads this node's records again before it picks blind. */
+const MAX_SIBLING_REFRESHES = 3;
 /** A warm view older than this is read again from the store before the next ADD. */
 export const VIEW_MAX_AGE_MS = 60_000;
 /**
@@ -292,7 +294,9 @@ export class Allocator {
       for (const a of out) {
         if (a.existing) continue;
         view.held.delete(a.record.name);
-        await this.store.delete('allocations', a.record.name, a.record.version).catch(() => {});
+        await this.store
+          .delete('allocations', a.record.name, a.record.version, a.record.spec)
+          .catch(() => {});
       }
       throw err;
     }
@@ -445,14 +449,27 @@ export class Allocator {
     const ref = blockAt(p, base);
     if (countFree(p, ref.first, ref.last) === 0n) return undefined;
     const prefix = this.recordPrefix(p);
-    const span = ref.last - ref.first + 1n;
-    // concurrent ADDs on one node start at different places of the block
-    const offset = BigInt(fnv(`${owner.containerID}/${owner.ifName}`)) % span;
-    for (let i = 0n; i < span; i++) {
-      const v = ref.first + ((offset + i) % span);
+    // the block's free addresses as this call sees them (at most 2^MAX_BLOCK_BITS)
+    const free: bigint[] = [];
+    for (let v = ref.first; v <= ref.last; v++) {
       if (!allocatable(p, v)) continue;
       const name = recordName(prefix, p.family, v);
       if (view.held.has(name) || view.taken.has(name) || view.pending.has(name) || used?.has(name)) continue;
+      free.push(v);
+    }
+    // concurrent ADDs on one node (cold siblings: each read the same view) try the free addresses in an order of
+    // their own, hashed from the attachment: a pick is an index into what is still free, so two siblings meet only
+    // when their hashes agree modulo the free count, and one that lost a create picks again by a new hash (never
+    // the address after it, where the winner's siblings are heading too)
+    const who = `${owner.containerID}/${owner.ifName}`;
+    let refreshes = 0;
+    for (let attempt = 0; free.length > 0; attempt++) {
+      const at = fnv(attempt === 0 ? who : `${who}#${attempt}`) % free.length;
+      const v = free[at] as bigint;
+      free[at] = free[free.length - 1] as bigint;
+      free.pop();
+      const name = recordName(prefix, p.family, v);
+      if (view.held.has(name) || view.taken.has(name) || view.pending.has(name)) continue;
       const ip = ipText(p.family, v);
       const spec: AllocationSpec = {
         network: this.conf.net,
@@ -482,6 +499,16 @@ export class Allocator {
       }
       // someone else holds it: mark it and go on
       view.taken.add(name);
+      if (!this.view && !borrowed && refreshes < MAX_SIBLING_REFRESHES) {
+        // cold: most likely a sibling ADD on this node took it, and took others since this call read its view.
+        // This node's records again (one read of its own keys, the watch cache on Kubernetes: no write, unlike a
+        // failed create), and what they hold leaves the free list
+        refreshes++;
+        for (const r of await this.heldRecords({ cached: true })) view.held.set(r.name, r);
+        let n = 0;
+        for (const f of free) if (!view.held.has(recordName(prefix, p.family, f))) free[n++] = f;
+        free.length = n;
+      }
     }
     return undefined;
   }
@@ -518,7 +545,7 @@ export class Allocator {
   async release(containerID: string, ifName: string): Promise<string[]> {
     const out: string[] = [];
     for (const r of await this.find(containerID, ifName)) {
-      if (await this.store.delete('allocations', r.name, r.version)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
         this.view?.held.delete(r.name);
         out.push(r.spec.ip);
         continue;
@@ -529,7 +556,7 @@ export class Allocator {
       if (
         now &&
         this.matches(now, containerID, ifName) &&
-        (await this.store.delete('allocations', now.name, now.version))
+        (await this.store.delete('allocations', now.name, now.version, now.spec))
       )
         out.push(now.spec.ip);
     }
@@ -543,7 +570,7 @@ export class Allocator {
     for (const r of await this.heldRecords({})) {
       if (r.spec.node !== this.conf.node) continue;
       if (keep.has(`${r.spec.containerID}\n${r.spec.ifName}`)) continue;
-      if (await this.store.delete('allocations', r.name, r.version)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
         this.view?.held.delete(r.name);
         out.push(r.spec.ip);
       }

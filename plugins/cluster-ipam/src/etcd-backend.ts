@@ -11,9 +11,8 @@ import { StoreConfigError } from './kubernetes.ts';
 export function openEtcdStore(conf: ClusterIPAMConf, deadlineMs: number): EtcdStore {
   const e = conf.etcd;
   if (!e) throw new StoreConfigError('datastore "etcd" needs etcd_host (host:port)');
-  let opts: ReturnType<typeof etcdOptionsFromConfig>;
   try {
-    opts = etcdOptionsFromConfig({
+    const opts = etcdOptionsFromConfig({
       etcd_host: e.host,
       ...(e.username !== undefined ? { etcd_username: e.username } : {}),
       ...(e.password !== undefined ? { etcd_password: e.password } : {}),
@@ -21,8 +20,10 @@ export function openEtcdStore(conf: ClusterIPAMConf, deadlineMs: number): EtcdSt
       ...(e.keyFile !== undefined ? { etcd_key_file: e.keyFile } : {}),
       ...(e.caCertFile !== undefined ? { etcd_ca_cert_file: e.caCertFile } : {}),
     });
+    // the endpoints are parsed here too: a malformed etcd_host is the configuration's error, naming the key
+    return new EtcdStore({ ...opts, timeoutMs: 5000, deadline: Date.now() + deadlineMs });
   } catch (err) {
-    throw new StoreConfigError((err as Error).message);
+    const msg = (err as Error).message;
+    throw new StoreConfigError(/endpoint/.test(msg) ? `etcd_host ${JSON.stringify(e.host)}: ${msg}` : msg);
   }
-  return new EtcdStore({ ...opts, timeoutMs: 5000, deadline: Date.now() + deadlineMs });
 }

@@ -7,6 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -83,7 +85,26 @@ describe('etcd reclaimer flags', () => {
       [['--datastore', 'etcd', '--lease-seconds', '1'], env, /--lease-seconds must be an integer from 2/],
       [['--datastore', 'etcd', '--interval', '100ms'], env, /at least 500ms/],
       [['--datastore', 'etcd', '--grace', 'soon'], env, /reclaim grace must be a duration/],
-      [['--datastore', 'etcd', '--etcd-prefix', '/x'], env, /--etcd-prefix must end with '\/'/],
+      [
+        ['--datastore', 'etcd', '--etcd-prefix', '/x'],
+        env,
+        /--etcd-prefix \(\$CNIKIT_CLUSTER_IPAM_ETCD_PREFIX, ConfigMap key cluster-ipam-etcd-prefix\) must end with '\/'/,
+      ],
+      [
+        ['--datastore', 'etcd', '--etcd-username', 'u'],
+        env,
+        /--etcd-username .* and a password .* go together/,
+      ],
+      [
+        ['--datastore', 'etcd', '--etcd-password', 'p', '--etcd-password-file', '/p'],
+        env,
+        /--etcd-password .* and --etcd-password-file .*: give one of them/,
+      ],
+      [
+        ['--datastore', 'etcd', '--etcd-username', 'u', '--etcd-password-file', '/nonexistent/p'],
+        env,
+        /--etcd-password-file \(\$CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD_FILE, ConfigMap key cluster-ipam-etcd-password-file\): cannot read \/nonexistent\/p/,
+      ],
       [['--datastore', 'etcd', '--kubeconfig', '/k'], env, /unknown argument "--kubeconfig"/],
     ];
     for (const [args, e, re] of bad) assert.throws(() => parseEtcdReclaimerArgs(args, e), re, args.join(' '));
@@ -93,7 +114,49 @@ describe('etcd reclaimer flags', () => {
       ['--datastore', 'etcd', '--etcd-ca-cert-file', '/nonexistent/ca.crt'],
       env,
     );
-    assert.throws(() => EtcdReclaimer.open(cfg), /etcd_ca_cert_file: cannot read \/nonexistent\/ca\.crt/);
+    assert.throws(
+      () => EtcdReclaimer.open(cfg),
+      /--etcd-ca-cert-file \(\$CNIKIT_CLUSTER_IPAM_ETCD_CA_CERT_FILE, ConfigMap key cluster-ipam-etcd-ca-cert-file\): cannot read \/nonexistent\/ca\.crt/,
+    );
+  });
+  test('every etcd setting from the environment (the DaemonSet sets it from the ConfigMap); flags win', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cnikit-ipam-etcd-pw-'));
+    try {
+      writeFileSync(join(dir, 'pw'), 's3cret\n');
+      const e = {
+        NODENAME: 'n1',
+        CNIKIT_CLUSTER_IPAM_DATASTORE: 'etcd',
+        CNIKIT_CLUSTER_IPAM_ETCD_HOST: 'e:2379',
+        CNIKIT_CLUSTER_IPAM_ETCD_USERNAME: 'ipam',
+        CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD_FILE: join(dir, 'pw'),
+        CNIKIT_CLUSTER_IPAM_ETCD_CERT_FILE: '/c.crt',
+        CNIKIT_CLUSTER_IPAM_ETCD_KEY_FILE: '/c.key',
+        CNIKIT_CLUSTER_IPAM_ETCD_CA_CERT_FILE: '/ca.crt',
+        CNIKIT_CLUSTER_IPAM_ETCD_PREFIX: '/p/',
+      };
+      const c = parseEtcdReclaimerArgs([], e);
+      assert.equal(c.prefix, '/p/');
+      assert.deepEqual(c.etcd, {
+        etcd_host: 'e:2379',
+        etcd_username: 'ipam',
+        etcd_password: 's3cret',
+        etcd_cert_file: '/c.crt',
+        etcd_key_file: '/c.key',
+        etcd_ca_cert_file: '/ca.crt',
+      });
+      const f = parseEtcdReclaimerArgs(['--etcd-host', 'f:1', '--etcd-prefix', '/q/'], e);
+      assert.deepEqual([f.etcd.etcd_host, f.prefix], ['f:1', '/q/']);
+      assert.equal(
+        parseEtcdReclaimerArgs([], {
+          ...e,
+          CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD_FILE: '',
+          CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD: 'x',
+        }).etcd.etcd_password,
+        'x',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

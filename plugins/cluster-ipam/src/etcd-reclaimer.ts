@@ -23,11 +23,12 @@
  * duration (another instance may lead by then). A clean stop deletes the leader key (the next instance takes over
  * at its next step) and leaves the heartbeat to expire with the lease.
  */
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parseIP } from '@cnikit/ip';
 import { registerMetricsSource } from '@cnikit/warm/metrics';
 import type { AllocationSpec, BlockSpec } from './allocator.ts';
-import { type EtcdClient, EtcdError, prefixEnd } from './etcd.ts';
+import { type EtcdClient, EtcdError, EtcdUnavailableError, prefixEnd } from './etcd.ts';
 import { DEFAULT_ETCD_PREFIX, EtcdStore, etcdOptionsFromConfig } from './etcd-store.ts';
 import {
   DEFAULT_GRACE_MS,
@@ -58,15 +59,46 @@ export interface EtcdReclaimerConfig {
   };
 }
 
-export const ETCD_RECLAIMER_USAGE = `usage: cluster-ipam reclaimer --datastore etcd --etcd-host HOST:PORT [--etcd-username U --etcd-password P]
+export const ETCD_RECLAIMER_USAGE = `usage: cluster-ipam reclaimer --datastore etcd --etcd-host HOST:PORT
+                              [--etcd-username U --etcd-password P | --etcd-password-file F]
                               [--etcd-cert-file F --etcd-key-file F] [--etcd-ca-cert-file F] [--etcd-prefix P]
                               [--node NAME] [--grace DURATION] [--interval DURATION] [--lease-seconds N] [--identity ID]
   Run on every node: keeps the node's heartbeat alive in etcd, and the elected instance releases the records and
   blocks of nodes whose heartbeat has been gone for the grace period. Runs until SIGTERM.
-  Defaults (or environment): --etcd-host $CNIKIT_CLUSTER_IPAM_ETCD_HOST; --node $NODENAME, $NODE_NAME or the host
-  name; --grace $CNIKIT_CLUSTER_IPAM_RECLAIM_GRACE or 10m; --interval $CNIKIT_CLUSTER_IPAM_RECLAIM_INTERVAL or 1m;
-  --lease-seconds 15; --etcd-prefix /cnikit/cluster-ipam/; --identity: the node name and the process id.
+  Defaults (or environment; the DaemonSet sets them from the ConfigMap keys cluster-ipam-etcd-*): --datastore
+  $CNIKIT_CLUSTER_IPAM_DATASTORE; --etcd-host $CNIKIT_CLUSTER_IPAM_ETCD_HOST; --etcd-username
+  $CNIKIT_CLUSTER_IPAM_ETCD_USERNAME; --etcd-password $CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD; --etcd-password-file
+  $CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD_FILE; --etcd-cert-file, --etcd-key-file, --etcd-ca-cert-file
+  $CNIKIT_CLUSTER_IPAM_ETCD_CERT_FILE, _KEY_FILE, _CA_CERT_FILE; --etcd-prefix $CNIKIT_CLUSTER_IPAM_ETCD_PREFIX or
+  /cnikit/cluster-ipam/; --node $NODENAME, $NODE_NAME or the host name; --grace $CNIKIT_CLUSTER_IPAM_RECLAIM_GRACE or
+  10m; --interval $CNIKIT_CLUSTER_IPAM_RECLAIM_INTERVAL or 1m; --lease-seconds 15; --identity: the node name and the
+  process id.
 `;
+
+/** A whereabouts key of the etcd client as the reclaimer's flag, environment variable and ConfigMap key. */
+const SETTINGS = {
+  etcd_host: 'host',
+  etcd_username: 'username',
+  etcd_password: 'password',
+  etcd_cert_file: 'cert-file',
+  etcd_key_file: 'key-file',
+  etcd_ca_cert_file: 'ca-cert-file',
+} as const;
+
+export function etcdSettingName(key: keyof typeof SETTINGS | 'etcd_password_file' | 'etcd_prefix'): string {
+  const k = key === 'etcd_password_file' ? 'password-file' : key === 'etcd_prefix' ? 'prefix' : SETTINGS[key];
+  const env = `CNIKIT_CLUSTER_IPAM_ETCD_${k.toUpperCase().replace(/-/g, '_')}`;
+  // the password itself is never a ConfigMap key (its file is)
+  const cm = k === 'password' ? '' : `, ConfigMap key cluster-ipam-etcd-${k}`;
+  return `--etcd-${k} ($${env}${cm})`;
+}
+
+/** An error of the etcd client's settings, with whereabouts' key names as the reclaimer's settings. */
+function renamed(message: string): string {
+  return message.replace(/\b(etcd_(?:host|username|password|cert_file|key_file|ca_cert_file))\b/g, (k) =>
+    etcdSettingName(k as keyof typeof SETTINGS),
+  );
+}
 
 const FLAGS = [
   'datastore',
@@ -76,6 +108,7 @@ const FLAGS = [
   'etcd-cert-file',
   'etcd-key-file',
   'etcd-ca-cert-file',
+  'etcd-password-file',
   'etcd-prefix',
   'node',
   'grace',
@@ -133,14 +166,32 @@ export function parseEtcdReclaimerArgs(
   const interval = pick('interval', 'CNIKIT_CLUSTER_IPAM_RECLAIM_INTERVAL');
   const intervalMs = interval ? parseDuration(interval, 'the reclaim interval') : DEFAULT_INTERVAL_MS;
   if (intervalMs < 500) throw new Error(`the reclaim interval must be at least 500ms; got ${interval}`);
-  const prefix = flags.get('etcd-prefix') ?? DEFAULT_ETCD_PREFIX;
+  const prefix = pick('etcd-prefix', 'CNIKIT_CLUSTER_IPAM_ETCD_PREFIX') ?? DEFAULT_ETCD_PREFIX;
   if (!prefix.endsWith('/'))
-    throw new Error(`--etcd-prefix must end with '/'; got ${JSON.stringify(prefix)}`);
+    throw new Error(`${etcdSettingName('etcd_prefix')} must end with '/'; got ${JSON.stringify(prefix)}`);
   const etcd: EtcdReclaimerConfig['etcd'] = { etcd_host: host };
   for (const k of ['username', 'password', 'cert-file', 'key-file', 'ca-cert-file'] as const) {
-    const v = flags.get(`etcd-${k}`);
+    const v = pick(`etcd-${k}`, `CNIKIT_CLUSTER_IPAM_ETCD_${k.toUpperCase().replace(/-/g, '_')}`);
     if (v !== undefined) etcd[`etcd_${k.replace(/-/g, '_')}` as keyof typeof etcd] = v;
   }
+  const passwordFile = pick('etcd-password-file', 'CNIKIT_CLUSTER_IPAM_ETCD_PASSWORD_FILE');
+  if (passwordFile !== undefined) {
+    if (etcd.etcd_password !== undefined)
+      throw new Error(
+        `${etcdSettingName('etcd_password')} and ${etcdSettingName('etcd_password_file')}: give one of them`,
+      );
+    try {
+      etcd.etcd_password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
+    } catch (e) {
+      throw new Error(
+        `${etcdSettingName('etcd_password_file')}: cannot read ${passwordFile}: ${(e as Error).message}`,
+      );
+    }
+  }
+  if ((etcd.etcd_username === undefined) !== (etcd.etcd_password === undefined))
+    throw new Error(
+      `${etcdSettingName('etcd_username')} and a password (${etcdSettingName('etcd_password_file')} or ${etcdSettingName('etcd_password')}) go together`,
+    );
   return {
     node,
     identity: flags.get('identity') ?? `${node}_${process.pid}`,
@@ -192,9 +243,15 @@ export class EtcdReclaimer {
     this.#now = now;
   }
 
-  /** The store of a configuration (its files read: one that cannot be read is an error here). */
+  /** The store of a configuration (its files read: one that cannot be read is an error here, naming the setting). */
   static open(cfg: EtcdReclaimerConfig): EtcdStore {
-    return new EtcdStore({ ...etcdOptionsFromConfig(cfg.etcd), prefix: cfg.prefix, timeoutMs: 5000 });
+    let opts: ReturnType<typeof etcdOptionsFromConfig>;
+    try {
+      opts = etcdOptionsFromConfig(cfg.etcd);
+    } catch (e) {
+      throw new Error(renamed((e as Error).message));
+    }
+    return new EtcdStore({ ...opts, prefix: cfg.prefix, timeoutMs: 5000 });
   }
 
   key(kind: 'nodes' | 'alive', node: string): string {
@@ -344,7 +401,7 @@ export class EtcdReclaimer {
       else if (!gone(node) || young(r.spec?.created)) report.kept.grace++;
       else {
         check();
-        if (await store.delete('allocations', r.name, r.version)) {
+        if (await store.delete('allocations', r.name, r.version, r.spec)) {
           report.released.push({ name: r.name, ip: r.spec.ip, node });
           this.released++;
           this.#log(
@@ -373,7 +430,7 @@ export class EtcdReclaimer {
         });
       if (!used) {
         check();
-        if (await store.delete('blocks', b.name, b.version)) {
+        if (await store.delete('blocks', b.name, b.version, b.spec)) {
           report.blocksReleased.push(b.name);
           this.blocksReleased++;
           this.#log(
@@ -403,12 +460,23 @@ export class EtcdReclaimer {
     return report;
   }
 
+  /** The last failure of a step that was logged (one line per new failure, not one per step). */
+  #lastFailure = '';
+
   async step(): Promise<EtcdRunReport | undefined> {
     try {
       await this.heartbeat();
       await this.elect();
+      if (this.#lastFailure !== '') this.#log(`reclaimer ${this.cfg.identity}: etcd answers again`);
+      this.#lastFailure = '';
     } catch (e) {
-      this.#became(false, `cannot reach etcd: ${(e as Error).message}`);
+      const why =
+        e instanceof EtcdUnavailableError
+          ? `cannot reach etcd: ${(e as Error).message}`
+          : `etcd refuses this instance: ${renamed((e as Error).message)}`;
+      this.#became(false, why);
+      if (why !== this.#lastFailure) this.#log(`reclaimer ${this.cfg.identity}: ${why}; trying again`);
+      this.#lastFailure = why;
       return undefined;
     }
     if (!this.holds() || this.#now() < this.#nextRun) return undefined;
@@ -421,6 +489,10 @@ export class EtcdReclaimer {
       this.#log(
         `reclaimer run: ${r.records} records, released ${r.released.length} records, ${r.blocksReleased.length} blocks and ${r.nodesRemoved.length} nodes, kept ${r.kept.live} of live nodes, ${r.kept.grace} within the grace, ${r.kept.unknown} of unregistered nodes`,
       );
+      // objects without their per-node index entry (written by an older cnikit: a rolling upgrade) get it
+      const m = await this.store.migrate();
+      if (m.indexed + m.removed > 0)
+        this.#log(`reclaimer: per-node index: ${m.indexed} entries written, ${m.removed} stale ones removed`);
       return r;
     } catch (e) {
       this.runs.error++;
@@ -499,14 +571,30 @@ export class EtcdReclaimer {
   }
 }
 
-/** Starts an etcd reclaimer with the command's flags and the environment. */
-export function startEtcdReclaimer(
+/**
+ * Starts an etcd reclaimer with the command's flags and the environment. The first heartbeat is awaited: etcd
+ * refusing this instance (a wrong password, no rights on the prefix, a certificate it or we refuse) fails the start
+ * with what to fix; an etcd that cannot be reached now does not (the instance tries again every step, logging it).
+ */
+export async function startEtcdReclaimer(
   args: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
   log: (line: string) => void,
-): { description: string; reclaimer: EtcdReclaimer; stop(): Promise<void> } {
+): Promise<{ description: string; reclaimer: EtcdReclaimer; stop(): Promise<void> }> {
   const cfg = parseEtcdReclaimerArgs(args, env);
-  const r = new EtcdReclaimer(cfg, EtcdReclaimer.open(cfg), log);
+  const store = EtcdReclaimer.open(cfg);
+  const r = new EtcdReclaimer(cfg, store, log);
+  try {
+    await r.heartbeat();
+  } catch (e) {
+    if (!(e instanceof EtcdUnavailableError)) {
+      await store.close();
+      throw new Error(
+        `etcd ${cfg.etcd.etcd_host} refuses the reclaimer: ${renamed((e as Error).message)} (the etcd settings: ${etcdSettingName('etcd_username')}, ${etcdSettingName('etcd_password_file')}, ${etcdSettingName('etcd_cert_file')}, ${etcdSettingName('etcd_key_file')}, ${etcdSettingName('etcd_ca_cert_file')})`,
+      );
+    }
+    log(`reclaimer ${cfg.identity}: cannot reach etcd yet: ${(e as Error).message}; trying again`);
+  }
   r.start();
   return {
     description: `cluster-ipam reclaimer ${cfg.identity} on etcd ${cfg.etcd.etcd_host} (${cfg.prefix}): node ${cfg.node}, lease ${cfg.leaseSeconds} s, every ${cfg.intervalMs / 1000} s, grace ${cfg.graceMs / 1000} s`,

@@ -60,13 +60,13 @@ export type Compare =
 export type Op =
   | { put: { key: Buffer | string; value: Buffer | string; lease?: string } }
   | { deleteRange: { key: Buffer | string; rangeEnd?: Buffer | string } }
-  | { range: { key: Buffer | string; rangeEnd?: Buffer | string } };
+  | { range: { key: Buffer | string; rangeEnd?: Buffer | string; limit?: number } };
 
 export interface TxnResult {
   succeeded: boolean;
   revision: string;
-  /** Per operation: for a delete, how many keys it removed; for a range, its key-values. */
-  responses: Array<{ deleted?: number; kvs?: KeyValue[] }>;
+  /** Per operation: for a delete, how many keys it removed; for a range, its key-values (more: a limit cut it). */
+  responses: Array<{ deleted?: number; kvs?: KeyValue[]; more?: boolean }>;
 }
 
 /** etcd cannot be reached, timed out, or answered that it cannot serve now (no leader, stopping, overloaded). */
@@ -136,6 +136,7 @@ function opJson(op: Op): Record<string, unknown> {
   }
   const r: Record<string, unknown> = { key: b64(op.range.key) };
   if (op.range.rangeEnd !== undefined) r.range_end = b64(op.range.rangeEnd);
+  if (op.range.limit) r.limit = String(op.range.limit);
   return { request_range: r };
 }
 
@@ -373,7 +374,7 @@ export class EtcdClient {
       const rng = x.response_range as Record<string, unknown> | undefined;
       return {
         ...(del ? { deleted: Number(int(del.deleted)) } : {}),
-        ...(rng ? { kvs: (Array.isArray(rng.kvs) ? rng.kvs : []).map(toKv) } : {}),
+        ...(rng ? { kvs: (Array.isArray(rng.kvs) ? rng.kvs : []).map(toKv), more: rng.more === true } : {}),
       };
     });
     return {

@@ -179,6 +179,11 @@ export const plugin: Plugin<ClusterIPAMConf> = {
     command: 'reclaimer',
     async start(args, log) {
       // --datastore etcd (or $CNIKIT_CLUSTER_IPAM_DATASTORE=etcd): the heartbeat reclaimer of etcd-reclaimer.ts
+      const ds = process.env.CNIKIT_CLUSTER_IPAM_DATASTORE;
+      if (ds !== undefined && ds !== '' && ds !== 'etcd' && ds !== 'kubernetes')
+        throw new Error(
+          `CNIKIT_CLUSTER_IPAM_DATASTORE (ConfigMap key cluster-ipam-datastore) must be "kubernetes" or "etcd"; got ${JSON.stringify(ds)}`,
+        );
       const etcd = await import('./etcd-reclaimer.ts');
       if (etcd.wantsEtcd(args, process.env)) return etcd.startEtcdReclaimer(args, process.env, log);
       const { startReclaimer } = await import('./reclaimer.ts');

@@ -37,8 +37,12 @@ export interface Store {
   create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined>;
   /** Replace when the stored version is still `version`; undefined on a conflict or when it is gone. */
   update<T>(kind: StoreKind, name: string, spec: T, version: string): Promise<StoredObject<T> | undefined>;
-  /** Remove (only when the version still matches, if given); false when absent or on a conflict. */
-  delete(kind: StoreKind, name: string, version?: string): Promise<boolean>;
+  /**
+   * Remove (only when the version still matches, if given); false when absent or on a conflict. `spec`: the
+   * object's spec as read with that version, when the caller has it (the etcd store finds the object's per-node
+   * index entry by it instead of reading the object first).
+   */
+  delete(kind: StoreKind, name: string, version?: string, spec?: unknown): Promise<boolean>;
   close(): Promise<void>;
   /** A long-lived store (the warm service keeps one): bound the next operation's work to ms from now. */
   rebound?(ms: number): void;
