@@ -5,9 +5,10 @@
  *
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts --full        (the issue's run, ~10 min)
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts [--adds=N] [--nodes=10] [--per-node=10]
- *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-k8s-warm,cnikit-etcd] [--budget=S] [--json]
+ *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-k8s-warm,cnikit-etcd] [--budget=S] [--kills=3]
+ *        [--json]
  * Without --full (what `npm run bench` runs): 100 ADDs, pool 1000, the baseline's budget 30 s (a minute or two).
- * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario.
+ * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario (10–15 min in all).
  *
  * Side by side in one run:
  *   whereabouts   whereabouts' algorithm, written here from its source: every ADD is one leader election on the
@@ -23,9 +24,23 @@
  *                 node's view in memory, and serves one ADD at a time, as `cnikit serve` does (the latency of an
  *                 ADD includes its wait behind the node's other ADDs)
  *   cnikit-etcd   cnikit cold on etcd (a store per ADD).
+ * Kills (--kills=N, default 3 per scenario): at 1/(N+1), 2/(N+1), … of the ADDs answered or of the budget, whichever
+ * comes first, a node process with ADDs in flight is killed with SIGKILL (with the service processes it named on a
+ * `pid` line, for a scenario that starts one) — every second kill the moment its next durable write of an address
+ * lands, before the answer (the worker kills itself there), the others whenever the bench's timer fires. A kill is a
+ * node crash: the runtime dies too, so the ADDs it cut are never answered nor DEL'd. The node restarts at once
+ * (a standby process, its modules already loaded, takes over: the restart is the node-scoped CNI GC with the pods
+ * the node answered as the valid attachments, then the store and view of a fresh start), and ADDs the pods not
+ * answered yet, the cut ones with new container IDs (new sandboxes). whereabouts has no CNI GC: its restart is the
+ * start alone.
+ * After each scenario (not timed): GC on every node with the answered pods valid, the runtime's DEL of every pod
+ * (answered or failed), then every record left is a leak ("leaks after kills"); whereabouts gets the DELs (one
+ * read-modify-write of its IPPool removing those containers' allocations, what its DELs do one at a time) and no GC.
+ * Then the backend is emptied (deletecollection of every kind, etcd's /bench/ range) and the next scenario's
+ * precondition, the objects each kind holds, is counted and printed: a scenario never lists another's records.
  * Reported: total wall time from the start signal to the last ADD, ADDs/s, p50/p99 of one ADD, failed ADDs,
- * duplicates (the same address handed out twice, from the answers and from the stored state), leaks (records in
- * the store that no successful ADD answered).
+ * duplicates (the same address handed out twice, from the answers and from the stored state), kills, leaks after
+ * kills, calls per ADD, the load average; then one markdown table of every scenario, and where the time goes.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -99,6 +114,15 @@ interface WorkerResult {
 
 class OutOfBudget extends Error {}
 let budgetEnd = Number.POSITIVE_INFINITY;
+/**
+ * Told by the bench (`die` on stdin): the node process kills itself with SIGKILL the moment its next durable write
+ * of an address lands (a record's create, whereabouts' IPPool patch), before the ADD is answered: the kill that
+ * leaves an allocation nobody was told about.
+ */
+let dieAtWrite = false;
+const wrote = () => {
+  if (dieAtWrite) process.kill(process.pid, 'SIGKILL');
+};
 
 // ---------------------------------------------------------------------------------------------------------------
 // instrumentation: every store / API call by verb, its outcome and its time as the node process sees it
@@ -161,12 +185,14 @@ class CountingStore implements Store {
       () => false,
     );
   }
-  create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined> {
-    return this.#timed(
+  async create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined> {
+    const v = await this.#timed(
       `create ${kind}`,
       () => this.inner.create<T>(kind, name, spec),
       (v) => v === undefined,
     );
+    if (v && kind === 'allocations') wrote();
+    return v;
   }
   update<T>(kind: StoreKind, name: string, spec: T, version: string): Promise<StoredObject<T> | undefined> {
     return this.#timed(
@@ -211,6 +237,7 @@ function countedKube(kube: KubeClient, table: CallTable, perAdd: { n: number }):
     try {
       const r = await kube.request(method, path, body, contentType);
       record(table, key, performance.now() - t0, r.status === 409 || r.status === 422 ? 'conflict' : 'ok');
+      if (method === 'PATCH' && r.status === 200 && key.startsWith('PATCH ippools')) wrote();
       return r;
     } catch (e) {
       record(table, key, performance.now() - t0, 'error');
@@ -551,7 +578,11 @@ async function worker(spec: WorkerSpec): Promise<void> {
   countConnections();
   process.stdout.write('ready\n');
   await new Promise<void>((resolve) => {
-    createInterface({ input: process.stdin }).once('line', () => resolve());
+    const rl = createInterface({ input: process.stdin });
+    rl.once('line', () => resolve());
+    rl.on('line', (l) => {
+      if (l === 'die') dieAtWrite = true;
+    });
   });
   budgetEnd = Date.now() + spec.budgetMs;
   const res: WorkerResult = {
@@ -851,6 +882,8 @@ interface RunResult {
   killedAdds: number;
   /** Records the restarted nodes' GC deleted (ADDs whose create landed before the kill cut their answer). */
   gcAtRestart: number;
+  /** Of the kills, those that landed just after a durable write of an address (before its answer). */
+  killsAfterWrite: number;
   restartMs: number[];
   /** After the run: GC, the runtime's DELs, the leaks, the reset. */
   cleanup: CleanupResult;
@@ -1059,6 +1092,7 @@ async function runScenario(
   let killsDone = 0;
   let killedAdds = 0;
   let gcAtRestart = 0;
+  let killsAfterWrite = 0;
   let answeredTotal = 0;
   let t0 = 0;
   let budgetAt = 0;
@@ -1136,14 +1170,24 @@ async function runScenario(
       (x) => !x.finished && !x.restarting && x.inflight.size > 0,
     );
     if (!n) return;
+    // every second kill lands just after a durable write of an address, before its answer (the worker kills
+    // itself there: see dieAtWrite); the others at whatever moment the bench's timer hits
+    const afterWrite = killsDone % 2 === 1;
     killsDone++;
-    void restart(n);
+    void restart(n, afterWrite);
   };
-  const restart = async (n: NodeRun) => {
+  const restart = async (n: NodeRun, afterWrite: boolean) => {
     n.restarting = true;
     const np = n.proc;
     const tk = performance.now();
-    np.p.kill('SIGKILL');
+    if (afterWrite) {
+      np.p.stdin?.write('die\n');
+      // no write within 10 s (its ADDs all wait): killed from outside
+      const t = setTimeout(() => np.p.kill('SIGKILL'), 10_000);
+      await np.closed;
+      clearTimeout(t);
+      killsAfterWrite++;
+    } else np.p.kill('SIGKILL');
     for (const pid of np.extraPids)
       try {
         process.kill(pid, 'SIGKILL');
@@ -1287,6 +1331,7 @@ async function runScenario(
     kills: killsDone,
     killedAdds,
     gcAtRestart,
+    killsAfterWrite,
     restartMs: restartMs.map((m) => Math.round(m)),
     cleanup: clean,
     stateBefore,
@@ -1509,8 +1554,8 @@ async function main(): Promise<void> {
   console.log('');
   for (const r of results)
     console.log(
-      `${r.scenario} pool ${r.pool}: state at the start: ${r.stateBefore}; kills ${r.kills} (${r.killedAdds} ADDs in ` +
-        `flight cut), kill -> restarted node ready ${r.restartMs.join(', ') || '-'} ms, its GC released ${r.gcAtRestart}; after the run ${r.stored} ` +
+      `${r.scenario} pool ${r.pool}: state at the start: ${r.stateBefore}; kills ${r.kills} (${r.killsAfterWrite} ` +
+        `just after a write; ${r.killedAdds} ADDs in flight cut), kill -> restarted node ready ${r.restartMs.join(', ') || '-'} ms, its GC released ${r.gcAtRestart}; after the run ${r.stored} ` +
         `records, ${r.leaks} with no answer; GC released ${r.cleanup.gcReleased}, DELs ${r.cleanup.delReleased}, ` +
         `left ${r.cleanup.leaks}${r.cleanup.leakSample.length ? ` (${r.cleanup.leakSample.join('; ')})` : ''}; ` +
         `cleanup ${(r.cleanup.ms / 1000).toFixed(1)} s, then ${Object.entries(r.cleanup.after)
