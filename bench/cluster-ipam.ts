@@ -511,7 +511,15 @@ function allocatorAdder(spec: WorkerSpec, store: Store | (() => Store), view?: N
 // a node process
 
 async function worker(spec: WorkerSpec): Promise<void> {
-  if (spec.gc) process.stdout.write(`gc\t${await nodeGc(spec, spec.gc)}\n`);
+  if (spec.gc) {
+    // a GC that fails (the API server too busy to answer the node's exact list in time) is the runtime's to try
+    // again later: the node goes on; what it would have released is counted by the cleanup after the run
+    try {
+      process.stdout.write(`gc\t${await nodeGc(spec, spec.gc)}\n`);
+    } catch (e) {
+      process.stdout.write(`gcerr\t${(e as Error).message.replace(/\s+/g, ' ')}\n`);
+    }
+  }
   let add: Adder;
   let close = async () => {};
   if (spec.scenario !== 'cnikit-etcd') {
@@ -732,7 +740,26 @@ const KUBE_COLLECTIONS: Record<string, string> = {
  */
 async function cleanupScenario(c: CleanupSpec): Promise<CleanupResult> {
   const t0 = performance.now();
-  const out: CleanupResult = { gcReleased: 0, delReleased: 0, leaks: 0, leakSample: [], ms: 0, after: {} };
+  // NaN until counted: a cleanup that failed reports no figure rather than 0
+  const out: CleanupResult = {
+    gcReleased: 0,
+    delReleased: 0,
+    leaks: Number.NaN,
+    leakSample: [],
+    ms: 0,
+    after: {},
+  };
+  // not timed: a call the loaded API server did not answer in its bound is tried again
+  const retried = async <T>(f: () => Promise<T>): Promise<T> => {
+    for (let i = 0; ; i++) {
+      try {
+        return await f();
+      } catch (e) {
+        if (i >= 4) throw e;
+        await sleep(2000);
+      }
+    }
+  };
   try {
     if (c.scenario === 'whereabouts') {
       const kube = new KubeClient(c.kubeconfig as string);
@@ -741,7 +768,10 @@ async function cleanupScenario(c: CleanupSpec): Promise<CleanupResult> {
         const name = `${c.net}-${RANGE.replaceAll('/', '-')}`;
         for (let j = 0; j < 20; j++) {
           const got = await kube.request('GET', `${WB_POOLS}/${name}`);
-          if (got.status === 404) break;
+          if (got.status === 404) {
+            out.leaks = 0;
+            break;
+          }
           const keep: Record<string, { id: string; podref?: string }> = {};
           let removed = 0;
           for (const [o, v] of Object.entries(
@@ -777,15 +807,16 @@ async function cleanupScenario(c: CleanupSpec): Promise<CleanupResult> {
         try {
           const view = new NodeView();
           const a = new Allocator(store, { ...conf, node: n.node }, undefined, view);
-          out.gcReleased += (
-            await a.gc(n.valid.map((containerID) => ({ containerID, ifname: 'net1' })))
-          ).length;
-          await a.load(view, true);
+          const gced = await retried(() =>
+            a.gc(n.valid.map((containerID) => ({ containerID, ifname: 'net1' }))),
+          );
+          out.gcReleased += gced.length;
+          await retried(() => a.load(view, true));
           let i = 0;
           await Promise.all(
             Array.from({ length: 8 }, async () => {
               for (let cid = n.del[i++]; cid !== undefined; cid = n.del[i++]) {
-                const released = await a.release(cid, 'net1');
+                const released = await retried(() => a.release(cid, 'net1'));
                 out.delReleased += released.length;
               }
             }),
@@ -796,7 +827,7 @@ async function cleanupScenario(c: CleanupSpec): Promise<CleanupResult> {
       }
       const store = cleanupStore(c.scenario, c);
       try {
-        const left = await new Allocator(store, { ...conf, node: '' }).listAll({});
+        const left = await retried(() => new Allocator(store, { ...conf, node: '' }).listAll({}));
         out.leaks = left.length;
         out.leakSample = left.slice(0, 5).map((r) => `${r.spec.ip} ${r.spec.containerID} ${r.spec.node}`);
       } finally {
@@ -882,6 +913,8 @@ interface RunResult {
   killedAdds: number;
   /** Records the restarted nodes' GC deleted (ADDs whose create landed before the kill cut their answer). */
   gcAtRestart: number;
+  /** GCs of restarted nodes that failed (the node went on without). */
+  gcErrors: string[];
   /** Of the kills, those that landed just after a durable write of an address (before its answer). */
   killsAfterWrite: number;
   restartMs: number[];
@@ -1027,6 +1060,9 @@ interface NodeProc {
   result?: WorkerResult;
 }
 
+/** Every node process alive (killed when the bench is interrupted). */
+const liveProcs = new Set<ReturnType<typeof spawn>>();
+
 function spawnNodeProc(netns: string | undefined): NodeProc {
   const cmd = [process.execPath, ...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--worker'];
   const env = { ...process.env };
@@ -1034,6 +1070,8 @@ function spawnNodeProc(netns: string | undefined): NodeProc {
   const p = netns
     ? spawn('ip', ['netns', 'exec', netns, ...cmd], { stdio: ['pipe', 'pipe', 'inherit'], env })
     : spawn(process.execPath, cmd.slice(1), { stdio: ['pipe', 'pipe', 'inherit'], env });
+  liveProcs.add(p);
+  p.once('exit', () => liveProcs.delete(p));
   let loaded!: () => void;
   const np: NodeProc = {
     p,
@@ -1093,6 +1131,7 @@ async function runScenario(
   let killedAdds = 0;
   let gcAtRestart = 0;
   let killsAfterWrite = 0;
+  const gcErrors: string[] = [];
   let answeredTotal = 0;
   let t0 = 0;
   let budgetAt = 0;
@@ -1127,6 +1166,8 @@ async function runScenario(
         errors.push(a);
       } else if (t === 'gc') {
         gcAtRestart += Number(cid);
+      } else if (t === 'gcerr') {
+        gcErrors.push(cid);
       } else if (t === 'unf') {
         n.queued.delete(cid);
         n.inflight.delete(cid);
@@ -1211,10 +1252,24 @@ async function runScenario(
     const next = standbys.shift() ?? spawnNodeProc(netns);
     await next.loaded;
     attach(n, next);
-    await assign(n, next, pods, {
-      budgetMs: Math.max(0, budgetAt - Date.now()),
-      gc: [...n.answered.keys()],
-    });
+    const up = await Promise.race([
+      assign(n, next, pods, {
+        budgetMs: Math.max(0, budgetAt - Date.now()),
+        gc: [...n.answered.keys()],
+      }).then(() => true),
+      next.closed.then(() => false),
+    ]);
+    if (!up) {
+      // the restarted node process died before it was ready: its pods fail
+      errors.push(...pods.map((p) => `${p.cid}: the restarted node process exited before ready`));
+      for (const p of pods) n.failed.add(p.cid);
+      n.queued.clear();
+      n.restarting = false;
+      n.finished = true;
+      lastDone = performance.now();
+      checkDone();
+      return;
+    }
     restartMs.push(performance.now() - tk);
     next.p.stdin?.write('go\n');
     n.restarting = false;
@@ -1331,6 +1386,7 @@ async function runScenario(
     kills: killsDone,
     killedAdds,
     gcAtRestart,
+    gcErrors,
     killsAfterWrite,
     restartMs: restartMs.map((m) => Math.round(m)),
     cleanup: clean,
@@ -1381,6 +1437,19 @@ async function main(): Promise<void> {
   let etcd: Awaited<ReturnType<typeof startTestEtcd>> | undefined;
   const results: RunResult[] = [];
   const order: string[] = [];
+  // interrupted (SIGINT, SIGTERM): the node processes, the servers, the namespace and the directory go
+  const interrupted = (sig: NodeJS.Signals) => {
+    process.stderr.write(`cluster-ipam bench: ${sig}: stopping\n`);
+    for (const p of liveProcs) p.kill('SIGKILL');
+    void (async () => {
+      await etcd?.stop().catch(() => {});
+      await cp?.stop().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+      process.exit(130);
+    })();
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
   try {
     if (needK8s) {
       const { dir: cacheDir } = await k8sBinaries();
@@ -1555,7 +1624,7 @@ async function main(): Promise<void> {
   for (const r of results)
     console.log(
       `${r.scenario} pool ${r.pool}: state at the start: ${r.stateBefore}; kills ${r.kills} (${r.killsAfterWrite} ` +
-        `just after a write; ${r.killedAdds} ADDs in flight cut), kill -> restarted node ready ${r.restartMs.join(', ') || '-'} ms, its GC released ${r.gcAtRestart}; after the run ${r.stored} ` +
+        `just after a write; ${r.killedAdds} ADDs in flight cut), kill -> restarted node ready ${r.restartMs.join(', ') || '-'} ms, its GC released ${r.gcAtRestart}${r.gcErrors.length ? ` (${r.gcErrors.length} GC failed: ${r.gcErrors[0]})` : ''}; after the run ${r.stored} ` +
         `records, ${r.leaks} with no answer; GC released ${r.cleanup.gcReleased}, DELs ${r.cleanup.delReleased}, ` +
         `left ${r.cleanup.leaks}${r.cleanup.leakSample.length ? ` (${r.cleanup.leakSample.join('; ')})` : ''}; ` +
         `cleanup ${(r.cleanup.ms / 1000).toFixed(1)} s, then ${Object.entries(r.cleanup.after)
@@ -1612,7 +1681,11 @@ function summaryTable(results: RunResult[]): string {
       ms(r.p99),
       String(r.duplicates + r.storedDuplicates),
       `${r.kills} (${r.killedAdds})`,
-      r.driver === 'records cold' ? '—' : String(r.cleanup.leaks),
+      r.driver === 'records cold'
+        ? '—'
+        : r.cleanup.leaks == null || Number.isNaN(r.cleanup.leaks)
+          ? '?'
+          : String(r.cleanup.leaks),
       r.callsPerAdd.mean.toFixed(2),
       `${r.server.loadStart.toFixed(1)}–${r.server.loadEnd.toFixed(1)}`,
     ]),
