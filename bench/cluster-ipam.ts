@@ -1223,11 +1223,16 @@ async function runScenario(
     const tk = performance.now();
     if (afterWrite) {
       np.p.stdin?.write('die\n');
-      // no write within 10 s (its ADDs all wait): killed from outside
-      const t = setTimeout(() => np.p.kill('SIGKILL'), 10_000);
+      // no write within 30 s (its ADDs all wait, e.g. for whereabouts' Lease): killed from outside, and counted
+      // as a kill at a timer's moment
+      let fellBack = false;
+      const t = setTimeout(() => {
+        fellBack = true;
+        np.p.kill('SIGKILL');
+      }, 30_000);
       await np.closed;
       clearTimeout(t);
-      killsAfterWrite++;
+      if (!fellBack) killsAfterWrite++;
     } else np.p.kill('SIGKILL');
     for (const pid of np.extraPids)
       try {
