@@ -3,12 +3,13 @@
  * against a real kube-apiserver (scripts/k8s/control-plane.ts, private network namespace) and a real etcd
  * (Debian's, loopback port of its own), for a pool of 1000 addresses (addresses = pods) and of 4096.
  *
- *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts --full        (the issue's run, ~10 min)
+ *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts --full        (the issue's run, ~20 min)
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts [--adds=N] [--nodes=10] [--per-node=10]
  *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-k8s-warm,cnikit-etcd] [--budget=S] [--kills=3]
  *        [--json]
  * Without --full (what `npm run bench` runs): 100 ADDs, pool 1000, the baseline's budget 30 s (a minute or two).
- * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario (10–15 min in all).
+ * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario (22 min at load 20–40: 8 of them the two
+ * whereabouts-style runs, 2 each the cleanups of the cold Kubernetes runs).
  *
  * Side by side in one run:
  *   whereabouts   whereabouts' algorithm, written here from its source: every ADD is one leader election on the
