@@ -3,11 +3,13 @@
  * against a real kube-apiserver (scripts/k8s/control-plane.ts, private network namespace) and a real etcd
  * (Debian's, loopback port of its own), for a pool of 1000 addresses (addresses = pods) and of 4096.
  *
- *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts --full        (the issue's run, ~10 min)
+ *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts --full        (the issue's run, ~20 min)
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts [--adds=N] [--nodes=10] [--per-node=10]
- *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-k8s-warm,cnikit-etcd] [--budget=S] [--json]
+ *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-k8s-warm,cnikit-etcd] [--budget=S] [--kills=3]
+ *        [--json]
  * Without --full (what `npm run bench` runs): 100 ADDs, pool 1000, the baseline's budget 30 s (a minute or two).
- * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario.
+ * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario (22 min at load 20–40: 8 of them the two
+ * whereabouts-style runs, 2 each the cleanups of the cold Kubernetes runs).
  *
  * Side by side in one run:
  *   whereabouts   whereabouts' algorithm, written here from its source: every ADD is one leader election on the
@@ -23,19 +25,34 @@
  *                 node's view in memory, and serves one ADD at a time, as `cnikit serve` does (the latency of an
  *                 ADD includes its wait behind the node's other ADDs)
  *   cnikit-etcd   cnikit cold on etcd (a store per ADD).
+ * Kills (--kills=N, default 3 per scenario): at 1/(N+1), 2/(N+1), … of the ADDs answered or of the budget, whichever
+ * comes first, a node process with ADDs in flight is killed with SIGKILL (with the service processes it named on a
+ * `pid` line, for a scenario that starts one) — every second kill the moment its next durable write of an address
+ * lands, before the answer (the worker kills itself there), the others whenever the bench's timer fires. A kill is a
+ * node crash: the runtime dies too, so the ADDs it cut are never answered nor DEL'd. The node restarts at once
+ * (a standby process, its modules already loaded, takes over: the restart is the node-scoped CNI GC with the pods
+ * the node answered as the valid attachments, then the store and view of a fresh start), and ADDs the pods not
+ * answered yet, the cut ones with new container IDs (new sandboxes). whereabouts has no CNI GC: its restart is the
+ * start alone.
+ * After each scenario (not timed): GC on every node with the answered pods valid, the runtime's DEL of every pod
+ * (answered or failed), then every record left is a leak ("leaks after kills"); whereabouts gets the DELs (one
+ * read-modify-write of its IPPool removing those containers' allocations, what its DELs do one at a time) and no GC.
+ * Then the backend is emptied (deletecollection of every kind, etcd's /bench/ range) and the next scenario's
+ * precondition, the objects each kind holds, is counted and printed: a scenario never lists another's records.
  * Reported: total wall time from the start signal to the last ADD, ADDs/s, p50/p99 of one ADD, failed ADDs,
- * duplicates (the same address handed out twice, from the answers and from the stored state), leaks (records in
- * the store that no successful ADD answered).
+ * duplicates (the same address handed out twice, from the answers and from the stored state), kills, leaks after
+ * kills, calls per ADD, the load average; then one markdown table of every scenario, and where the time goes.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
+import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { Allocator, NodeView } from '../plugins/cluster-ipam/src/allocator.ts';
+import { Allocator, type AllocatorConf, NodeView } from '../plugins/cluster-ipam/src/allocator.ts';
 import { parseConf } from '../plugins/cluster-ipam/src/config.ts';
+import { prefixEnd } from '../plugins/cluster-ipam/src/etcd.ts';
 import { EtcdStore } from '../plugins/cluster-ipam/src/etcd-store.ts';
 import { KubernetesStore } from '../plugins/cluster-ipam/src/kubernetes.ts';
 import type { ListOptions, Store, StoredObject, StoreKind } from '../plugins/cluster-ipam/src/store.ts';
@@ -67,6 +84,19 @@ interface WorkerSpec {
   driver: 'allocator' | 'records';
   /** No new ADD starts after this many ms from the start signal; waiting ones give up. */
   budgetMs: number;
+  /** The pods this node process ADDs (pod name, container ID); without it `adds` pods named by index. */
+  pods?: Pod[];
+  /**
+   * A restarted node (after a kill): before it is ready it runs the node-scoped CNI GC with these container IDs
+   * as the valid attachments (the runtime's live sandboxes on the node), as a node's runtime does at its start.
+   */
+  gc?: string[];
+}
+
+/** One pod of the run: its name and the container ID of its sandbox (a new one when a kill made it start again). */
+interface Pod {
+  pod: string;
+  cid: string;
 }
 
 interface WorkerResult {
@@ -85,6 +115,15 @@ interface WorkerResult {
 
 class OutOfBudget extends Error {}
 let budgetEnd = Number.POSITIVE_INFINITY;
+/**
+ * Told by the bench (`die` on stdin): the node process kills itself with SIGKILL the moment its next durable write
+ * of an address lands (a record's create, whereabouts' IPPool patch), before the ADD is answered: the kill that
+ * leaves an allocation nobody was told about.
+ */
+let dieAtWrite = false;
+const wrote = () => {
+  if (dieAtWrite) process.kill(process.pid, 'SIGKILL');
+};
 
 // ---------------------------------------------------------------------------------------------------------------
 // instrumentation: every store / API call by verb, its outcome and its time as the node process sees it
@@ -147,12 +186,14 @@ class CountingStore implements Store {
       () => false,
     );
   }
-  create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined> {
-    return this.#timed(
+  async create<T>(kind: StoreKind, name: string, spec: T): Promise<StoredObject<T> | undefined> {
+    const v = await this.#timed(
       `create ${kind}`,
       () => this.inner.create<T>(kind, name, spec),
       (v) => v === undefined,
     );
+    if (v && kind === 'allocations') wrote();
+    return v;
   }
   update<T>(kind: StoreKind, name: string, spec: T, version: string): Promise<StoredObject<T> | undefined> {
     return this.#timed(
@@ -197,6 +238,7 @@ function countedKube(kube: KubeClient, table: CallTable, perAdd: { n: number }):
     try {
       const r = await kube.request(method, path, body, contentType);
       record(table, key, performance.now() - t0, r.status === 409 || r.status === 422 ? 'conflict' : 'ok');
+      if (method === 'PATCH' && r.status === 200 && key.startsWith('PATCH ippools')) wrote();
       return r;
     } catch (e) {
       record(table, key, performance.now() - t0, 'error');
@@ -470,6 +512,15 @@ function allocatorAdder(spec: WorkerSpec, store: Store | (() => Store), view?: N
 // a node process
 
 async function worker(spec: WorkerSpec): Promise<void> {
+  if (spec.gc) {
+    // a GC that fails (the API server too busy to answer the node's exact list in time) is the runtime's to try
+    // again later: the node goes on; what it would have released is counted by the cleanup after the run
+    try {
+      process.stdout.write(`gc\t${await nodeGc(spec, spec.gc)}\n`);
+    } catch (e) {
+      process.stdout.write(`gcerr\t${(e as Error).message.replace(/\s+/g, ' ')}\n`);
+    }
+  }
   let add: Adder;
   let close = async () => {};
   if (spec.scenario !== 'cnikit-etcd') {
@@ -536,7 +587,11 @@ async function worker(spec: WorkerSpec): Promise<void> {
   countConnections();
   process.stdout.write('ready\n');
   await new Promise<void>((resolve) => {
-    createInterface({ input: process.stdin }).once('line', () => resolve());
+    const rl = createInterface({ input: process.stdin });
+    rl.once('line', () => resolve());
+    rl.on('line', (l) => {
+      if (l === 'die') dieAtWrite = true;
+    });
   });
   budgetEnd = Date.now() + spec.budgetMs;
   const res: WorkerResult = {
@@ -550,27 +605,45 @@ async function worker(spec: WorkerSpec): Promise<void> {
     connections: 0,
   };
   let next = 0;
+  const pods =
+    spec.pods ??
+    Array.from({ length: spec.adds }, (_, i) => ({
+      pod: `pod-${spec.nodeIndex}-${i}`,
+      cid: `ctr-${spec.nodeIndex}-${i}`,
+    }));
+  // every ADD is told to the bench as it starts and ends (a killed node process tells nothing more: its ADDs
+  // in flight are the ones the kill cut)
+  const say = (...f: (string | number)[]) => process.stdout.write(`${f.join('\t')}\n`);
   await Promise.all(
     Array.from({ length: spec.perNode }, async () => {
       for (;;) {
         const i = next++;
-        if (i >= spec.adds) return;
+        const pod = pods[i];
+        if (!pod) return;
         if (Date.now() > budgetEnd) {
           res.unfinished++;
+          say('unf', pod.cid);
           continue;
         }
-        const podName = `pod-${spec.nodeIndex}-${i}`;
         const t0 = performance.now();
         const perAdd = { n: 0 };
+        say('start', pod.cid);
         try {
-          const r = await add(podName, `ctr-${spec.nodeIndex}-${i}`, perAdd);
-          res.latencies.push(performance.now() - t0);
+          const r = await add(pod.pod, pod.cid, perAdd);
+          const ms = performance.now() - t0;
+          res.latencies.push(ms);
           res.callsPerAdd.push(perAdd.n);
           res.ips.push(r.ip);
           res.retries += r.retries;
+          say('ok', pod.cid, r.ip, ms.toFixed(1), perAdd.n);
         } catch (e) {
-          if (e instanceof OutOfBudget) res.unfinished++;
-          else res.errors.push((e as Error).message);
+          if (e instanceof OutOfBudget) {
+            res.unfinished++;
+            say('unf', pod.cid);
+          } else {
+            res.errors.push((e as Error).message);
+            say('err', pod.cid, (e as Error).message.replace(/\s+/g, ' '));
+          }
         }
       }
     }),
@@ -578,6 +651,233 @@ async function worker(spec: WorkerSpec): Promise<void> {
   res.connections = connections;
   await close();
   process.stdout.write(`${JSON.stringify(res)}\n`);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// after a scenario: the runtime's DEL of every pod, the node-scoped GC, the leaks; then a clean state
+
+/** The allocator's configuration of the bench's network (what allocatorAdder parses), without the node. */
+function benchConf(net: string, pool: number): Omit<AllocatorConf, 'node'> {
+  const conf = parseConf(
+    {
+      name: net,
+      cniVersion: '1.1.0',
+      ipam: {
+        type: 'cluster-ipam',
+        range: RANGE,
+        range_start: ipOf(1),
+        range_end: ipOf(pool),
+        network_name: net,
+      },
+    },
+    { args: '', command: 'GC', env: { NODENAME: 'bench' } },
+    { flatFiles: [] },
+  );
+  return { net: conf.net, overlapping: conf.overlapping, pools: conf.pools };
+}
+
+/** A store of the scenario's backend, bounded generously (cleanup is not timed). */
+function cleanupStore(scenario: Scenario, where: { kubeconfig?: string; etcd?: { host: string } }): Store {
+  return scenario === 'cnikit-etcd'
+    ? new EtcdStore({
+        endpoints: where.etcd?.host as string,
+        prefix: '/bench/',
+        deadline: Date.now() + 600_000,
+      })
+    : new KubernetesStore({ kubeconfig: where.kubeconfig as string, deadlineMs: 600_000 });
+}
+
+/** The node-scoped CNI GC: this node's records whose attachment is not among `valid` are deleted. */
+async function nodeGc(spec: WorkerSpec, valid: string[]): Promise<number> {
+  if (spec.scenario === 'whereabouts' || spec.driver !== 'allocator') return 0; // whereabouts has no CNI GC
+  const store = cleanupStore(spec.scenario, spec);
+  try {
+    const a = new Allocator(store, { ...benchConf(spec.net, spec.pool), node: spec.node });
+    return (await a.gc(valid.map((containerID) => ({ containerID, ifname: 'net1' })))).length;
+  } finally {
+    await store.close();
+  }
+}
+
+interface CleanupSpec {
+  scenario: Scenario;
+  driver: WorkerSpec['driver'];
+  net: string;
+  pool: number;
+  kubeconfig?: string;
+  etcd?: { host: string };
+  /** Per node: the live attachments (GC's valid ones) and every container the runtime DELs. */
+  nodes: Array<{ node: string; valid: string[]; del: string[] }>;
+}
+
+interface CleanupResult {
+  /** Records the node-scoped GC deleted, and the addresses the DELs released. */
+  gcReleased: number;
+  delReleased: number;
+  /** Records left after DEL + GC: every one is a leak (its container never got an address, or was deleted). */
+  leaks: number;
+  leakSample: string[];
+  ms: number;
+  /** What is left in the backend's kinds after the reset (all must be 0: the next scenario's precondition). */
+  after: Record<string, number>;
+  error?: string;
+}
+
+const WB_POOLS = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${NS}/ippools`;
+const KUBE_COLLECTIONS: Record<string, string> = {
+  ipamallocations: '/apis/ipam.cnikit.dev/v1alpha1/ipamallocations',
+  ipamblocks: '/apis/ipam.cnikit.dev/v1alpha1/ipamblocks',
+  ippools: WB_POOLS,
+  'bench allocations': `/apis/${BENCH_GROUP}/v1alpha1/namespaces/${NS}/allocations`,
+  'whereabouts lease': `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/whereabouts`,
+};
+
+/**
+ * After a scenario, where its backend is reachable: GC on every node with the pods that hold an address as the
+ * valid attachments (a node's runtime after a crash: the killed ADDs' sandboxes are gone), then the runtime's DEL
+ * of every pod the bench created (answered or failed), then every record still there is counted as a leak. The
+ * whereabouts-style baseline gets the DELs (one read-modify-write of the IPPool removing every allocation of those
+ * containers, what its DELs do one by one) and no GC: it has none. Then everything of the backend is deleted.
+ */
+async function cleanupScenario(c: CleanupSpec): Promise<CleanupResult> {
+  const t0 = performance.now();
+  // NaN until counted: a cleanup that failed reports no figure rather than 0
+  const out: CleanupResult = {
+    gcReleased: 0,
+    delReleased: 0,
+    leaks: Number.NaN,
+    leakSample: [],
+    ms: 0,
+    after: {},
+  };
+  // not timed: a call the loaded API server did not answer in its bound is tried again
+  const retried = async <T>(f: () => Promise<T>): Promise<T> => {
+    for (let i = 0; ; i++) {
+      try {
+        return await f();
+      } catch (e) {
+        if (i >= 4) throw e;
+        await sleep(2000);
+      }
+    }
+  };
+  try {
+    if (c.scenario === 'whereabouts') {
+      const kube = new KubeClient(c.kubeconfig as string);
+      try {
+        const del = new Set(c.nodes.flatMap((n) => n.del));
+        const name = `${c.net}-${RANGE.replaceAll('/', '-')}`;
+        for (let j = 0; j < 20; j++) {
+          const got = await kube.request('GET', `${WB_POOLS}/${name}`);
+          if (got.status === 404) {
+            out.leaks = 0;
+            break;
+          }
+          const keep: Record<string, { id: string; podref?: string }> = {};
+          let removed = 0;
+          for (const [o, v] of Object.entries(
+            (got.body.spec.allocations ?? {}) as Record<string, { id: string; podref?: string }>,
+          ))
+            if (del.has(v.id)) removed++;
+            else keep[o] = v;
+          const r = await kube.request(
+            'PATCH',
+            `${WB_POOLS}/${name}`,
+            [
+              { op: 'test', path: '/metadata/resourceVersion', value: got.body.metadata.resourceVersion },
+              { op: 'replace', path: '/spec/allocations', value: keep },
+            ],
+            'application/json-patch+json',
+          );
+          if (r.status === 422) continue;
+          if (r.status !== 200) throw new Error(`PATCH ippool: HTTP ${r.status}`);
+          out.delReleased = removed;
+          out.leaks = Object.keys(keep).length;
+          out.leakSample = Object.entries(keep)
+            .slice(0, 5)
+            .map(([o, v]) => `${ipOf(Number(o))} ${v.id} ${v.podref ?? ''}`);
+          break;
+        }
+      } finally {
+        kube.close();
+      }
+    } else if (c.driver === 'allocator') {
+      const conf = benchConf(c.net, c.pool);
+      for (const n of c.nodes) {
+        const store = cleanupStore(c.scenario, c);
+        try {
+          const view = new NodeView();
+          const a = new Allocator(store, { ...conf, node: n.node }, undefined, view);
+          const gced = await retried(() =>
+            a.gc(n.valid.map((containerID) => ({ containerID, ifname: 'net1' }))),
+          );
+          out.gcReleased += gced.length;
+          await retried(() => a.load(view, true));
+          let i = 0;
+          await Promise.all(
+            Array.from({ length: 8 }, async () => {
+              for (let cid = n.del[i++]; cid !== undefined; cid = n.del[i++]) {
+                const released = await retried(() => a.release(cid, 'net1'));
+                out.delReleased += released.length;
+              }
+            }),
+          );
+        } finally {
+          await store.close();
+        }
+      }
+      const store = cleanupStore(c.scenario, c);
+      try {
+        const left = await retried(() => new Allocator(store, { ...conf, node: '' }).listAll({}));
+        out.leaks = left.length;
+        out.leakSample = left.slice(0, 5).map((r) => `${r.spec.ip} ${r.spec.containerID} ${r.spec.node}`);
+      } finally {
+        await store.close();
+      }
+    }
+  } catch (e) {
+    out.error = (e as Error).message;
+  }
+  out.after = await resetBackend(c.scenario === 'cnikit-etcd' ? 'etcd' : 'kubernetes', c);
+  out.ms = Math.round(performance.now() - t0);
+  return out;
+}
+
+/** Deletes every object the bench's scenarios write in a backend; returns what is left per kind (0 each). */
+async function resetBackend(
+  backend: 'kubernetes' | 'etcd',
+  where: { kubeconfig?: string; etcd?: { host: string } },
+): Promise<Record<string, number>> {
+  if (backend === 'etcd') {
+    const s = new EtcdStore({ endpoints: where.etcd?.host as string, prefix: '/bench/' });
+    try {
+      await s.client.deleteRange('/bench/', prefixEnd('/bench/'));
+      const r = await s.client.range({ key: '/bench/', rangeEnd: prefixEnd('/bench/'), limit: 1 });
+      return { 'etcd /bench/ keys': r.count };
+    } finally {
+      await s.close();
+    }
+  }
+  const kube = new KubeClient(where.kubeconfig as string);
+  try {
+    const left: Record<string, number> = {};
+    for (const [kind, path] of Object.entries(KUBE_COLLECTIONS)) {
+      // a collection's DELETE is a deletecollection: one call for every object of the kind
+      const d = await kube.request('DELETE', path);
+      if (d.status !== 200 && d.status !== 404) throw new Error(`DELETE ${path}: HTTP ${d.status}`);
+      const l = await kube.request('GET', path);
+      left[kind] = l.status !== 200 ? 0 : Array.isArray(l.body.items) ? l.body.items.length : 1;
+    }
+    return left;
+  } finally {
+    kube.close();
+  }
+}
+
+/** The --cleanup process (in the API server's network namespace): cleanupScenario of BENCH_CLEANUP. */
+async function cleanupProcess(): Promise<void> {
+  const r = await cleanupScenario(JSON.parse(process.env.BENCH_CLEANUP as string));
+  process.stdout.write(`${JSON.stringify(r)}\n`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -609,6 +909,20 @@ interface RunResult {
   startMs: { p50: number; max: number };
   /** What the servers spent during the run (from the start signal to the last answer). */
   server: ServerUse;
+  /** Node processes killed with SIGKILL mid-ADD (and restarted), the ADDs in flight they cut, kill -> ready ms. */
+  kills: number;
+  killedAdds: number;
+  /** Records the restarted nodes' GC deleted (ADDs whose create landed before the kill cut their answer). */
+  gcAtRestart: number;
+  /** GCs of restarted nodes that failed (the node went on without). */
+  gcErrors: string[];
+  /** Of the kills, those that landed just after a durable write of an address (before its answer). */
+  killsAfterWrite: number;
+  restartMs: number[];
+  /** After the run: GC, the runtime's DELs, the leaks, the reset. */
+  cleanup: CleanupResult;
+  /** What the stores held when the scenario started (the previous scenario's reset). */
+  stateBefore: string;
 }
 
 interface ServerUse {
@@ -733,62 +1047,315 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
 }
 
+/** A node process of the bench (bench/cluster-ipam.ts --worker): started idle, given its spec on stdin. */
+interface NodeProc {
+  p: ReturnType<typeof spawn>;
+  /** Modules loaded (the process printed `standby`): a restart does not pay the TypeScript load. */
+  loaded: Promise<void>;
+  /** Resolves when stdout is closed and the process has exited. */
+  closed: Promise<void>;
+  /** Extra processes of the node (a service the worker started: `pid\t<n>`), killed with it. */
+  extraPids: number[];
+  onLine: (fields: string[]) => void;
+  onReady: () => void;
+  result?: WorkerResult;
+}
+
+/** Every node process alive (killed when the bench is interrupted). */
+const liveProcs = new Set<ReturnType<typeof spawn>>();
+
+function spawnNodeProc(netns: string | undefined): NodeProc {
+  const cmd = [process.execPath, ...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--worker'];
+  const env = { ...process.env };
+  delete env.BENCH_WORKER;
+  const p = netns
+    ? spawn('ip', ['netns', 'exec', netns, ...cmd], { stdio: ['pipe', 'pipe', 'inherit'], env })
+    : spawn(process.execPath, cmd.slice(1), { stdio: ['pipe', 'pipe', 'inherit'], env });
+  liveProcs.add(p);
+  p.once('exit', () => liveProcs.delete(p));
+  let loaded!: () => void;
+  const np: NodeProc = {
+    p,
+    loaded: new Promise<void>((r) => {
+      loaded = r;
+    }),
+    closed: Promise.all([
+      new Promise<void>((r) => p.once('exit', () => r())),
+      new Promise<void>((r) => p.stdout?.once('close', () => r())),
+    ]).then(() => {}),
+    extraPids: [],
+    onLine: () => {},
+    onReady: () => {},
+  };
+  createInterface({ input: p.stdout as NonNullable<typeof p.stdout> }).on('line', (l) => {
+    if (l === 'standby') loaded();
+    else if (l === 'ready') np.onReady();
+    else if (l.startsWith('{')) np.result = JSON.parse(l);
+    else if (l.startsWith('pid\t')) np.extraPids.push(Number(l.slice(4)));
+    else np.onLine(l.split('\t'));
+  });
+  return np;
+}
+
+/** The state of one node during a scenario. */
+interface NodeRun {
+  index: number;
+  name: string;
+  proc: NodeProc;
+  /** Given to the current process, not started yet; started and not answered (in flight). */
+  queued: Map<string, Pod>;
+  inflight: Map<string, Pod>;
+  /** Container ID -> address, of the ADDs answered on this node; the failed ADDs' containers. */
+  answered: Map<string, string>;
+  failed: Set<string>;
+  restarting: boolean;
+  finished: boolean;
+}
+
 async function runScenario(
   base: Omit<WorkerSpec, 'node' | 'nodeIndex' | 'adds'> & { totalAdds: number },
   netns: string | undefined,
   stored: () => Promise<string[]>,
   probe: ServerProbe,
+  kills: number,
+  cleanup: (c: CleanupSpec) => Promise<CleanupResult>,
+  stateBefore: string,
 ): Promise<RunResult> {
-  const procs = Array.from({ length: base.nodes }, (_, n) => {
-    const spawnedAt = performance.now();
-    const adds = Math.floor(base.totalAdds / base.nodes) + (n < base.totalAdds % base.nodes ? 1 : 0);
-    const spec: WorkerSpec = { ...base, node: `node-${n}`, nodeIndex: n, adds };
-    const cmd = [process.execPath, ...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--worker'];
-    const p = netns
-      ? spawn('ip', ['netns', 'exec', netns, ...cmd], {
-          stdio: ['pipe', 'pipe', 'inherit'],
-          env: { ...process.env, BENCH_WORKER: JSON.stringify(spec) },
-        })
-      : spawn(process.execPath, cmd.slice(1), {
-          stdio: ['pipe', 'pipe', 'inherit'],
-          env: { ...process.env, BENCH_WORKER: JSON.stringify(spec) },
-        });
-    const lines = createInterface({ input: p.stdout as NonNullable<typeof p.stdout> });
-    const ready = new Promise<number>((resolve, reject) => {
-      lines.once('line', (l) =>
-        l === 'ready' ? resolve(performance.now() - spawnedAt) : reject(new Error(`worker: ${l}`)),
-      );
-      p.once('exit', (c) => reject(new Error(`worker exited ${c} before ready`)));
-    });
-    const done = new Promise<WorkerResult>((resolve, reject) => {
-      lines.on('line', (l) => {
-        if (l !== 'ready') resolve(JSON.parse(l));
-      });
-      p.once('exit', (c) => reject(new Error(`worker exited ${c} without a result`)));
-    });
-    // a worker that dies before it is ready rejects both: the run's failure is the one of ready
-    done.catch(() => {});
-    return { p, ready, done };
+  const lat: number[] = [];
+  const callsPerAdd: number[] = [];
+  const ips: string[] = [];
+  const errors: string[] = [];
+  let unfinished = 0;
+  const starts: number[] = [];
+  const restartMs: number[] = [];
+  let killsDone = 0;
+  let killedAdds = 0;
+  let gcAtRestart = 0;
+  let killsAfterWrite = 0;
+  const gcErrors: string[] = [];
+  let answeredTotal = 0;
+  let t0 = 0;
+  let budgetAt = 0;
+  let lastDone = 0;
+  let allDone!: () => void;
+  const finished = new Promise<void>((r) => {
+    allDone = r;
   });
-  let starts: number[];
+  const nodes: NodeRun[] = [];
+  const checkDone = () => {
+    if (nodes.every((n) => n.finished && !n.restarting)) allDone();
+  };
+
+  const attach = (n: NodeRun, np: NodeProc) => {
+    n.proc = np;
+    np.onLine = ([t, cid = '', a = '', b = '', c = '']) => {
+      if (t === 'start') {
+        const pod = n.queued.get(cid);
+        n.queued.delete(cid);
+        if (pod) n.inflight.set(cid, pod);
+      } else if (t === 'ok') {
+        n.inflight.delete(cid);
+        n.answered.set(cid, a);
+        ips.push(a);
+        lat.push(Number(b));
+        callsPerAdd.push(Number(c));
+        answeredTotal++;
+        maybeKill();
+      } else if (t === 'err') {
+        n.inflight.delete(cid);
+        n.failed.add(cid);
+        errors.push(a);
+      } else if (t === 'gc') {
+        gcAtRestart += Number(cid);
+      } else if (t === 'gcerr') {
+        gcErrors.push(cid);
+      } else if (t === 'unf') {
+        n.queued.delete(cid);
+        n.inflight.delete(cid);
+        unfinished++;
+      }
+    };
+    np.closed.then(() => {
+      if (n.proc !== np || n.restarting) return; // a kill: the restart takes over
+      if (!np.result) {
+        // died on its own: what it had in flight is lost
+        errors.push(...[...n.inflight.keys()].map((c) => `${c}: node process exited without an answer`));
+        for (const c of n.inflight.keys()) n.failed.add(c);
+        n.inflight.clear();
+      }
+      n.finished = true;
+      lastDone = performance.now();
+      checkDone();
+    });
+  };
+
+  const assign = (n: NodeRun, np: NodeProc, pods: Pod[], extra: Partial<WorkerSpec>) => {
+    n.queued = new Map(pods.map((p) => [p.cid, p]));
+    const spec: WorkerSpec = { ...base, node: n.name, nodeIndex: n.index, adds: pods.length, pods, ...extra };
+    const ready = new Promise<void>((r) => {
+      np.onReady = r;
+    });
+    np.p.stdin?.write(`${JSON.stringify(spec)}\n`);
+    return ready;
+  };
+
+  // a kill: SIGKILL of a node process (and its service) with ADDs in flight, at a fraction of the ADDs answered
+  // or of the budget, whichever comes first; a standby process (modules loaded) restarts the node: GC with the
+  // node's live pods, then the pods not answered yet (the killed ones with new sandboxes)
+  const standbys: NodeProc[] = [];
+  const maybeKill = () => {
+    if (killsDone >= kills || t0 === 0 || nodes.some((n) => n.restarting)) return;
+    const f = (killsDone + 1) / (kills + 1);
+    if (answeredTotal < base.totalAdds * f && performance.now() - t0 < base.budgetMs * f) return;
+    const first = (2 + 3 * killsDone) % nodes.length;
+    const n = [...nodes.slice(first), ...nodes.slice(0, first)].find(
+      (x) => !x.finished && !x.restarting && x.inflight.size > 0,
+    );
+    if (!n) return;
+    // every second kill lands just after a durable write of an address, before its answer (the worker kills
+    // itself there: see dieAtWrite); the others at whatever moment the bench's timer hits
+    const afterWrite = killsDone % 2 === 1;
+    killsDone++;
+    void restart(n, afterWrite);
+  };
+  const restart = async (n: NodeRun, afterWrite: boolean) => {
+    n.restarting = true;
+    const np = n.proc;
+    const tk = performance.now();
+    if (afterWrite) {
+      np.p.stdin?.write('die\n');
+      // no write within 30 s (its ADDs all wait, e.g. for whereabouts' Lease): killed from outside, and counted
+      // as a kill at a timer's moment
+      let fellBack = false;
+      const t = setTimeout(() => {
+        fellBack = true;
+        np.p.kill('SIGKILL');
+      }, 30_000);
+      await np.closed;
+      clearTimeout(t);
+      if (!fellBack) killsAfterWrite++;
+    } else np.p.kill('SIGKILL');
+    for (const pid of np.extraPids)
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+    await np.closed;
+    const killed = [...n.inflight.values()];
+    n.inflight.clear();
+    killedAdds += killed.length;
+    if (np.result) {
+      // it had finished before the signal landed
+      n.restarting = false;
+      n.finished = true;
+      checkDone();
+      return;
+    }
+    const again = killed.map((p) => {
+      const m = /^(.*?)(?:-r(\d+))?$/.exec(p.cid);
+      return { pod: p.pod, cid: `${m?.[1]}-r${Number(m?.[2] ?? 0) + 1}` };
+    });
+    const pods = [...n.queued.values(), ...again];
+    const next = standbys.shift() ?? spawnNodeProc(netns);
+    await next.loaded;
+    attach(n, next);
+    const up = await Promise.race([
+      assign(n, next, pods, {
+        budgetMs: Math.max(0, budgetAt - Date.now()),
+        gc: [...n.answered.keys()],
+      }).then(() => true),
+      next.closed.then(() => false),
+    ]);
+    if (!up) {
+      // the restarted node process died before it was ready: its pods fail
+      errors.push(...pods.map((p) => `${p.cid}: the restarted node process exited before ready`));
+      for (const p of pods) n.failed.add(p.cid);
+      n.queued.clear();
+      n.restarting = false;
+      n.finished = true;
+      lastDone = performance.now();
+      checkDone();
+      return;
+    }
+    restartMs.push(performance.now() - tk);
+    next.p.stdin?.write('go\n');
+    n.restarting = false;
+    checkDone();
+  };
+
+  // the node processes, and one standby per kill
+  for (let i = 0; i < base.nodes; i++) {
+    const adds = Math.floor(base.totalAdds / base.nodes) + (i < base.totalAdds % base.nodes ? 1 : 0);
+    const pods = Array.from({ length: adds }, (_, j) => ({ pod: `pod-${i}-${j}`, cid: `ctr-${i}-${j}` }));
+    const n: NodeRun = {
+      index: i,
+      name: `node-${i}`,
+      proc: undefined as unknown as NodeProc,
+      queued: new Map(),
+      inflight: new Map(),
+      answered: new Map(),
+      failed: new Set(),
+      restarting: false,
+      finished: false,
+    };
+    nodes.push(n);
+    const spawnedAt = performance.now();
+    const np = spawnNodeProc(netns);
+    attach(n, np);
+    (n as NodeRun & { ready?: Promise<void> }).ready = assign(n, np, pods, {}).then(() => {
+      starts.push(performance.now() - spawnedAt);
+    });
+  }
+  for (let k = 0; k < kills; k++) standbys.push(spawnNodeProc(netns));
+  const died = (np: NodeProc) =>
+    np.closed.then(() => Promise.reject(new Error('a node process exited before ready')));
   try {
-    starts = (await Promise.all(procs.map((x) => x.ready))).sort((a, b) => a - b);
+    await Promise.race([
+      Promise.all([
+        ...nodes.map((n) => (n as NodeRun & { ready?: Promise<void> }).ready),
+        ...standbys.map((s) => s.loaded),
+      ]),
+      ...nodes.map((n) => died(n.proc)),
+    ]);
   } catch (e) {
-    for (const x of procs) x.p.kill('SIGKILL');
+    for (const n of nodes) n.proc.p.kill('SIGKILL');
+    for (const s of standbys) s.p.kill('SIGKILL');
     throw e;
   }
+  starts.sort((a, b) => a - b);
   const before = probeStart(probe);
-  const t0 = performance.now();
-  for (const x of procs) x.p.stdin?.write('go\n');
-  const results = await Promise.all(procs.map((x) => x.done.then((r) => ({ r, t: performance.now() }))));
-  const totalMs = Math.max(...results.map((x) => x.t)) - t0;
+  t0 = performance.now();
+  budgetAt = Date.now() + base.budgetMs;
+  for (const n of nodes) n.proc.p.stdin?.write('go\n');
+  const timer = setInterval(maybeKill, 100);
+  // every node process ends its stdin after its result: the worker then exits
+  const ender = setInterval(() => {
+    for (const n of nodes) if (n.proc.result && n.proc.p.stdin?.writable) n.proc.p.stdin.end();
+  }, 50);
+  await finished;
+  clearInterval(timer);
+  clearInterval(ender);
+  const totalMs = lastDone - t0;
   const server = probeEnd(probe, before);
-  for (const x of procs) x.p.stdin?.end();
-  const lat = results.flatMap((x) => x.r.latencies).sort((a, b) => a - b);
-  const ips = results.flatMap((x) => x.r.ips);
-  const errors = results.flatMap((x) => x.r.errors);
+  for (const s of standbys) s.p.stdin?.end();
+  const results = nodes.map((n) => n.proc.result).filter((r): r is WorkerResult => r !== undefined);
+  lat.sort((a, b) => a - b);
   const dup = (list: string[]) => list.length - new Set(list).size;
   const inStore = await stored();
+  const answered = new Set(ips);
+  const clean = await cleanup({
+    scenario: base.scenario,
+    driver: base.driver,
+    net: base.net,
+    pool: base.pool,
+    ...(base.kubeconfig ? { kubeconfig: base.kubeconfig } : {}),
+    ...(base.etcd ? { etcd: base.etcd } : {}),
+    nodes: nodes.map((n) => ({
+      node: n.name,
+      valid: [...n.answered.keys()],
+      del: [...n.answered.keys(), ...n.failed],
+    })),
+  });
+  callsPerAdd.sort((a, b) => a - b);
   return {
     scenario: base.scenario,
     pool: base.pool,
@@ -800,13 +1367,10 @@ async function runScenario(
     failed: errors.length,
     duplicates: dup(ips),
     storedDuplicates: dup(inStore),
-    leaks: (() => {
-      const answered = new Set(ips);
-      return inStore.filter((ip) => !answered.has(ip)).length;
-    })(),
+    leaks: inStore.filter((ip) => !answered.has(ip)).length,
     stored: inStore.length,
-    retries: results.reduce((s, x) => s + x.r.retries, 0),
-    unfinished: results.reduce((s, x) => s + x.r.unfinished, 0),
+    retries: results.reduce((s, r) => s + r.retries, 0),
+    unfinished,
     driver:
       base.scenario === 'whereabouts'
         ? 'baseline'
@@ -814,25 +1378,46 @@ async function runScenario(
           ? 'warm'
           : `${base.driver} cold`,
     ...(errors.length ? { firstError: errors[0] } : {}),
-    calls: mergeCalls(results.map((x) => x.r.calls)),
-    callsPerAdd: (() => {
-      const c = results.flatMap((x) => x.r.callsPerAdd).sort((a, b) => a - b);
-      const mean = c.reduce((a, b) => a + b, 0) / Math.max(1, c.length);
-      return {
-        mean: Math.round(mean * 100) / 100,
-        p50: quantile(c, 0.5),
-        p99: quantile(c, 0.99),
-        max: c[c.length - 1] ?? 0,
-      };
-    })(),
-    connections: results.reduce((s, x) => s + x.r.connections, 0),
+    calls: mergeCalls(results.map((r) => r.calls)),
+    callsPerAdd: {
+      mean:
+        Math.round((callsPerAdd.reduce((a, b) => a + b, 0) / Math.max(1, callsPerAdd.length)) * 100) / 100,
+      p50: quantile(callsPerAdd, 0.5),
+      p99: quantile(callsPerAdd, 0.99),
+      max: callsPerAdd[callsPerAdd.length - 1] ?? 0,
+    },
+    connections: results.reduce((s, r) => s + r.connections, 0),
     startMs: { p50: Math.round(quantile(starts, 0.5)), max: Math.round(starts[starts.length - 1] ?? 0) },
     server,
+    kills: killsDone,
+    killedAdds,
+    gcAtRestart,
+    gcErrors,
+    killsAfterWrite,
+    restartMs: restartMs.map((m) => Math.round(m)),
+    cleanup: clean,
+    stateBefore,
   };
 }
 
 async function main(): Promise<void> {
-  if (process.argv.includes('--worker')) return worker(JSON.parse(process.env.BENCH_WORKER as string));
+  if (process.argv.includes('--worker')) {
+    // BENCH_WORKER, else a standby: modules loaded, the spec comes as the first line of stdin
+    let text = process.env.BENCH_WORKER;
+    if (text === undefined) {
+      process.stdout.write('standby\n');
+      const rl = createInterface({ input: process.stdin });
+      const first = await new Promise<string | undefined>((r) => {
+        rl.once('line', r);
+        rl.once('close', () => r(undefined));
+      });
+      rl.close();
+      if (first === undefined) return; // not needed: stdin closed
+      text = first;
+    }
+    return worker(JSON.parse(text));
+  }
+  if (process.argv.includes('--cleanup')) return cleanupProcess();
   const arg = (name: string, def: string) =>
     process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def;
   const full = process.argv.includes('--full');
@@ -847,6 +1432,9 @@ async function main(): Promise<void> {
   const json = process.argv.includes('--json');
   const budgetMs = Number(arg('budget', full ? '240' : '30')) * 1000;
   const driver = arg('driver', 'allocator') as WorkerSpec['driver'];
+  const kills = Number(arg('kills', '3'));
+  const loadStart = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const startedAt = new Date();
 
   const needK8s = only.some((s) => s !== 'cnikit-etcd');
   const dir = mkdtempSync(join(tmpdir(), 'cnikit-bench-cluster-ipam-'));
@@ -854,6 +1442,20 @@ async function main(): Promise<void> {
   let cp: ControlPlane | undefined;
   let etcd: Awaited<ReturnType<typeof startTestEtcd>> | undefined;
   const results: RunResult[] = [];
+  const order: string[] = [];
+  // interrupted (SIGINT, SIGTERM): the node processes, the servers, the namespace and the directory go
+  const interrupted = (sig: NodeJS.Signals) => {
+    process.stderr.write(`cluster-ipam bench: ${sig}: stopping\n`);
+    for (const p of liveProcs) p.kill('SIGKILL');
+    void (async () => {
+      await etcd?.stop().catch(() => {});
+      await cp?.stop().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+      process.exit(130);
+    })();
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
   try {
     if (needK8s) {
       const { dir: cacheDir } = await k8sBinaries();
@@ -882,6 +1484,35 @@ async function main(): Promise<void> {
       const r = cp.kubectl([...args, '-o', 'json']);
       if (r.status !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
       return JSON.parse(r.stdout);
+    };
+    // every scenario starts from empty stores: the one before it deleted what it wrote (its cleanup's reset);
+    // what the stores hold at the start is counted and printed (a scenario's lists must not pay for another's)
+    const stateNow = async (): Promise<string> => {
+      const out: string[] = [];
+      if (cp) {
+        const r = cp.kubectl([
+          'get',
+          'ipamallocations.ipam.cnikit.dev,ipamblocks.ipam.cnikit.dev',
+          '-A',
+          '-o',
+          'name',
+        ]);
+        const names = r.stdout.split('\n').filter(Boolean);
+        out.push(`ipamallocations ${names.filter((n) => n.startsWith('ipamallocation')).length}`);
+        out.push(`ipamblocks ${names.filter((n) => n.startsWith('ipamblock')).length}`);
+        const w = cp.kubectl(['-n', NS, 'get', 'ippools.whereabouts.cni.cncf.io', '-o', 'name']);
+        out.push(`ippools ${w.stdout.split('\n').filter(Boolean).length}`);
+      }
+      if (etcd) {
+        const e = new EtcdStore({ endpoints: etcd.host, prefix: '/bench/' });
+        try {
+          const r = await e.client.range({ key: '/bench/', rangeEnd: prefixEnd('/bench/'), limit: 1 });
+          out.push(`etcd keys ${r.count}`);
+        } finally {
+          await e.close();
+        }
+      }
+      return out.join(', ');
     };
     for (const pool of pools) {
       for (const scenario of only) {
@@ -940,7 +1571,32 @@ async function main(): Promise<void> {
                     return m?.status === 0 ? m.stdout : undefined;
                   },
                 };
-          const r = await runScenario(base, scenario === 'cnikit-etcd' ? undefined : netns, stored, probe);
+          const stateBefore = await stateNow();
+          order.push(`${scenario} ${pool}`);
+          process.stderr.write(`  state at the start: ${stateBefore}\n`);
+          // the cleanup runs where the store is: etcd on this host's loopback, the API server in its namespace
+          const cleanup = async (c: CleanupSpec): Promise<CleanupResult> => {
+            if (c.scenario === 'cnikit-etcd') return cleanupScenario(c);
+            const cmd = [...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--cleanup'];
+            const r = spawnSync('ip', ['netns', 'exec', netns, process.execPath, ...cmd], {
+              env: { ...process.env, BENCH_CLEANUP: JSON.stringify(c) },
+              encoding: 'utf8',
+              stdio: ['ignore', 'pipe', 'inherit'],
+              maxBuffer: 64 << 20,
+            });
+            const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
+            if (!line) throw new Error(`cleanup process: exit ${r.status}`);
+            return JSON.parse(line);
+          };
+          const r = await runScenario(
+            base,
+            scenario === 'cnikit-etcd' ? undefined : netns,
+            stored,
+            probe,
+            kills,
+            cleanup,
+            stateBefore,
+          );
           results.push(r);
           const { calls: _calls, ...brief } = r;
           process.stderr.write(`  ${JSON.stringify(brief)}\n`);
@@ -958,48 +1614,93 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
     return;
   }
-  const rows = [
-    [
-      'backend',
-      'driver',
-      'pool',
-      'ADDs ok',
-      'failed',
-      'unfinished',
-      'total s',
-      'ADDs/s',
-      'p50 ms',
-      'p99 ms',
-      'duplicates',
-      'leaks',
-    ],
-    ...results.map((r) => [
-      r.scenario,
-      r.driver,
-      String(r.pool),
-      String(r.adds),
-      String(r.failed),
-      String(r.unfinished),
-      r.totalS.toFixed(1),
-      r.addsPerS.toFixed(1),
-      r.p50.toFixed(0),
-      r.p99.toFixed(0),
-      `${r.duplicates} (${r.storedDuplicates} in store of ${r.stored})`,
-      String(r.leaks),
-    ]),
-  ];
-  const w = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(w[i] ?? 0)).join(' | ')} |`;
-  rows.forEach((r, i) => {
-    console.log(line(r));
-    if (i === 0) console.log(line(r.map((_, j) => '-'.repeat(w[j] ?? 1))));
-  });
+  const loadEnd = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const cpu = cpus();
+  console.log(
+    `cluster-ipam bench, ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC: ${totalAdds} ADDs on ${nodes} ` +
+      `node processes × ${perNode} at a time, budget ${budgetMs / 1000} s, ${kills} kills per scenario; ` +
+      `${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${release()}; ` +
+      `load average (1/5/15 min) ${loadStart} at the start, ${loadEnd} at the end`,
+  );
+  console.log(
+    `order: ${order.join(', ')}; every scenario starts from empty stores (its state printed below)\n`,
+  );
+  console.log(summaryTable(results));
+  console.log('');
+  for (const r of results)
+    console.log(
+      `${r.scenario} pool ${r.pool}: state at the start: ${r.stateBefore}; kills ${r.kills} (${r.killsAfterWrite} ` +
+        `just after a write; ${r.killedAdds} ADDs in flight cut), kill -> restarted node ready ${r.restartMs.join(', ') || '-'} ms, its GC released ${r.gcAtRestart}${r.gcErrors.length ? ` (${r.gcErrors.length} GC failed: ${r.gcErrors[0]})` : ''}; after the run ${r.stored} ` +
+        `records, ${r.leaks} with no answer; GC released ${r.cleanup.gcReleased}, DELs ${r.cleanup.delReleased}, ` +
+        `left ${r.cleanup.leaks}${r.cleanup.leakSample.length ? ` (${r.cleanup.leakSample.join('; ')})` : ''}; ` +
+        `cleanup ${(r.cleanup.ms / 1000).toFixed(1)} s, then ${Object.entries(r.cleanup.after)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')}${r.cleanup.error ? `; cleanup error: ${r.cleanup.error}` : ''}`,
+    );
   for (const r of results)
     if (r.firstError) console.log(`${r.scenario} pool ${r.pool}: first error: ${r.firstError}`);
   console.log(
     "\nWhere the time goes (calls as the node processes timed them; the servers' own figures after):",
   );
   for (const r of results) console.log(breakdown(r));
+}
+
+const LABEL: Record<Scenario, string> = {
+  whereabouts: 'whereabouts-style (Lease + whole IPPool)',
+  'cnikit-k8s': 'cnikit, Kubernetes API, cold',
+  'cnikit-k8s-warm': 'cnikit, Kubernetes API, warm',
+  'cnikit-etcd': 'cnikit, etcd, cold',
+};
+
+/** The one table of the run (markdown): what docs/plugins/cluster-ipam.md quotes. */
+function summaryTable(results: RunResult[]): string {
+  const ms = (v: number) =>
+    Number.isFinite(v) ? Math.round(v).toLocaleString('en').replaceAll(',', ' ') : '—';
+  const rows = [
+    [
+      'scenario',
+      'pool',
+      'pods ok',
+      'failed',
+      'unfinished',
+      'total s',
+      'ADDs/s',
+      'p50 ms',
+      'p99 ms',
+      'dups',
+      'kills (ADDs cut)',
+      'leaks after kills',
+      'calls/ADD',
+      'load',
+    ],
+    ...results.map((r) => [
+      r.scenario === 'cnikit-k8s' && r.driver !== 'allocator cold'
+        ? `${LABEL[r.scenario]} (${r.driver})`
+        : LABEL[r.scenario],
+      String(r.pool),
+      String(r.adds),
+      String(r.failed),
+      String(r.unfinished),
+      r.totalS.toFixed(1),
+      r.addsPerS.toFixed(1),
+      ms(r.p50),
+      ms(r.p99),
+      String(r.duplicates + r.storedDuplicates),
+      `${r.kills} (${r.killedAdds})`,
+      r.driver === 'records cold'
+        ? '—'
+        : r.cleanup.leaks == null || Number.isNaN(r.cleanup.leaks)
+          ? '?'
+          : String(r.cleanup.leaks),
+      r.callsPerAdd.mean.toFixed(2),
+      `${r.server.loadStart.toFixed(1)}–${r.server.loadEnd.toFixed(1)}`,
+    ]),
+  ];
+  const w = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(w[i] ?? 0)).join(' | ')} |`;
+  return rows
+    .flatMap((r, i) => (i === 0 ? [line(r), line(r.map((_, j) => '-'.repeat(w[j] ?? 3)))] : [line(r)]))
+    .join('\n');
 }
 
 /** The per-scenario breakdown: calls per ADD by verb, their latencies and conflicts, the servers' CPU. */
