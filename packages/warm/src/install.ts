@@ -168,7 +168,7 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
       const p = join(systemdDir, wants);
       const cur = linkOf(p);
       const unit = wants.slice(wants.indexOf('/') + 1);
-      if (cur !== undefined && cur.endsWith(`/${unit}`) && ours(unit))
+      if (cur?.endsWith(`/${unit}`) && ours(unit))
         steps.push({ name: p, action: 'remove', detail: `disable ${unit} (symlink to ${cur})` });
     }
     for (const unit of Object.keys(units)) {
