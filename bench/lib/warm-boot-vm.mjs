@@ -2,7 +2,7 @@
 // bench/warm-boot.ts (the figures) and test-netns/release/warm-boot.release.test.ts (the states). Plain JavaScript:
 // no TypeScript loader to start under TCG.
 //
-//   node bench/lib/warm-boot-vm.mjs --repo DIR [--rounds N] [--firsts M]
+//   node bench/lib/warm-boot-vm.mjs --repo DIR [--rounds N] [--firsts M] [--hello-ms MS]
 //
 // 1. `scripts/install --source DIR/dist-bin` with no mode flag — the default install, which finds systemd running
 //    (/run/systemd/system) and enables cnikit.socket; the states after it: socket enabled and listening, the service
@@ -87,7 +87,7 @@ function state() {
  * service's start on the first call takes longer than 2 s, and the client would run that call cold (it does: the
  * figures of docs/warm-mode.md, "the first call after boot").
  */
-const HELLO_MS = String(Math.round(2000 * Number(process.env.CNIKIT_TEST_TIME_SCALE || 1)));
+const HELLO_MS = arg('hello-ms', String(Math.round(2000 * Number(process.env.CNIKIT_TEST_TIME_SCALE || 1))));
 
 /** One bridge VERSION call through `file` (argv0 bridge); its wall time in ms. */
 function call(file) {
@@ -193,6 +193,7 @@ for (let i = 0; i < FIRSTS; i++) {
   });
 }
 out.restarts = restarts;
+out.afterFirsts = state();
 
 say('rounds done');
 // 5. back to cold: what the install enabled goes
