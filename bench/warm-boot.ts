@@ -13,9 +13,16 @@
  * own default: a first call whose service takes longer to start runs cold, and is counted as a fallback).
  * Under TCG (no KVM on this machine) every figure is 10-20x a real host's; the ratios are the result.
  *
+ * Before the VM, the same first call at this machine's own speed (no emulation, no systemd as PID 1 here):
+ * `systemd-socket-activate` (systemd's own socket-activation launcher, what systemd does for cnikit.socket) listens
+ * on a private socket and execs `dist-bin/cnikit serve` on the first connection; each round times that first call
+ * through dist-bin/warm/bridge, one more call to the running service, and a cold call (dist-bin/bridge), alternating.
+ *
  *   node --conditions=cnikit-source --import tsx bench/warm-boot.ts [--rounds=21] [--firsts=11] [--hello-ms=2000]
+ *     [--no-vm]
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 // @ts-expect-error: a plain ES module without types
@@ -35,6 +42,70 @@ if (process.getuid?.() !== 0) {
   process.exit(0);
 }
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+const median = (xs: number[]) => {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length % 2 ? (v[m] as number) : ((v[m - 1] as number) + (v[m] as number)) / 2;
+};
+
+/** One bridge VERSION through `file` with CNIKIT_SOCKET=socket; its wall time in ms. */
+function call(file: string, socket: string): number {
+  const t0 = performance.now();
+  const r = spawnSync(file, [], {
+    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', CNI_COMMAND: 'VERSION', CNIKIT_SOCKET: socket },
+    input: '{"cniVersion":"1.1.0"}',
+    encoding: 'utf8',
+  });
+  const ms = performance.now() - t0;
+  if (r.status !== 0 || !/"supportedVersions"/.test(r.stdout))
+    throw new Error(`${file}: ${r.stdout}${r.stderr}`);
+  return ms;
+}
+
+{
+  const dist = join(ROOT, 'dist-bin');
+  const first: number[] = [];
+  const next: number[] = [];
+  const cold: number[] = [];
+  let fellBack = 0;
+  const load0 = loadavg();
+  for (let i = 0; i < ROUNDS; i++) {
+    const dir = mkdtempSync('/tmp/cnikit-warmdefault-boot-');
+    const sock = join(dir, 'cnikit.sock');
+    const sa = spawn(
+      'systemd-socket-activate',
+      ['-l', sock, join(dist, 'cnikit'), 'serve', '--socket', sock, '--metrics', 'off'],
+      { stdio: 'ignore' },
+    );
+    try {
+      for (let t = 0; !existsSync(sock); t++) {
+        if (t > 2000) throw new Error('systemd-socket-activate did not listen');
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      cold.push(call(join(dist, 'bridge'), sock));
+      first.push(call(join(dist, 'warm', 'bridge'), sock));
+      next.push(call(join(dist, 'warm', 'bridge'), sock));
+      if (existsSync(join(dir, 'client-fallbacks'))) fellBack++;
+    } finally {
+      sa.kill('SIGTERM');
+      await new Promise((r) => sa.once('exit', r));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  const ms = (x: number) => `${x.toFixed(1)} ms`;
+  console.log(
+    `warm-boot on this machine (systemd-socket-activate, no VM), ${ROUNDS} alternating rounds, medians`,
+  );
+  console.log(`  load average: ${load0} at the start, ${loadavg()} at the end`);
+  console.log(
+    `  first call (socket activation execs cnikit serve): ${ms(median(first))} = ${(median(first) / median(cold)).toFixed(2)}x cold`,
+  );
+  console.log(
+    `  the call after it: ${ms(median(next))} = ${(median(next) / median(cold)).toFixed(2)}x cold; cold: ${ms(median(cold))}`,
+  );
+  console.log(`  first calls that fell back cold: ${fellBack} of ${ROUNDS}`);
+}
+if (process.argv.includes('--no-vm')) process.exit(0);
 const hostLoadStart = loadavg();
 const cache = await buildTsCache(ROOT);
 let text = '';
