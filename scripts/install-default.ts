@@ -70,7 +70,13 @@ export function defaultPlan(argv: readonly string[]): DefaultPlan {
   const systemTarget = join(root, SYSTEM_TARGET);
   const withTarget = target === undefined ? [...rest, '--target', systemTarget] : rest;
   const cold = (why: string): DefaultPlan => ({ argv: withTarget, mode: 'cold', enable: false, why });
-  if (noSocket) return cold('--no-socket/--no-warm: cold mode (every plugin call execs cnikit)');
+  if (noSocket) {
+    // a warm install before this one left its units (and maybe the enabled socket): say how they go
+    const left = existsSync(join(root, SYSTEM_UNITS, SOCKET_UNIT))
+      ? `; the units of an earlier warm install stay in ${join(root, SYSTEM_UNITS)}: scripts/install --cold removes them`
+      : '';
+    return cold(`--no-socket/--no-warm: cold mode (every plugin call execs cnikit)${left}`);
+  }
   if (rest.some((a) => a === '--backend' || a.startsWith('--backend=')))
     return cold('--backend: cold mode with that back-end (warm mode installs the default one: --warm)');
   if (!systemdRuns(root))

@@ -309,6 +309,14 @@ describe('scripts/install without --warm/--cold: warm by default where systemd r
       assert.equal(ino(join(bin, name)), ino(join(bin, 'cnikit')), `${name} → cnikit`);
     assert.deepEqual(readdirSync(units), ['sockets.target.wants']);
     assert.deepEqual(readdirSync(join(units, 'sockets.target.wants')), []);
+
+    // --no-warm after a warm install: cold, and it says how the warm install's units go
+    run(['--root', r, '--source', src]);
+    assert.match(
+      run(['--root', r, '--no-warm', '--source', src]),
+      /the units of an earlier warm install stay in .*: scripts\/install --cold removes them/,
+    );
+    assert.equal(ino(join(bin, 'bridge')), ino(join(bin, 'cnikit')));
   });
 
   test('no systemd: the cold install, no units; --no-socket and a scratch --target stay cold on a systemd host', () => {
