@@ -69,6 +69,8 @@ test('scripts/install under a real systemd: socket enabled, the first call serve
   assert.equal(process.getuid?.(), 0, 'run as root (the kernel lab boots a VM)');
   for (const f of ['cnikit', 'warm/cnikit-client'])
     assert.ok(existsSync(join(root, 'dist-bin', f)), `dist-bin/${f} missing: npm run build`);
+  // a VM that never reaches the command's end is killed (the boot and the calls take 2-4 min under TCG at load 10-30)
+  process.env.CNIKIT_VM_TIMEOUT ??= '900';
   const cache = await buildTsCache(root);
   const out = collector();
   const err = collector();
