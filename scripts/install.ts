@@ -416,6 +416,7 @@ export function cli(argv: string[], staged?: { dir: string; given: readonly stri
         command: ['scripts/install', ...given].map(shellWord).join(' '),
         ...(auto.unitExe ? { unitExe: auto.unitExe } : {}),
         ...(auto.link ? { enable: true } : {}),
+        ...(auto.enable ? { systemctlNext: true } : {}),
       });
       if (code !== 0 || !auto.enable) return code;
       return enableSocket(printLine) ? 0 : 1;

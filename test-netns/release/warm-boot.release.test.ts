@@ -100,6 +100,10 @@ test('scripts/install under a real systemd: socket enabled, the first call serve
 
   // the default install found systemd and enabled the socket
   assert.equal(r.install.status, 0, why);
+  assert.match(
+    r.install.stdout,
+    /^done\. Enabling cnikit\.socket \(systemd starts the service on the first plugin call\):$/m,
+  );
   assert.match(r.install.stdout, /^systemctl enable --now cnikit\.socket$/m);
   const a: State = r.afterInstall;
   assert.equal(a.socketEnabled, 'enabled', why);

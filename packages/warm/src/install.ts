@@ -59,6 +59,8 @@ export interface ModeInstallOptions {
    * prefix, where systemctl is not run: the host booting from it then listens on the socket from its first boot).
    */
   enable?: boolean;
+  /** Warm: the caller runs `systemctl daemon-reload` and `enable --now` right after (the default install on `/`). */
+  systemctlNext?: boolean;
 }
 
 export class ModeInstallError extends Error {}
@@ -241,6 +243,8 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
       `done. ${SOCKET_UNIT} is enabled: a host booting from here listens on ${o.socket} from its first boot`,
     );
     o.out(`(until the service runs, every plugin call execs the cold executable; check it with: ${check})`);
+  } else if (o.mode === 'warm' && o.systemctlNext) {
+    o.out(`done. Enabling ${SOCKET_UNIT} (systemd starts the service on the first plugin call):`);
   } else if (o.mode === 'warm') {
     o.out(`done. Enable the service: systemctl daemon-reload && systemctl enable --now ${SOCKET_UNIT}`);
     o.out(`(until it runs, every plugin call execs ${dstCold}; check it with: ${check})`);
@@ -262,6 +266,7 @@ export interface ModeDefaults {
   command?: string;
   unitExe?: string;
   enable?: boolean;
+  systemctlNext?: boolean;
 }
 
 /** The target of the symlink at p, or undefined when p is not a symlink. */
@@ -286,6 +291,7 @@ export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): 
     ...(defaults.command ? { command: defaults.command } : {}),
     ...(defaults.unitExe ? { unitExe: defaults.unitExe } : {}),
     ...(defaults.enable ? { enable: true } : {}),
+    ...(defaults.systemctlNext ? { systemctlNext: true } : {}),
   };
   let modes = 0;
   for (let i = 0; i < argv.length; i++) {
