@@ -214,3 +214,71 @@ describe('docs/release.md lists what `npm run release` writes', () => {
     assert.equal(number(repro), made.length + 1, `reproducibility: "all ${repro} files" (with SHA256SUMS)`);
   });
 });
+
+/**
+ * The cold VERSION figures a page gives itself instead of citing docs/benchmarks.md's start-up table: a line that
+ * says "cold VERSION" with a millisecond figure (a signed one, +1.8 ms, is a difference and allowed), and the cold
+ * column of a table row for VERSION holding one.
+ */
+export function ownColdVersionFigures(md: string): string[] {
+  const bad: string[] = [];
+  const figure = /(?:^|[^+−\-\d.])\d+(?:[.,]\d+)?(?:[–-]\d+(?:\.\d+)?)? ?ms\b/;
+  const cells = (l: string) =>
+    l
+      .replace(/^\||\|$/g, '')
+      .split('|')
+      .map((c) => c.trim());
+  let coldColumns: number[] = [];
+  for (const line of prose(md).split('\n')) {
+    if (!line.startsWith('|')) coldColumns = [];
+    else if (coldColumns.length === 0 && !/^\|[\s|:-]+\|$/.test(line)) {
+      coldColumns = cells(line).flatMap((c, i) => (/^cold\b/i.test(c) || /\bcold$/i.test(c) ? [i] : []));
+      if (coldColumns.length === 0) coldColumns = [-1];
+      continue;
+    } else if (/^\|\s*(cold )?VERSION\b/.test(line)) {
+      const row = cells(line);
+      if (coldColumns.some((i) => i >= 0 && figure.test(row[i] ?? ''))) bad.push(line);
+      continue;
+    }
+    if (/cold VERSION/i.test(line) && figure.test(line.slice(line.search(/cold VERSION/i)))) bad.push(line);
+  }
+  return bad;
+}
+
+describe('one cold VERSION figure: docs/benchmarks.md', () => {
+  // the pages that quote the cold start-up (issue 39: they gave 4.6–9.5 ms, ~5–9 ms and 51 ms for the same call)
+  const QUOTING = ['README.md', 'docs/warm-mode.md', 'docs/observability.md', 'packages/warm/README.md'];
+
+  test('README.md, warm-mode.md, observability.md and the warm README cite the start-up table, with no figure of their own', () => {
+    assert.match(read('docs/benchmarks.md'), /^## Cold start-up$/m, 'the table they link to');
+    for (const rel of QUOTING) {
+      const md = read(rel);
+      assert.match(md, /benchmarks\.md#cold-start-up\)/, `${rel} links docs/benchmarks.md#cold-start-up`);
+      assert.deepEqual(ownColdVersionFigures(md), [], `${rel}: cold VERSION figures of its own`);
+    }
+  });
+
+  test('the check finds a figure of its own in prose and in a table', () => {
+    assert.equal(ownColdVersionFigures('a cold VERSION takes 51 ms here').length, 1);
+    assert.equal(ownColdVersionFigures('cold VERSION: ~5–9 ms').length, 1);
+    assert.equal(ownColdVersionFigures('cold VERSION +0.6 / +1.8 ms (a difference)').length, 0);
+    const table = ['| call | warm | cold | Go |', '| --- | --- | --- | --- |'];
+    assert.equal(
+      ownColdVersionFigures([...table, '| VERSION (loopback) | 0.89 ms | 4.8 ms | 1.7 ms |'].join('\n'))
+        .length,
+      1,
+    );
+    assert.equal(
+      ownColdVersionFigures(
+        [...table, '| VERSION (loopback) | 0.89 ms | see [x](benchmarks.md#cold-start-up) | 1.7 ms |'].join(
+          '\n',
+        ),
+      ).length,
+      0,
+    );
+    assert.equal(
+      ownColdVersionFigures([...table, '| loopback ADD | 1.43 ms | 7.5 ms | 2.1 ms |'].join('\n')).length,
+      0,
+    );
+  });
+});

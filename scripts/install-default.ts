@@ -6,16 +6,21 @@
  * - `--root DIR` installs under a prefix (a DESTDIR, an image being built): the target defaults to
  *   DIR/opt/cni/bin, the units go to DIR/etc/systemd/system and name the executable without the prefix, and
  *   systemctl is never run (the units are only written: the host that boots from DIR enables them);
- * - `--no-socket` keeps the cold install on a systemd host (so does `--cold`, which also switches a warm install
- *   back); a scratch `--target` (not /opt/cni/bin under the root) also stays cold unless --warm is given;
+ * - `--no-socket` (or `--no-warm`) keeps the cold install on a systemd host (so does `--cold`, which also switches a
+ *   warm install back: `systemctl disable --now` where systemd runs /, then the units and links the warm install
+ *   wrote are removed); a scratch `--target` (not /opt/cni/bin under the root) also stays cold unless --warm is
+ *   given;
+ * - under a --root prefix the socket is enabled by writing the link `systemctl enable` writes
+ *   (DIR/etc/systemd/system/sockets.target.wants/cnikit.socket), so the host booting from DIR listens from its first
+ *   boot;
  * - with the root `/`, after the units are written: `systemctl daemon-reload` and `systemctl enable --now
  *   cnikit.socket` — systemd then listens on the socket and starts the service on the first plugin call; no plugin
  *   call ever starts a resident process itself, and until the service answers every call execs the cold executable.
  */
 import { spawnSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { SOCKET_UNIT, SYSTEM_TARGET, SYSTEM_UNITS } from '@cnikit/warm/install';
+import { SERVICE_UNIT, SOCKET_UNIT, SYSTEM_TARGET, SYSTEM_UNITS } from '@cnikit/warm/install';
 
 /** The marker systemd creates at boot (sd_booted). */
 export const SYSTEMD_MARKER = 'run/systemd/system';
@@ -39,6 +44,8 @@ export interface DefaultPlan {
   why?: string;
   /** The executable the units name (the installed path without the root prefix). */
   unitExe?: string;
+  /** Warm under a --root prefix: write the enable link itself (systemctl is not run there). */
+  link?: boolean;
 }
 
 /** The plan of an install given without --warm/--cold (argv as given to scripts/install, --from already handled). */
@@ -53,7 +60,7 @@ export function defaultPlan(argv: readonly string[]): DefaultPlan {
       const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
       if (!v) throw new Error('--root needs a value');
       root = resolve(v);
-    } else if (a === '--no-socket') noSocket = true;
+    } else if (a === '--no-socket' || a === '--no-warm') noSocket = true;
     else {
       if (a === '--target' || a.startsWith('--target='))
         target = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[i + 1];
@@ -63,7 +70,13 @@ export function defaultPlan(argv: readonly string[]): DefaultPlan {
   const systemTarget = join(root, SYSTEM_TARGET);
   const withTarget = target === undefined ? [...rest, '--target', systemTarget] : rest;
   const cold = (why: string): DefaultPlan => ({ argv: withTarget, mode: 'cold', enable: false, why });
-  if (noSocket) return cold('--no-socket: cold mode (every plugin call execs cnikit)');
+  if (noSocket) {
+    // a warm install before this one left its units (and maybe the enabled socket): say how they go
+    const left = existsSync(join(root, SYSTEM_UNITS, SOCKET_UNIT))
+      ? `; the units of an earlier warm install stay in ${join(root, SYSTEM_UNITS)}: scripts/install --cold removes them`
+      : '';
+    return cold(`--no-socket/--no-warm: cold mode (every plugin call execs cnikit)${left}`);
+  }
   if (rest.some((a) => a === '--backend' || a.startsWith('--backend=')))
     return cold('--backend: cold mode with that back-end (warm mode installs the default one: --warm)');
   if (!systemdRuns(root))
@@ -80,7 +93,53 @@ export function defaultPlan(argv: readonly string[]): DefaultPlan {
     mode: 'warm',
     enable: root === '/' && !dryRun,
     unitExe: join(SYSTEM_TARGET, 'cnikit'),
+    link: root !== '/',
   };
+}
+
+/**
+ * `--cold` where systemd runs this host and the warm install's socket unit is in /etc/systemd/system (the system
+ * target, no --systemd-dir elsewhere, not a dry run): the socket and service are stopped and disabled before their
+ * files are removed.
+ */
+export function coldDisables(argv: readonly string[], root = '/'): boolean {
+  if (argv.includes('--dry-run') || argv.includes('-n') || !systemdRuns(root)) return false;
+  const value = (flag: string) => {
+    const i = argv.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
+    if (i < 0) return undefined;
+    const a = argv[i] as string;
+    return a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[i + 1];
+  };
+  const target = value('--target');
+  const units = value('--systemd-dir');
+  if (target !== undefined && resolve(target) !== SYSTEM_TARGET) return false;
+  if (units !== undefined && resolve(units) !== SYSTEM_UNITS) return false;
+  return existsSync(join(SYSTEM_UNITS, SOCKET_UNIT));
+}
+
+/** `systemctl disable --now cnikit.socket cnikit.service`; false (with the message said) on failure. */
+export function disableSocket(say: (line: string) => void): boolean {
+  const args = ['disable', '--now', SOCKET_UNIT, SERVICE_UNIT];
+  say(`systemctl ${args.join(' ')}`);
+  const r = spawnSync('systemctl', args, { encoding: 'utf8', stdio: ['ignore', 'inherit', 'pipe'] });
+  if (r.status === 0) return true;
+  say(
+    `systemctl ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}: ${r.stderr.trim()}`}); ` +
+      'nothing was changed',
+  );
+  return false;
+}
+
+/** `systemctl daemon-reload` after the units were removed; false (with the message said) on failure. */
+export function daemonReload(say: (line: string) => void): boolean {
+  say('systemctl daemon-reload');
+  const r = spawnSync('systemctl', ['daemon-reload'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'inherit', 'pipe'],
+  });
+  if (r.status === 0) return true;
+  say(`systemctl daemon-reload failed (${r.error?.message ?? `exit ${r.status}: ${r.stderr.trim()}`})`);
+  return false;
 }
 
 /** `systemctl daemon-reload` then `systemctl enable --now cnikit.socket`; false (with the message said) on failure. */

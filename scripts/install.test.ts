@@ -7,6 +7,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -275,7 +276,15 @@ describe('scripts/install without --warm/--cold: warm by default where systemd r
       assert.equal(ino(join(bin, name)), ino(join(bin, 'cnikit-client')), `${name} → cnikit-client`);
     assert.equal(readFileSync(join(bin, 'cnikit'), 'utf8'), 'cold-binary');
     const units = join(r, 'etc', 'systemd', 'system');
-    assert.deepEqual(readdirSync(units).sort(), ['cnikit.service', 'cnikit.socket']);
+    assert.deepEqual(readdirSync(units).sort(), ['cnikit.service', 'cnikit.socket', 'sockets.target.wants']);
+    // enabled as `systemctl enable` does it (the link names the unit as the booted host sees it): the host booting
+    // from the prefix listens on the socket from its first boot
+    assert.deepEqual(readdirSync(join(units, 'sockets.target.wants')), ['cnikit.socket']);
+    assert.equal(
+      readlinkSync(join(units, 'sockets.target.wants', 'cnikit.socket')),
+      '/etc/systemd/system/cnikit.socket',
+    );
+    assert.match(out, /cnikit\.socket is enabled/);
     // the units name the executable as the booted host sees it, without the prefix
     assert.match(
       readFileSync(join(units, 'cnikit.service'), 'utf8'),
@@ -285,8 +294,29 @@ describe('scripts/install without --warm/--cold: warm by default where systemd r
       readFileSync(join(units, 'cnikit.socket'), 'utf8'),
       /^ListenStream=\/run\/cnikit\/cnikit.sock$/m,
     );
-    // under a root prefix systemctl is never run (the host booting from it enables the socket)
+    // under a root prefix systemctl is never run
     assert.doesNotMatch(out, /^systemctl /m);
+
+    // a second install is idempotent: every file, unit and link unchanged
+    const again = run(['--root', r, '--source', src]);
+    assert.doesNotMatch(again, /^ {2}(write|link|unit|enable|remove) /m);
+    assert.equal(again.match(/^ {2}unchanged /gm)?.length, 2 + 4 + 2 + 1, again);
+
+    // --cold switches back and removes what the warm install wrote and enabled
+    const cold = run(['--cold', '--source', src, '--target', bin, '--systemd-dir', units]);
+    assert.match(cold, /units and links of warm mode are removed/);
+    for (const name of ['bridge', 'host-local', 'loopback'])
+      assert.equal(ino(join(bin, name)), ino(join(bin, 'cnikit')), `${name} → cnikit`);
+    assert.deepEqual(readdirSync(units), ['sockets.target.wants']);
+    assert.deepEqual(readdirSync(join(units, 'sockets.target.wants')), []);
+
+    // --no-warm after a warm install: cold, and it says how the warm install's units go
+    run(['--root', r, '--source', src]);
+    assert.match(
+      run(['--root', r, '--no-warm', '--source', src]),
+      /the units of an earlier warm install stay in .*: scripts\/install --cold removes them/,
+    );
+    assert.equal(ino(join(bin, 'bridge')), ino(join(bin, 'cnikit')));
   });
 
   test('no systemd: the cold install, no units; --no-socket and a scratch --target stay cold on a systemd host', () => {
@@ -299,10 +329,20 @@ describe('scripts/install without --warm/--cold: warm by default where systemd r
     assert.deepEqual(readdirSync(plain).sort(), ['opt']);
 
     const opted = root(true);
-    assert.match(run(['--root', opted, '--no-socket', '--source', src]), /--no-socket: cold mode/);
+    assert.match(run(['--root', opted, '--no-socket', '--source', src]), /--no-socket\/--no-warm: cold mode/);
     const ob = join(opted, 'opt', 'cni', 'bin');
     assert.equal(ino(join(ob, 'bridge')), ino(join(ob, 'cnikit')));
     assert.deepEqual(readdirSync(opted).sort(), ['opt', 'run']);
+    const noWarm = root(true);
+    assert.match(run(['--root', noWarm, '--no-warm', '--source', src]), /--no-socket\/--no-warm: cold mode/);
+    const nb = join(noWarm, 'opt', 'cni', 'bin');
+    for (const name of ['bridge', 'host-local', 'loopback'])
+      assert.equal(ino(join(nb, name)), ino(join(nb, 'cnikit')), `${name} → cnikit`);
+    assert.deepEqual(
+      readdirSync(noWarm).sort(),
+      ['opt', 'run'],
+      'no etc/systemd: nothing written or enabled',
+    );
 
     const scratch = target();
     assert.match(run(['--root', root(true), '--target', scratch, '--source', src]), /is not .*: cold mode/);

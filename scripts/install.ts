@@ -46,7 +46,7 @@ import { fileURLToPath } from 'node:url';
 import { fsyncDir, tmpName } from '@cnikit/sys/atomic';
 import { CLIENT_FILE, EXE_FILE, hardLinksOf, placeCopy, placeLink, TOOL_FILE } from '@cnikit/sys/layout';
 import { modeCli } from '@cnikit/warm/install';
-import { defaultPlan, enableSocket } from './install-default.ts';
+import { coldDisables, daemonReload, defaultPlan, disableSocket, enableSocket } from './install-default.ts';
 
 export const MAIN = EXE_FILE;
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -258,8 +258,8 @@ function printLine(line: string): void {
 }
 
 const USAGE =
-  'usage: scripts/install [--dry-run] [--root DIR] [--no-socket] [--target DIR] [--source DIR] [--backend bun|sea]\n' +
-  '       (warm mode with systemd socket activation when systemd runs the host, else cold; --no-socket: cold)\n' +
+  'usage: scripts/install [--dry-run] [--root DIR] [--no-warm] [--target DIR] [--source DIR] [--backend bun|sea]\n' +
+  '       (warm mode with systemd socket activation when systemd runs the host, else cold; --no-warm or --no-socket: cold)\n' +
   '       scripts/install --from cnikit-linux-<arch>-v<version>.tgz [--warm] [--target DIR] [--dry-run]   (a release tarball)\n' +
   '       scripts/install --warm|--cold [--target DIR] [--systemd-dir DIR] [--socket PATH] [--dry-run]   (warm mode: packages/warm)\n';
 
@@ -390,12 +390,17 @@ export function cli(argv: string[], staged?: { dir: string; given: readonly stri
     const extras = staged ? tarballExtras(staged.dir) : [];
     // --warm / --cold: warm mode on or off (packages/warm/src/install.ts)
     if (argv.includes('--warm') || argv.includes('--cold')) {
-      return modeCli(argv, {
+      // --cold where systemd runs this host with the warm install's units: stopped and disabled first
+      const disable = !argv.includes('--warm') && coldDisables(argv);
+      if (disable && !disableSocket(printLine)) return 1;
+      const code = modeCli(argv, {
         source: join(ROOT, 'dist-bin'),
         out: printLine,
         extras,
         command: ['scripts/install', ...given].map(shellWord).join(' '),
       });
+      if (code !== 0 || !disable) return code;
+      return daemonReload(printLine) ? 0 : 1;
     }
     if (argv.includes('--help') || argv.includes('-h')) {
       process.stdout.write(USAGE);
@@ -410,6 +415,8 @@ export function cli(argv: string[], staged?: { dir: string; given: readonly stri
         extras,
         command: ['scripts/install', ...given].map(shellWord).join(' '),
         ...(auto.unitExe ? { unitExe: auto.unitExe } : {}),
+        ...(auto.link ? { enable: true } : {}),
+        ...(auto.enable ? { systemctlNext: true } : {}),
       });
       if (code !== 0 || !auto.enable) return code;
       return enableSocket(printLine) ? 0 : 1;

@@ -170,6 +170,12 @@ test('tarballName, tarballReadme and the arguments', () => {
   });
   assert.match(readme, /tar -C \/opt\/cni\/bin -xzf cnikit-linux-amd64-v0\.1\.0\.tgz/);
   assert.match(readme, /`bridge`, `ptp`/);
+  // the installer is warm by default where systemd runs the host; the README says so and names the opt-out
+  assert.match(
+    readme,
+    /scripts\/install --from cnikit-linux-amd64-v0\.1\.0\.tgz \[--target \/opt\/cni\/bin\] \[--no-warm\]/,
+  );
+  assert.match(readme, /Where systemd runs the host this installs warm mode \(cnikit\.socket enabled/);
   assert.deepEqual(parseReleaseArgs([]).arches, ['amd64', 'arm64']);
   assert.deepEqual(parseReleaseArgs(['--arch', 'arm64', '--out', '/x']), { arches: ['arm64'], out: '/x' });
   assert.throws(() => parseReleaseArgs(['--arch', 'riscv64']), /unknown --arch "riscv64"/);

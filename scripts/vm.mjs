@@ -225,6 +225,7 @@ mount -t tmpfs -o mode=0755 ovl /ovl && mkdir /ovl/upper /ovl/work || fail "tmpf
 mount -t overlay -o lowerdir=/lower,upperdir=/ovl/upper,workdir=/ovl/work overlay /newroot || fail "overlay failed"
 mount -t tmpfs -o mode=0755,nosuid,nodev run /newroot/run || fail "no /run in the host filesystem"
 mkdir -p /newroot/run/cnikit-vm && cp /bin/busybox /stage2.sh /lab.sh /job.sh /newroot/run/cnikit-vm/ || fail "copy failed"
+[ -f /systemd.sh ] && { cp /systemd.sh /newroot/run/cnikit-vm/ || fail "copy failed"; }
 umount /proc /sys /dev
 exec switch_root /newroot /run/cnikit-vm/busybox sh /run/cnikit-vm/stage2.sh
 `;
@@ -258,9 +259,59 @@ $MP ifb numifbs=0 2>/dev/null
 $MP -a -q $MODULES 2>/dev/null
 echo "vm: modules loaded $($B cat /proc/uptime)" >/dev/kmsg
 $B ip link set lo up
+# --systemd: systemd becomes PID 1 and runs the command as a service (systemd.sh)
+[ -f /run/cnikit-vm/systemd.sh ] && . /run/cnikit-vm/systemd.sh
 $B env -i $SH -c '. /run/cnikit-vm/job.sh; run' </dev/null >"$OUT" 2>"$ERR"
 echo "exit $?" >"$ST"
 off
+`;
+
+/**
+ * --systemd (runInVm's systemd option): stage 2 execs this machine's systemd as PID 1 with a target of its own,
+ * cnikit-vm.target, whose one service runs the command (ports and status as without it) and then powers off. The
+ * units live in /run/systemd/system (the VM's runtime unit directory), so nothing of the host's /etc is changed and
+ * none of its enabled services start (only what sysinit.target, basic.target and sockets.target pull in).
+ * systemd-tmpfiles-setup is masked: Debian's tmp.conf would empty /tmp, the host's /tmp seen copy-on-write.
+ */
+const SYSTEMD = `# sourced by stage 2 (PID 1, busybox sh) when the VM runs the command under systemd
+[ -x /lib/systemd/systemd ] || { echo "vm: no /lib/systemd/systemd on this machine" >&2; echo "exit 125" >"$ST"; off; }
+U=/run/systemd/system
+$B mkdir -p $U
+for m in systemd-tmpfiles-setup.service systemd-tmpfiles-clean.timer systemd-tmpfiles-clean.service; do
+  $B ln -sf /dev/null $U/$m
+done
+printf '%s\\n' "OUT=$OUT" "ERR=$ERR" "ST=$ST" "SH=$SH" >/run/cnikit-vm/ports.sh
+$B cat >/run/cnikit-vm/systemd-job.sh <<'JOB'
+B=/run/cnikit-vm/busybox
+. /run/cnikit-vm/ports.sh
+echo "vm: the command starts under systemd $($B cat /proc/uptime)" >/dev/kmsg
+$B env -i $SH -c '. /run/cnikit-vm/job.sh; run' </dev/null >"$OUT" 2>"$ERR"
+echo "exit $?" >"$ST"
+$B sync; $B poweroff -f
+JOB
+$B cat >$U/cnikit-vm.target <<'UNIT'
+[Unit]
+Description=cnikit kernel lab: the command under systemd
+Requires=basic.target sockets.target
+Wants=cnikit-vm-job.service
+After=basic.target sockets.target
+AllowIsolate=yes
+UNIT
+$B cat >$U/cnikit-vm-job.service <<'UNIT'
+[Unit]
+Description=cnikit kernel lab: the command
+After=basic.target sockets.target
+
+[Service]
+Type=oneshot
+ExecStart=/run/cnikit-vm/busybox sh /run/cnikit-vm/systemd-job.sh
+StandardInput=null
+StandardOutput=journal
+StandardError=journal
+TimeoutStartSec=infinity
+UNIT
+echo "vm: systemd as PID 1 $($B cat /proc/uptime)" >/dev/kmsg
+exec /lib/systemd/systemd --unit=cnikit-vm.target --show-status=false
 `;
 
 function quote(s) {
@@ -464,7 +515,9 @@ export function vmTimeScale(env = process.env) {
  * pairs of host paths: `from` is bound over `to` inside the VM only, before the command starts), keepLinks (host
  * directories copied into the VM's writable layer before the command starts, so that their hard links stay one file
  * when a test writes to or hard-links one of them: the overlay would otherwise split the name it copies up from the
- * others, e.g. dist-bin/bridge from dist-bin/host-local, and the executable would stop recognising its other names).
+ * others, e.g. dist-bin/bridge from dist-bin/host-local, and the executable would stop recognising its other names),
+ * systemd (true: this machine's systemd runs as PID 1 and starts the command as a service once sockets.target and
+ * basic.target are reached; see SYSTEMD).
  */
 export async function runInVm(argv, opts = {}) {
   // Under heavy load a TCG guest can panic before userspace (e.g. its early timer check): boot once more then.
@@ -484,6 +537,7 @@ async function bootOnce(argv, opts, mayRetry) {
   job.file('init', INIT, 0o755);
   job.file('stage2.sh', STAGE2, 0o644);
   job.file('lab.sh', labScript(lab));
+  if (opts.systemd) job.file('systemd.sh', SYSTEMD, 0o644);
   job.file(
     'job.sh',
     jobScript(
@@ -623,7 +677,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   while (args.length && args[0].startsWith('--')) {
     const a = args.shift();
     if (a === '--') break;
-    if (a === '--arch') opts.arch = args.shift();
+    if (a === '--systemd') opts.systemd = true;
+    else if (a === '--arch') opts.arch = args.shift();
     else if (a.startsWith('--arch=')) opts.arch = a.slice(7);
     else die(`unknown option ${a}`);
   }

@@ -8,8 +8,10 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -126,8 +128,58 @@ describe('install --warm / --cold', () => {
     // every file of the build stays installed: the installed cnikit can switch to warm mode again by itself
     assert.equal(readFileSync(join(o.target, 'cnikit-client'), 'utf8'), 'client-v1');
     assert.equal(readFileSync(join(o.target, 'bridge'), 'utf8'), 'cold-v1');
-    assert.match(lines.join('\n'), /systemctl disable --now cnikit.socket/);
-    assert.ok(existsSync(join(o.systemdDir, 'cnikit.service')), 'unit files stay for the operator');
+    // what the warm install wrote in the systemd directory goes with the switch back
+    assert.match(
+      lines.join('\n'),
+      /remove +\S+\/cnikit\.socket: remove the unit written by the warm install/,
+    );
+    assert.deepEqual(readdirSync(o.systemdDir), [], 'both units removed');
+  });
+
+  test('enable: the sockets.target.wants link systemctl enable writes; idempotent; --cold removes it and our units only', () => {
+    const src = fakeDist();
+    const o = opts(src, 'warm', { enable: true });
+    const lines: string[] = [];
+    installMode({ ...o, out: (l) => lines.push(l) });
+    const wants = join(o.systemdDir, 'sockets.target.wants', 'cnikit.socket');
+    assert.equal(readlinkSync(wants), '/etc/systemd/system/cnikit.socket');
+    assert.match(lines.join('\n'), /enable +\S+sockets\.target\.wants\/cnikit\.socket: symlink to/);
+    assert.match(lines.join('\n'), /cnikit\.socket is enabled/);
+    const again = installMode({ ...o });
+    assert.ok(
+      again.every((s) => s.action === 'unchanged'),
+      JSON.stringify(again),
+    );
+    assert.equal(readlinkSync(wants), '/etc/systemd/system/cnikit.socket');
+    // an operator's own service unit (no "# written by cnikit" line) and a link of theirs to it stay
+    writeFileSync(join(o.systemdDir, 'cnikit.service'), '[Service]\nExecStart=/usr/local/bin/mine\n');
+    mkdirSync(join(o.systemdDir, 'multi-user.target.wants'));
+    symlinkSync(
+      '/etc/systemd/system/cnikit.service',
+      join(o.systemdDir, 'multi-user.target.wants', 'cnikit.service'),
+    );
+    const cold = installMode({ ...o, mode: 'cold', enable: false });
+    assert.equal(existsSync(wants), false, 'the socket link is gone');
+    assert.equal(existsSync(join(o.systemdDir, 'cnikit.socket')), false, 'our socket unit is gone');
+    assert.equal(
+      readFileSync(join(o.systemdDir, 'cnikit.service'), 'utf8'),
+      '[Service]\nExecStart=/usr/local/bin/mine\n',
+    );
+    assert.ok(
+      cold.some(
+        (s) =>
+          s.action === 'unchanged' &&
+          s.name.endsWith('/cnikit.service') &&
+          /not written by cnikit/.test(s.detail),
+      ),
+      JSON.stringify(cold),
+    );
+    assert.deepEqual(
+      readdirSync(join(o.systemdDir, 'multi-user.target.wants')),
+      ['cnikit.service'],
+      'their link stays',
+    );
+    for (const name of NAMES) assert.equal(ino(join(o.target, name)), ino(join(o.target, 'cnikit')), name);
   });
 
   test('--cold on a fresh target installs the client too; the plugin names link to cnikit', () => {

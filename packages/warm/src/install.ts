@@ -1,5 +1,14 @@
-import { existsSync, lstatSync, mkdirSync, readFileSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fsyncDir, writeFileAtomic } from '@cnikit/sys/atomic';
 import {
   CLIENT_FILE,
@@ -15,9 +24,14 @@ import {
 import { DEFAULT_SOCKET } from './protocol.ts';
 import { SERVICE_UNIT, SOCKET_UNIT, systemdUnits } from './systemd.ts';
 
-export { SOCKET_UNIT, TOOL_FILE };
+export { SERVICE_UNIT, SOCKET_UNIT, TOOL_FILE };
 export const SYSTEM_TARGET = SYSTEM_BIN_DIR;
 export const SYSTEM_UNITS = '/etc/systemd/system';
+/** The first line of every unit this install writes: what --cold checks before it removes a unit. */
+export const UNIT_HEADER = '# written by cnikit';
+/** Where `systemctl enable cnikit.socket` puts its link (the socket unit's WantedBy=sockets.target). */
+export const SOCKET_WANTS = join('sockets.target.wants', SOCKET_UNIT);
+const SERVICE_WANTS = join('multi-user.target.wants', SERVICE_UNIT);
 
 export interface ModeInstallOptions {
   mode: 'warm' | 'cold';
@@ -39,6 +53,14 @@ export interface ModeInstallOptions {
   command?: string;
   /** The executable the units start, when not the installed path (an install under a --root prefix). */
   unitExe?: string;
+  /**
+   * Warm: also enable the socket the way `systemctl enable` does, with the link
+   * systemdDir/sockets.target.wants/cnikit.socket → /etc/systemd/system/cnikit.socket (an install under a --root
+   * prefix, where systemctl is not run: the host booting from it then listens on the socket from its first boot).
+   */
+  enable?: boolean;
+  /** Warm: the caller runs `systemctl daemon-reload` and `enable --now` right after (the default install on `/`). */
+  systemctlNext?: boolean;
 }
 
 export class ModeInstallError extends Error {}
@@ -58,7 +80,7 @@ export function warmPlugins(source: string): string[] {
 export interface ModeStep {
   /** A file name in the target directory, or the absolute path of a unit. */
   name: string;
-  action: 'write' | 'unchanged' | 'link' | 'unit' | 'skip';
+  action: 'write' | 'unchanged' | 'link' | 'unit' | 'skip' | 'enable' | 'remove';
   detail: string;
 }
 
@@ -124,12 +146,52 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
           cur === text ? 'same content' : cur === undefined ? 'write unit' : 'replace the existing unit',
       });
     }
+    if (o.enable) {
+      const p = join(systemdDir, SOCKET_WANTS);
+      const to = join(SYSTEM_UNITS, SOCKET_UNIT);
+      const cur = linkOf(p);
+      steps.push(
+        cur === to
+          ? { name: p, action: 'unchanged', detail: `already enabled (→ ${to})` }
+          : {
+              name: p,
+              action: 'enable',
+              detail: `symlink to ${to} (what systemctl enable ${SOCKET_UNIT} writes)`,
+            },
+      );
+    }
+  } else if (o.mode === 'cold' && systemdDir !== undefined) {
+    // back to cold: what the warm install wrote and enabled goes; an operator's own unit (and its links) stays
+    const ours = (unit: string) => {
+      const p = join(systemdDir, unit);
+      return !existsSync(p) || readFileSync(p, 'utf8').startsWith(UNIT_HEADER);
+    };
+    for (const wants of [SOCKET_WANTS, SERVICE_WANTS]) {
+      const p = join(systemdDir, wants);
+      const cur = linkOf(p);
+      const unit = wants.slice(wants.indexOf('/') + 1);
+      if (cur?.endsWith(`/${unit}`) && ours(unit))
+        steps.push({ name: p, action: 'remove', detail: `disable ${unit} (symlink to ${cur})` });
+    }
+    for (const unit of Object.keys(units)) {
+      const p = join(systemdDir, unit);
+      if (!existsSync(p)) continue;
+      steps.push(
+        ours(unit)
+          ? { name: p, action: 'remove', detail: 'remove the unit written by the warm install' }
+          : {
+              name: p,
+              action: 'unchanged',
+              detail: `not written by cnikit (no "${UNIT_HEADER}" line): left as it is`,
+            },
+      );
+    }
   }
 
   o.out(`${o.dryRun ? 'would switch' : 'switching'} ${target} to ${o.mode} mode`);
   // every line names the file's full destination
   const where = (s: ModeStep) =>
-    s.action === 'unit' || s.action === 'skip' || s.name.startsWith('/') ? s.name : join(target, s.name);
+    s.action === 'skip' || s.name.startsWith('/') ? s.name : join(target, s.name);
   for (const s of steps) o.out(`  ${s.action.padEnd(9)} ${where(s)}: ${s.detail}`);
   if (o.dryRun) return steps;
 
@@ -156,7 +218,14 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
       const unit = s.name.slice((systemdDir as string).length + 1);
       writeFileAtomic(s.name, Buffer.from(units[unit] as string), 0o644);
     }
-    if (o.mode === 'warm' && systemdDir !== undefined) fsyncDir(systemdDir);
+    for (const s of steps) {
+      if (s.action !== 'enable') continue;
+      mkdirSync(dirname(s.name), { recursive: true, mode: 0o755 });
+      rmSync(s.name, { force: true });
+      symlinkSync(join(SYSTEM_UNITS, SOCKET_UNIT), s.name);
+    }
+    for (const s of steps) if (s.action === 'remove') rmSync(s.name, { force: true });
+    if (systemdDir !== undefined && existsSync(systemdDir)) fsyncDir(systemdDir);
   } catch (e) {
     if (e instanceof ModeInstallError) throw e;
     throw new ModeInstallError(`cannot install into ${target}: ${(e as Error).message}`);
@@ -169,9 +238,18 @@ export function installMode(o: ModeInstallOptions): ModeStep[] {
         (o.command ? `: ${o.command} --systemd-dir DIR` : ''),
     );
     o.out(`(until the service runs, every plugin call execs ${dstCold}; check it with: ${check})`);
+  } else if (o.mode === 'warm' && o.enable) {
+    o.out(
+      `done. ${SOCKET_UNIT} is enabled: a host booting from here listens on ${o.socket} from its first boot`,
+    );
+    o.out(`(until the service runs, every plugin call execs the cold executable; check it with: ${check})`);
+  } else if (o.mode === 'warm' && o.systemctlNext) {
+    o.out(`done. Enabling ${SOCKET_UNIT} (systemd starts the service on the first plugin call):`);
   } else if (o.mode === 'warm') {
     o.out(`done. Enable the service: systemctl daemon-reload && systemctl enable --now ${SOCKET_UNIT}`);
     o.out(`(until it runs, every plugin call execs ${dstCold}; check it with: ${check})`);
+  } else if (steps.some((s) => s.action === 'remove')) {
+    o.out(`done. The units and links of warm mode are removed; every plugin call execs ${dstCold}`);
   } else {
     o.out(`done. If the service was enabled: systemctl disable --now ${SOCKET_UNIT} ${SERVICE_UNIT}`);
   }
@@ -187,6 +265,17 @@ export interface ModeDefaults {
   extras?: ModeInstallOptions['extras'];
   command?: string;
   unitExe?: string;
+  enable?: boolean;
+  systemctlNext?: boolean;
+}
+
+/** The target of the symlink at p, or undefined when p is not a symlink. */
+function linkOf(p: string): string | undefined {
+  try {
+    return readlinkSync(p);
+  } catch {
+    return undefined;
+  }
 }
 
 export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): ModeInstallOptions {
@@ -201,6 +290,8 @@ export function parseModeArgs(argv: readonly string[], defaults: ModeDefaults): 
     ...(defaults.extras ? { extras: defaults.extras } : {}),
     ...(defaults.command ? { command: defaults.command } : {}),
     ...(defaults.unitExe ? { unitExe: defaults.unitExe } : {}),
+    ...(defaults.enable ? { enable: true } : {}),
+    ...(defaults.systemctlNext ? { systemctlNext: true } : {}),
   };
   let modes = 0;
   for (let i = 0; i < argv.length; i++) {

@@ -43,6 +43,8 @@ export function systemdUnits(o: UnitOptions): Record<string, string> {
       'SocketMode=0600',
       'DirectoryMode=0700',
       'Backlog=256',
+      // the socket file goes when the socket is stopped or disabled (scripts/install --cold): nothing is left to connect to
+      'RemoveOnStop=yes',
       '',
       '[Install]',
       'WantedBy=sockets.target',
