@@ -14,7 +14,7 @@
  * caller then runs iptables-restore as before. A transaction the kernel refuses (a chain created meanwhile …)
  * changes nothing and also answers `false`. `CNIKIT_IPTABLES_RESTORE=exec` forces iptables-restore every time.
  */
-import { realpathSync, statSync } from 'node:fs';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
 import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
@@ -724,8 +724,9 @@ const versionCache = new Map<string, boolean>();
 
 /**
  * True when `iptables-restore` (ip6tables-restore) on PATH is iptables 1.8.9 with the nf_tables backend — the
- * encoding this writer reproduces. The binary's real path, size and mtime key a cache of its `--version` answer
- * (one process start per binary for the life of this process; a warm server pays it once).
+ * encoding this writer reproduces: it resolves to xtables-nft-multi, whose version string says 1.8.9 (read from the
+ * binary, or asked with `--version` when the binary does not tell). The binary's real path, size and mtime key a
+ * cache of the answer for the life of this process.
  */
 export function restoreIsNft189(family: Family, opts: ToolOptions = {}): boolean {
   const tool = restoreTool(family);
@@ -748,15 +749,39 @@ export function restoreIsNft189(family: Family, opts: ToolOptions = {}): boolean
   }
   let ok = versionCache.get(key);
   if (ok === undefined) {
-    try {
-      const r = runTool(tool, ['--version'], opts);
-      ok = r.status === 0 && /\bv1\.8\.9 \(nf_tables\)/.test(r.stdout);
-    } catch {
-      ok = false;
-    }
+    // the version it prints is a string in the binary (`1.8.9 (nf_tables)`): read without starting it, which
+    // matters for a cold call (one process per call); asked with --version when the binary does not tell
+    const inBinary = versionInBinary(real);
+    if (inBinary !== undefined) ok = inBinary === '1.8.9';
+    else
+      try {
+        const r = runTool(tool, ['--version'], opts);
+        ok = r.status === 0 && /\bv1\.8\.9 \(nf_tables\)/.test(r.stdout);
+      } catch {
+        ok = false;
+      }
     versionCache.set(key, ok);
   }
   return ok;
+}
+
+/** The version string `<x.y.z> (nf_tables)` compiled into an xtables-nft-multi binary (one only), else undefined. */
+export function versionInBinary(file: string): string | undefined {
+  let bin: Buffer;
+  try {
+    if (statSync(file).size > 16 << 20) return undefined;
+    bin = readFileSync(file);
+  } catch {
+    return undefined;
+  }
+  const found = new Set<string>();
+  const tail = Buffer.from(' (nf_tables)\0', 'latin1');
+  for (let at = bin.indexOf(tail); at >= 0; at = bin.indexOf(tail, at + 1)) {
+    const start = bin.lastIndexOf(0, at) + 1;
+    const v = bin.toString('latin1', start, at);
+    if (/^\d+\.\d+\.\d+$/.test(v)) found.add(v);
+  }
+  return found.size === 1 ? [...found][0] : undefined;
 }
 
 /** The switch: `CNIKIT_IPTABLES_RESTORE=exec` always runs iptables-restore. */
