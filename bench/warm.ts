@@ -195,10 +195,10 @@ try {
     ]);
   if (!CHAIN_ONLY)
     measure('bridge+host-local ADD|bridge+host-local DEL', RUNS, 0.7, (impl) => {
-    const add = exec(impl, 'ADD', bridge(impl));
-    const del = exec(impl, 'DEL', { ...bridge(impl), prevResult: add.out });
-    return [add.ms, del.ms];
-  });
+      const add = exec(impl, 'ADD', bridge(impl));
+      const del = exec(impl, 'DEL', { ...bridge(impl), prevResult: add.out });
+      return [add.ms, del.ms];
+    });
   const chainTargets = [0.5, 0.3];
   measure('kubelet chain ADD|kubelet chain DEL', CHAIN_RUNS, undefined, (impl) => {
     // a chain's time: the sum of its plugins' exec times (what the runtime waits for)

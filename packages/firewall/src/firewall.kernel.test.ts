@@ -8,7 +8,6 @@ import { before, describe, test } from 'node:test';
 import { diffSnapshots, formatDiff, sandboxForFile } from '@cnikit/testing';
 import { detectBackend, resolveBackend } from './backend.ts';
 import { execStats, runTool, ToolNotFoundError } from './exec.ts';
-import { iptnftStats } from './iptnft.ts';
 import { gcIPMasq, IPMASQ_NFT_CHAIN, IPMASQ_NFT_TABLE, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
 import {
   hasRule,
@@ -20,6 +19,7 @@ import {
   ruleTarget,
   supportsIPTables,
 } from './iptables.ts';
+import { iptnftStats } from './iptnft.ts';
 import { formatChainName } from './names.ts';
 import { nftBatch, nftList, nftListRules, supportsNFTables } from './nftables.ts';
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';

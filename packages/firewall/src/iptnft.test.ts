@@ -19,20 +19,25 @@ test('encodeRule: native matches, compat matches/targets, a counter before the v
     'immediate',
   ]);
   // a prefix that is not byte-aligned is masked; -p first, then -s/-d, then the matches in order
-  assert.deepEqual(names(['!', '-d', '224.0.0.0/4', '-j', 'MASQUERADE']), ['payload', 'bitwise', 'cmp', 'counter', 'target']);
-  assert.deepEqual(names(['-d', '10.0.0.1', '-p', 'tcp', '--dport', '80', '-j', 'DNAT', '--to-destination', '10.1.2.2:80']), [
-    'meta',
-    'cmp',
+  assert.deepEqual(names(['!', '-d', '224.0.0.0/4', '-j', 'MASQUERADE']), [
     'payload',
-    'cmp',
-    'payload',
+    'bitwise',
     'cmp',
     'counter',
     'target',
   ]);
+  assert.deepEqual(
+    names(['-d', '10.0.0.1', '-p', 'tcp', '--dport', '80', '-j', 'DNAT', '--to-destination', '10.1.2.2:80']),
+    ['meta', 'cmp', 'payload', 'cmp', 'payload', 'cmp', 'counter', 'target'],
+  );
   assert.deepEqual(encodeRule(4, ['-p', 'sctp', '--dport', '5', '-j', 'ACCEPT']).proto, 132);
   assert.deepEqual(names(['-s', '0.0.0.0/0', '-j', 'ACCEPT']), ['counter', 'immediate']);
-  assert.deepEqual(names(['-s', '::/0', '-d', 'fd00::1/64', '-j', 'ACCEPT'], 6), ['payload', 'cmp', 'counter', 'immediate']);
+  assert.deepEqual(names(['-s', '::/0', '-d', 'fd00::1/64', '-j', 'ACCEPT'], 6), [
+    'payload',
+    'cmp',
+    'counter',
+    'immediate',
+  ]);
 });
 
 test('encodeRule declines what it does not reproduce exactly', () => {
@@ -51,11 +56,14 @@ test('encodeRule declines what it does not reproduce exactly', () => {
     ['-s', '10.0.0.0/255.0.0.0', '-j', 'ACCEPT'],
     ['-s', 'fd00::1', '-j', 'ACCEPT'],
   ])
-    assert.throws(() => encodeRule(4, args), undefined, args.join(' '));
+    assert.throws(() => encodeRule(4, args), Error, args.join(' '));
 });
 
 test('planScript: chains, rules, built-in chains created on first use, flush and delete', () => {
-  const exists = new Map([['nat', true], ['nat CNI-old', true]]);
+  const exists = new Map([
+    ['nat', true],
+    ['nat CNI-old', true],
+  ]);
   const plan = planScript(
     4,
     '*nat\n:CNI-x - [0:0]\n-A CNI-x -j ACCEPT\n-I POSTROUTING 1 -j CNI-x\n-A POSTROUTING -j RETURN\n-F CNI-old\n-X CNI-old\nCOMMIT\n',
@@ -74,7 +82,7 @@ test('planScript: chains, rules, built-in chains created on first use, flush and
 });
 
 test('planScript declines: -D, inserts below the top, DROP in nat, an existing chain, unknown tables and lines', () => {
-  const has = (t: string, c?: string) => c === undefined || c === 'CNI-x';
+  const has = (_t: string, c?: string) => c === undefined || c === 'CNI-x';
   for (const script of [
     '*nat\n-D CNI-x -j ACCEPT\nCOMMIT\n',
     '*nat\n-I CNI-x 2 -j ACCEPT\nCOMMIT\n',
@@ -88,7 +96,7 @@ test('planScript declines: -D, inserts below the top, DROP in nat, an existing c
     ':CNI-z - [0:0]\n',
     '*nat\n-A CNI-x -m comment --comment "unterminated -j ACCEPT\nCOMMIT\n',
   ])
-    assert.throws(() => planScript(4, script, has), undefined, script);
+    assert.throws(() => planScript(4, script, has), Error, script);
   // the kernel not answering is not "missing"
   assert.throws(() => planScript(4, '*nat\n:CNI-z - [0:0]\nCOMMIT\n', () => undefined));
 });

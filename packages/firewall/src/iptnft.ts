@@ -17,7 +17,6 @@
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
-import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
 import {
   NLM_F_ACK,
   NLM_F_APPEND,
@@ -28,6 +27,7 @@ import {
   NlBuilder,
   parseMessages,
 } from '@cnikit/netlink/wire';
+import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
 import { parseCidr } from './cidr.ts';
 import { runTool, type ToolOptions } from './exec.ts';
 
@@ -178,8 +178,12 @@ function ipv6Bytes(ip: string): Buffer {
   };
   if (t.length) t = v4(t);
   else h = v4(h);
-  h.forEach((g, i) => out.writeUInt16BE(Number.parseInt(g, 16), i * 2));
-  t.forEach((g, i) => out.writeUInt16BE(Number.parseInt(g, 16), 16 - (t.length - i) * 2));
+  h.forEach((g, i) => {
+    out.writeUInt16BE(Number.parseInt(g, 16), i * 2);
+  });
+  t.forEach((g, i) => {
+    out.writeUInt16BE(Number.parseInt(g, 16), 16 - (t.length - i) * 2);
+  });
   return out;
 }
 
@@ -262,7 +266,9 @@ function multiportInfo(list: string): Buffer {
   if (ports.length > 15) no('more than 15 ports');
   b[0] = 1; // XT_MULTIPORT_DESTINATION
   b[1] = ports.length;
-  ports.forEach((p, i) => b.writeUInt16LE(p, 2 + i * 2));
+  ports.forEach((p, i) => {
+    b.writeUInt16LE(p, 2 + i * 2);
+  });
   pflags.forEach((f, i) => {
     b[32 + i] = f;
   });
@@ -693,7 +699,11 @@ function transact(family: Family, msgs: readonly Fill[]): number {
     for (const m of msgs) {
       const s = nextSeq();
       seqs.add(s);
-      const b = nfgen(new NlBuilder(NFT | m.type, NLM_F_REQUEST | NLM_F_ACK | m.flags, 512), NFPROTO[family], 0);
+      const b = nfgen(
+        new NlBuilder(NFT | m.type, NLM_F_REQUEST | NLM_F_ACK | m.flags, 512),
+        NFPROTO[family],
+        0,
+      );
       m.fill(b);
       bufs.push(b.finish(s));
     }

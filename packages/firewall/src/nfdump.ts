@@ -4,8 +4,16 @@
  * parts (handles, positions, counters' values, chain use counts) left out. Two rulesets made by different writers
  * print the same only when the kernel holds the same objects, byte for byte.
  */
+
+import {
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  NlBuilder,
+  parseMessages,
+} from '@cnikit/netlink/wire';
 import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
-import { NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NlBuilder, parseMessages } from '@cnikit/netlink/wire';
 
 const NFT = 10 << 8;
 const GET = { table: 1, chain: 4, rule: 7 } as const;

@@ -96,8 +96,10 @@ const teardown = (id: string) => (o: { netns: string }) => {
   const errors = iptables.teardown('pmnet', id, o);
   assert.deepEqual(errors, []);
 };
-const masq = (id: string, ips: string[], network = 'masqnet') => (o: { netns: string }) =>
-  setupIPMasq({ ips, network, ifName: 'eth0', containerID: id, backend: 'iptables', ...o });
+const masq =
+  (id: string, ips: string[], network = 'masqnet') =>
+  (o: { netns: string }) =>
+    setupIPMasq({ ips, network, ifName: 'eth0', containerID: id, backend: 'iptables', ...o });
 
 describe('in-process iptables-nft writer: identical to iptables-restore', () => {
   before(() => {
@@ -124,7 +126,9 @@ describe('in-process iptables-nft writer: identical to iptables-restore', () => 
     inProcess += both('portmap c2 masqAll', setup(pm('c2', '10.1.2.3/24', { masqAll: true })));
     inProcess += both(
       'portmap c5 v6 masqAll',
-      setup(pm('c5', 'fd00:1::5/64', { masqAll: true, mappings: [m(80, 8080, 'sctp'), m(81, 81, 'tcp', '::1')] })),
+      setup(
+        pm('c5', 'fd00:1::5/64', { masqAll: true, mappings: [m(80, 8080, 'sctp'), m(81, 81, 'tcp', '::1')] }),
+      ),
     );
     inProcess += both(
       'portmap c6 17 ports (two multiport groups), hostIP, sctp',
@@ -153,12 +157,24 @@ describe('in-process iptables-nft writer: identical to iptables-restore', () => 
     assert.ok(iptnftStats.declined > declined, 'the unsupported condition was not declined');
     // teardown of one container, the others stay; re-ADD replaces a container's rules
     both('portmap teardown c2', teardown('c2'), false);
-    both('ipmasq teardown c1', (o) =>
-      teardownIPMasq({ ips: ['10.1.2.2/24', 'fd00:1::2/64'], network: 'masqnet', ifName: 'eth0', containerID: 'c1', ...o }),
+    both(
+      'ipmasq teardown c1',
+      (o) =>
+        teardownIPMasq({
+          ips: ['10.1.2.2/24', 'fd00:1::2/64'],
+          network: 'masqnet',
+          ifName: 'eth0',
+          containerID: 'c1',
+          ...o,
+        }),
       false,
     );
     // a re-ADD deletes the container's old jumps by rule (`-D`): iptables-restore does it
-    both('portmap re-ADD c6 other ports', setup(pm('c6', '10.1.2.6/24', { mappings: [m(6000, 60, 'tcp')] })), false);
+    both(
+      'portmap re-ADD c6 other ports',
+      setup(pm('c6', '10.1.2.6/24', { mappings: [m(6000, 60, 'tcp')] })),
+      false,
+    );
     inProcess += both('portmap c2 again', setup(pm('c2', '10.1.2.3/24')));
     both('portmap teardown c1', teardown('c1'), false);
     inProcess += both('ipmasq c1 again', masq('c1', ['10.1.2.2/24']));
