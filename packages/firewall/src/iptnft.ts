@@ -16,7 +16,7 @@
  */
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
+import { closeAfterTask, nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
 import {
   NLM_F_ACK,
   NLM_F_APPEND,
@@ -722,7 +722,7 @@ function transact(family: Family, msgs: readonly Fill[]): number {
     }
     return 0;
   } finally {
-    sock.close();
+    closeAfterTask(sock);
   }
 }
 
