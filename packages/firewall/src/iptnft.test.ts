@@ -95,6 +95,8 @@ test('planScript declines: -D, inserts below the top, DROP in nat, an existing c
     '*nat\n:CNI-z - [0:0]\n',
     ':CNI-z - [0:0]\n',
     '*nat\n-A CNI-x -m comment --comment "unterminated -j ACCEPT\nCOMMIT\n',
+    '*nat\n-A CNI-x -m comment --comment "a \\x b" -j ACCEPT\nCOMMIT\n',
+    '*nat\n-A CNI-x -m comment --comment a\\b -j ACCEPT\nCOMMIT\n',
   ])
     assert.throws(() => planScript(4, script, has), Error, script);
   // the kernel not answering is not "missing"

@@ -514,12 +514,17 @@ function splitLine(text: string): string[] {
       if (text[i] === '"') {
         i++;
         while (i < text.length && text[i] !== '"') {
-          if (text[i] === '\\' && (text[i + 1] === '"' || text[i + 1] === '\\')) i++;
+          if (text[i] === '\\') {
+            // iptables-restore takes the character after any backslash; we only write \" and \\
+            if (text[i + 1] !== '"' && text[i + 1] !== '\\') no('backslash escape');
+            i++;
+          }
           tok += text[i++];
         }
         if (text[i] !== '"') no('unterminated quote');
         i++;
-      } else tok += text[i++];
+      } else if (text[i] === '\\') no('backslash outside quotes');
+      else tok += text[i++];
     }
     out.push(tok);
   }

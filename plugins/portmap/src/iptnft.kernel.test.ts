@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { formatChainName, formatComment, setupIPMasq, teardownIPMasq } from '@cnikit/firewall';
+import { formatChainName, formatComment, IptablesBatch, setupIPMasq, teardownIPMasq } from '@cnikit/firewall';
 import { iptnftStats, nfDump } from '@cnikit/firewall/testing';
 import { withNetns } from '@cnikit/netlink';
 import { dnatChainName, iptables } from './iptables.ts';
@@ -179,6 +179,28 @@ describe('in-process iptables-nft writer: identical to iptables-restore', () => 
     both('portmap teardown c1', teardown('c1'), false);
     inProcess += both('ipmasq c1 again', masq('c1', ['10.1.2.2/24']));
     assert.ok(inProcess >= 14, `only ${inProcess} writes went in process (${iptnftStats.lastReason})`);
+  });
+
+  test('the filter table: its built-in chains (type filter, priority 0) and rules, v4 and v6', () => {
+    for (const family of [4, 6] as const)
+      both(`filter table IPv${family}`, (o) => {
+        new IptablesBatch(family, o)
+          .ensureChain('filter', 'CNI-FW-T')
+          .appendUnique('filter', 'CNI-FW-T', [
+            '-d',
+            family === 4 ? '10.4.0.0/16' : 'fd04::/48',
+            '-m',
+            'comment',
+            '--comment',
+            'a "quoted" \\ comment',
+            '-j',
+            'ACCEPT',
+          ])
+          .appendUnique('filter', 'CNI-FW-T', ['-p', 'udp', '--dport', '53', '-j', 'DROP'])
+          .insertUnique('filter', 'FORWARD', ['-j', 'CNI-FW-T'])
+          .appendUnique('filter', 'INPUT', ['-m', 'mark', '--mark', '0x4000/0x4000', '-j', 'RETURN'])
+          .commit();
+      });
   });
 
   test('iptables -C/-D work on the rules the writer made (the reference ipMasq DEL)', () => {
