@@ -6,8 +6,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { cniEnv, sandboxForFile } from '@cnikit/testing';
-import { iptnftStats, restoreIsNft189 } from './iptnft.ts';
 import { setupIPMasq, teardownIPMasq } from './ipmasq.ts';
+import { iptnftStats, restoreIsNft189 } from './iptnft.ts';
 import { formatChainName } from './names.ts';
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
 
