@@ -5,6 +5,12 @@
  * touched). The service runs on a socket in a temporary directory for the duration of the run.
  *
  *   node --conditions=cnikit-source --import tsx bench/warm.ts [--runs=30] [--chain-runs=15] [--json]
+ *        [--restore-exec] [--chain-only]
+ *
+ * --restore-exec adds a column `warmx`: the same warm clients against a second service started with
+ * CNIKIT_IPTABLES_RESTORE=exec (every iptables write by iptables-restore instead of the in-process iptables-nft
+ * writer), alternating with the others: the before/after of that writer from one run. --chain-only times only the
+ * kubelet chain. The load average is printed before and after.
  *
  * Per call: VERSION, loopback ADD and DEL, bridge + host-local ADD and DEL; the kubelet-style chain (bridge +
  * host-local, tuning, portmap, bandwidth) ADD and DEL. Medians (p90) and ratios to Go. Each plugin is started by a
@@ -15,7 +21,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
 import { type Conf, kubeletChain } from './lib/chains.ts';
@@ -30,13 +36,16 @@ const CHAIN_RUNS = Number(arg('chain-runs', '15'));
 const JSON_OUT = process.argv.includes('--json');
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 
-type Impl = 'warm' | 'cold' | 'go';
+type Impl = 'warm' | 'cold' | 'go' | 'warmx';
 const DIRS: Record<Impl, string> = {
   warm: join(ROOT, 'dist-bin', 'warm'),
   cold: join(ROOT, 'dist-bin'),
   go: '/usr/lib/cni',
+  warmx: join(ROOT, 'dist-bin', 'warm'),
 };
-const IMPLS: Impl[] = ['warm', 'cold', 'go'];
+const RESTORE_EXEC = process.argv.includes('--restore-exec');
+const CHAIN_ONLY = process.argv.includes('--chain-only');
+const IMPLS: Impl[] = RESTORE_EXEC ? ['warm', 'warmx', 'cold', 'go'] : ['warm', 'cold', 'go'];
 
 for (const impl of IMPLS) {
   for (const p of ['loopback', 'bridge', 'host-local', 'tuning', 'portmap', 'bandwidth']) {
@@ -57,17 +66,18 @@ const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bench-warm-'));
 const runDir = join(scratch, 'run');
 mkdirSync(runDir, { mode: 0o700 });
 const SOCK = join(runDir, 'cnikit.sock');
+const SOCKX = join(runDir, 'cnikit-restore-exec.sock');
 
 const chain = (impl: string): Conf[] =>
   kubeletChain({ bridge: 'cnibw0', subnet: '10.78.0.0/16', dir: join(scratch, impl), hostPort: 18081 });
 const bridge = (impl: string): Conf => chain(impl)[0] as Conf;
 
-function startService(): ChildProcess {
+function startService(sock = SOCK, extra: Record<string, string> = {}): ChildProcess {
   const fd = openSync(join(scratch, 'service.log'), 'a');
   try {
-    return spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', SOCK], {
+    return spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', sock], {
       stdio: ['ignore', 'ignore', fd],
-      env: { PATH },
+      env: { PATH, ...extra },
     });
   } finally {
     closeSync(fd);
@@ -84,15 +94,20 @@ try {
 }
 
 const service = startService();
+const serviceX = RESTORE_EXEC ? startService(SOCKX, { CNIKIT_IPTABLES_RESTORE: 'exec' }) : undefined;
+const load0 = loadavg();
 const sb = createSandbox();
 const inHost = enterNetns(sb.host.path);
 try {
   const check = () =>
-    spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', SOCK], {
-      encoding: 'utf8',
-      env: { PATH },
-    });
-  for (let i = 0; check().status !== 0; i++) {
+    [SOCK, ...(serviceX ? [SOCKX] : [])].every(
+      (sock) =>
+        spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', sock], {
+          encoding: 'utf8',
+          env: { PATH },
+        }).status === 0,
+    );
+  for (let i = 0; !check(); i++) {
     if (i > 100)
       throw new Error(`the service did not start: ${readFileSync(join(scratch, 'service.log'), 'utf8')}`);
     spawnSync('sleep', ['0.05']);
@@ -103,7 +118,7 @@ try {
     CNI_NETNS: sb.container.path,
     CNI_IFNAME: 'eth0',
     CNI_PATH: DIRS[impl],
-    CNIKIT_SOCKET: SOCK,
+    CNIKIT_SOCKET: impl === 'warmx' ? SOCKX : SOCK,
     PATH,
   });
   /** One exec; returns wall ms and the parsed stdout. */
@@ -128,8 +143,8 @@ try {
 
   interface Row {
     op: string;
-    ms: Record<Impl, number>;
-    p90: Record<Impl, number>;
+    ms: Partial<Record<Impl, number>> & Record<'warm' | 'cold' | 'go', number>;
+    p90: Partial<Record<Impl, number>> & Record<'warm' | 'cold' | 'go', number>;
     target?: number;
   }
   const rows: Row[] = [];
@@ -139,7 +154,7 @@ try {
     target: number | undefined,
     once: (impl: Impl) => number | number[],
   ) => {
-    const samples: Record<Impl, number[][]> = { warm: [], cold: [], go: [] };
+    const samples: Record<Impl, number[][]> = { warm: [], cold: [], go: [], warmx: [] };
     for (let n = 0; n < 2; n++) for (const impl of IMPLS) once(impl); // warm-up
     for (let n = 0; n < runs; n++) {
       const order = n % 2 ? [...IMPLS].reverse() : IMPLS;
@@ -158,11 +173,13 @@ try {
           warm: quantile(col('warm'), 0.5),
           cold: quantile(col('cold'), 0.5),
           go: quantile(col('go'), 0.5),
+          ...(RESTORE_EXEC ? { warmx: quantile(col('warmx'), 0.5) } : {}),
         },
         p90: {
           warm: quantile(col('warm'), 0.9),
           cold: quantile(col('cold'), 0.9),
           go: quantile(col('go'), 0.9),
+          ...(RESTORE_EXEC ? { warmx: quantile(col('warmx'), 0.9) } : {}),
         },
         target,
       });
@@ -170,16 +187,18 @@ try {
   };
 
   const lo: Conf = { type: 'loopback' };
-  measure('VERSION (loopback)', RUNS, 0.7, (impl) => exec(impl, 'VERSION', lo).ms);
-  measure('loopback ADD|loopback DEL', RUNS, 0.7, (impl) => [
-    exec(impl, 'ADD', lo).ms,
-    exec(impl, 'DEL', lo).ms,
-  ]);
-  measure('bridge+host-local ADD|bridge+host-local DEL', RUNS, 0.7, (impl) => {
-    const add = exec(impl, 'ADD', bridge(impl));
-    const del = exec(impl, 'DEL', { ...bridge(impl), prevResult: add.out });
-    return [add.ms, del.ms];
-  });
+  if (!CHAIN_ONLY) measure('VERSION (loopback)', RUNS, 0.7, (impl) => exec(impl, 'VERSION', lo).ms);
+  if (!CHAIN_ONLY)
+    measure('loopback ADD|loopback DEL', RUNS, 0.7, (impl) => [
+      exec(impl, 'ADD', lo).ms,
+      exec(impl, 'DEL', lo).ms,
+    ]);
+  if (!CHAIN_ONLY)
+    measure('bridge+host-local ADD|bridge+host-local DEL', RUNS, 0.7, (impl) => {
+      const add = exec(impl, 'ADD', bridge(impl));
+      const del = exec(impl, 'DEL', { ...bridge(impl), prevResult: add.out });
+      return [add.ms, del.ms];
+    });
   const chainTargets = [0.5, 0.3];
   measure('kubelet chain ADD|kubelet chain DEL', CHAIN_RUNS, undefined, (impl) => {
     // a chain's time: the sum of its plugins' exec times (what the runtime waits for)
@@ -197,17 +216,20 @@ try {
   for (const r of rows)
     if (r.op.startsWith('kubelet chain')) r.target = r.op.endsWith('ADD') ? chainTargets[0] : chainTargets[1];
 
-  const rss: Record<string, Record<Impl, number>> = {};
-  for (const [op, cmd, conf] of [
-    ['VERSION', 'VERSION', lo],
-    ['loopback ADD', 'ADD', lo],
-  ] as const) {
+  const rss: Record<string, Record<'warm' | 'cold' | 'go', number>> = {};
+  for (const [op, cmd, conf] of CHAIN_ONLY
+    ? []
+    : ([
+        ['VERSION', 'VERSION', lo],
+        ['loopback ADD', 'ADD', lo],
+      ] as const)) {
     rss[op] = { warm: peak('warm', cmd, conf), cold: peak('cold', cmd, conf), go: peak('go', cmd, conf) };
     if (cmd === 'ADD') for (const impl of IMPLS) exec(impl, 'DEL', lo);
   }
+  const load1 = loadavg();
 
   if (JSON_OUT) {
-    console.log(JSON.stringify({ rows, peakRssKiB: rss }));
+    console.log(JSON.stringify({ rows, peakRssKiB: rss, loadavg: { before: load0, after: load1 } }));
   } else {
     console.log(
       `warm mode vs cold mode vs Go, exec'd like a runtime; medians (p90); ${RUNS} runs per call, ${CHAIN_RUNS} per chain:`,
@@ -217,8 +239,12 @@ try {
       const ratio = r.ms.warm / r.ms.go;
       const ok =
         r.target === undefined ? '' : ratio <= r.target ? `  ≤ ${r.target}× ok` : `  > ${r.target}× MISSED`;
+      const x =
+        r.ms.warmx === undefined
+          ? ''
+          : `   warmx (iptables-restore) ${r.ms.warmx.toFixed(2)} ms (${r.p90.warmx?.toFixed(2)}) warmx/go ${(r.ms.warmx / r.ms.go).toFixed(2)}×`;
       console.log(
-        `  ${r.op.padEnd(w)} warm ${r.ms.warm.toFixed(2)} ms (${r.p90.warm.toFixed(2)})   cold ${r.ms.cold.toFixed(1)} ms (${r.p90.cold.toFixed(1)})   go ${r.ms.go.toFixed(1)} ms (${r.p90.go.toFixed(1)})   warm/go ${ratio.toFixed(2)}×   cold/go ${(r.ms.cold / r.ms.go).toFixed(2)}×${ok}`,
+        `  ${r.op.padEnd(w)} warm ${r.ms.warm.toFixed(2)} ms (${r.p90.warm.toFixed(2)})${x}   cold ${r.ms.cold.toFixed(1)} ms (${r.p90.cold.toFixed(1)})   go ${r.ms.go.toFixed(1)} ms (${r.p90.go.toFixed(1)})   warm/go ${ratio.toFixed(2)}×   cold/go ${(r.ms.cold / r.ms.go).toFixed(2)}×${ok}`,
       );
     }
     console.log('peak RSS of the process the runtime starts (GNU time %M, median of 5):');
@@ -227,6 +253,9 @@ try {
         `  ${op.padEnd(w)} warm client ${(v.warm / 1024).toFixed(1)} MiB   cold ${(v.cold / 1024).toFixed(1)} MiB   go ${(v.go / 1024).toFixed(1)} MiB${v.warm <= v.go ? '   ≤ go ok' : '   > go MISSED'}`,
       );
     }
+    console.log(
+      `load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${load1.map((l) => l.toFixed(2)).join(' ')}`,
+    );
     const st = readFileSync(`/proc/${service.pid}/status`, 'utf8');
     console.log(
       `service (one process for every call): VmRSS ${/VmRSS:\s+(\d+)/.exec(st)?.[1]} KiB, VmHWM ${/VmHWM:\s+(\d+)/.exec(st)?.[1]} KiB`,
@@ -235,6 +264,7 @@ try {
 } finally {
   inHost.restore();
   service.kill('SIGTERM');
+  serviceX?.kill('SIGTERM');
   sb.destroy();
   rmSync(scratch, { recursive: true, force: true });
 }

@@ -7,6 +7,7 @@
 import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
 import { parseCidr } from './cidr.ts';
 import { runTool, ToolError, type ToolOptions } from './exec.ts';
+import { applyRestoreInProcess } from './iptnft.ts';
 
 export type IPFamily = 4 | 6;
 
@@ -600,6 +601,11 @@ export class IptablesBatch {
     const blind = this.renderBlind();
     if (blind === '') return { script: '', execs: 0 };
     if (blind !== undefined) {
+      // iptables-nft 1.8.9: the same objects written over nfnetlink in one transaction, no process (iptnft.ts)
+      if (applyRestoreInProcess(this.family, blind, this.opts)) {
+        this.ops = [];
+        return { script: blind, execs };
+      }
       const args = ['--noflush', '--wait'];
       const r = runTool(restoreTool(this.family), args, { ...this.opts, input: blind });
       execs++;
@@ -625,6 +631,10 @@ export class IptablesBatch {
         state.set(t, parseSave(text).get(t) ?? { name: t, chains: new Map(), rules: [] });
       const script = this.render(state);
       if (script === '') return { script, execs };
+      if (applyRestoreInProcess(this.family, script, this.opts)) {
+        this.ops = [];
+        return { script, execs };
+      }
       const args = ['--noflush', '--wait'];
       const r = runTool(restoreTool(this.family), args, { ...this.opts, input: script });
       execs++;

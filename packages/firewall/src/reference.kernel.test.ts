@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { cniEnv, sandboxForFile } from '@cnikit/testing';
 import { setupIPMasq, teardownIPMasq } from './ipmasq.ts';
+import { iptnftStats, restoreIsNft189 } from './iptnft.ts';
 import { formatChainName } from './names.ts';
 import { setupSpoofCheck, teardownSpoofCheck } from './spoofcheck.ts';
 
@@ -62,7 +63,9 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk
     });
     assert.ok(!natRules().some((l) => l.includes(chain)));
 
-    // Re-create them with our setup: byte-identical iptables-save output.
+    // Re-create them with our setup: byte-identical iptables-save output (with iptables-nft 1.8.9 written in
+    // process, iptnft.ts, so the Go DEL below works on the in-process writer's rules).
+    const applied = iptnftStats.applied;
     setupIPMasq({
       backend: 'iptables',
       ips: [ip],
@@ -72,6 +75,8 @@ describe('compatibility with the Go reference bridge plugin (ipMasq, macspoofchk
       netns: env.sb.host.path,
     });
     assert.deepEqual(natRules(), goRules);
+    if (restoreIsNft189(4) && process.env.CNIKIT_IPTABLES_RESTORE !== 'exec')
+      assert.equal(iptnftStats.applied - applied, 1, `not written in process: ${iptnftStats.lastReason}`);
 
     // The Go DEL cleans up what we wrote.
     goBridge('DEL', 'gocontainer');

@@ -83,6 +83,7 @@ export {
   withNetns,
   withNetnsFd,
 } from './netns.ts';
+export { closeAfterTask } from './nfclose.ts';
 export {
   NFPROTO,
   type NftFamily,

@@ -3,6 +3,7 @@
 // when nothing of its own can exist.
 import { readFileSync } from 'node:fs';
 import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
+import { closeAfterTask } from './nfclose.ts';
 import { NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR, NlBuilder, parseMessages } from './nl.ts';
 
 const NFNL_SUBSYS_NFTABLES = 10;
@@ -64,7 +65,9 @@ export function nftExists(family: NftFamily, table: string, chain?: string): boo
   } catch {
     return undefined;
   } finally {
-    sock.close();
+    // after a commit (ours or another process's) the first close of an nfnetlink socket waits for the kernel to
+    // free the transaction's objects: not on the caller's path (nfclose.ts)
+    closeAfterTask(sock);
   }
 }
 

@@ -4,6 +4,7 @@
 // encodes `-j CHAIN` as an `immediate` verdict expression, so the jumps are found in a rule dump and deleted by
 // handle. Anything unexpected answers `undefined`: the caller then uses iptables-save/iptables-restore as before.
 import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
+import { closeAfterTask } from './nfclose.ts';
 import { nftExists } from './nftexists.ts';
 import {
   type Attrs,
@@ -137,7 +138,7 @@ function withNft<T>(fn: (x: Exchange) => T): T | undefined {
   } catch {
     return undefined;
   } finally {
-    conn.sock.close();
+    closeAfterTask(conn.sock);
   }
 }
 

@@ -1,0 +1,22 @@
+// Deferred closing of nfnetlink sockets (see closeAfterTask).
+import type { NetlinkSocket } from '@cnikit/sys';
+
+/**
+ * Close an nfnetlink socket once the current task is done (setImmediate), not
+ * now: the kernel frees the objects of an nf_tables transaction after an RCU grace period, and the first release of
+ * an nfnetlink socket after a commit waits for that (milliseconds, tens of them on a loaded machine). A warm service
+ * has answered its client by then; a process that exits first closes it at exit, as before.
+ */
+export function closeAfterTask(sock: NetlinkSocket): void {
+  // a synchronous loop over many objects keeps at most a few descriptors open
+  if (deferred.length >= 16) {
+    sock.close();
+    return;
+  }
+  deferred.push(sock);
+  if (deferred.length === 1)
+    setImmediate(() => {
+      for (const s of deferred.splice(0)) s.close();
+    });
+}
+const deferred: NetlinkSocket[] = [];
