@@ -152,6 +152,50 @@ export class NodeView {
   /** The one exact read of this view was tried (a new view's; every later read comes from the cache). */
   exactTried = false;
   #lock: Promise<unknown> = Promise.resolve();
+  /** Counts this view's own changes of `held`; `changed`: name → the count at its last change, while a read runs. */
+  #rev = 0;
+  #reading = 0;
+  readonly #changed = new Map<string, number>();
+
+  /** A record this node now holds (its create succeeded, or a read found it). */
+  hold(r: StoredObject<AllocationSpec>): void {
+    this.held.set(r.name, r);
+    this.#note(r.name);
+  }
+
+  /** A record this node no longer holds (deleted, or found changed). */
+  drop(name: string): void {
+    this.held.delete(name);
+    this.#note(name);
+  }
+
+  #note(name: string): void {
+    this.#rev++;
+    if (this.#reading > 0) this.#changed.set(name, this.#rev);
+  }
+
+  /**
+   * Reads into `held` what `read` answers, beside calls that create and delete records meanwhile (concurrent calls
+   * of the warm service): a name this view changed after the read began keeps the view's own state, whatever the
+   * answer says (the answer may predate the change). `replace`: names the answer lacks are forgotten (a full read of
+   * the node's records); else only added (a merge).
+   */
+  async readHeld(
+    read: () => Promise<StoredObject<AllocationSpec>[]>,
+    replace: boolean,
+  ): Promise<StoredObject<AllocationSpec>[]> {
+    const since = this.#rev;
+    this.#reading++;
+    try {
+      const got = await read();
+      const mine = (name: string) => (this.#changed.get(name) ?? 0) > since;
+      if (replace) for (const name of [...this.held.keys()]) if (!mine(name)) this.held.delete(name);
+      for (const r of got) if (!mine(r.name)) this.held.set(r.name, r);
+      return got;
+    } finally {
+      if (--this.#reading === 0) this.#changed.clear();
+    }
+  }
 
   /** Runs f when no other exclusive work of this view runs (one read, one block claim at a time). */
   exclusive<T>(f: () => Promise<T>): Promise<T> {
@@ -219,23 +263,24 @@ export class Allocator {
 
   /** Reads this node's blocks and records into the view (replacing what it had). */
   async load(view: NodeView, quorum = false): Promise<void> {
-    const opts: ListOptions = quorum ? {} : { cached: true };
+    // exact (a new warm view): from the watch cache once it caught up with the present (`fresh`), not a quorum list
+    // (kube-apiserver reads and decodes every record of every network from etcd for one label-selected list)
+    const opts: ListOptions = quorum ? { fresh: true } : { cached: true };
     // the node's blocks of every pool and the records it holds: independent reads. A warm view sends them at once
     // (its connection is open); a cold call one after the other, on the one connection it opened (a request sent
     // beside another opens a second connection: one more TLS handshake for the API server)
     const blockList = (p: Pool) =>
       this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), { ...opts, node: this.conf.node });
     let lists: StoredObject<BlockSpec>[][];
-    let held: StoredObject<AllocationSpec>[];
     if (this.view)
-      [lists, held] = await Promise.all([
+      [lists] = await Promise.all([
         Promise.all(this.conf.pools.map(blockList)),
-        this.heldRecords(opts),
+        view.readHeld(() => this.heldRecords(opts), true),
       ]);
     else {
       lists = [];
       for (const p of this.conf.pools) lists.push(await blockList(p));
-      held = await this.heldRecords(opts);
+      await view.readHeld(() => this.heldRecords(opts), true);
     }
     const blocks = new Map<string, Map<bigint, string>>();
     this.conf.pools.forEach((p, i) => {
@@ -246,10 +291,12 @@ export class Allocator {
       }
       blocks.set(p.key, m);
     });
-    view.blocks.clear();
-    for (const [k, m] of blocks) view.blocks.set(k, m);
-    view.held.clear();
-    for (const r of held) view.held.set(r.name, r);
+    // blocks only come (claims of this node), never go while the node lives: what a claim meanwhile added stays
+    for (const [k, m] of blocks) {
+      const had = view.blocks.get(k);
+      if (had) for (const [base, name] of had) if (!m.has(base) && !quorum) m.set(base, name);
+      view.blocks.set(k, m);
+    }
     view.taken.clear();
     view.loadedAt = Date.now();
     view.loads++;
@@ -291,7 +338,7 @@ export class Allocator {
     } catch (err) {
       for (const a of out) {
         if (a.existing) continue;
-        view.held.delete(a.record.name);
+        view.drop(a.record.name);
         await this.store.delete('allocations', a.record.name, a.record.version).catch(() => {});
       }
       throw err;
@@ -360,7 +407,7 @@ export class Allocator {
         // its records were): read this node's records exactly first, so a repeated ADD answers the one it holds
         if (!reread) {
           reread = true;
-          for (const r of await this.heldRecords({})) view.held.set(r.name, r);
+          await view.readHeld(() => this.heldRecords({}), false);
           const had = this.existing(p, owner, view);
           if (had) return had;
         }
@@ -477,7 +524,7 @@ export class Allocator {
         view.pending.delete(name);
       }
       if (made) {
-        view.held.set(name, made);
+        view.hold(made);
         return { pool: p, ip, record: made, existing: false };
       }
       // someone else holds it: mark it and go on
@@ -519,12 +566,12 @@ export class Allocator {
     const out: string[] = [];
     for (const r of await this.find(containerID, ifName)) {
       if (await this.store.delete('allocations', r.name, r.version)) {
-        this.view?.held.delete(r.name);
+        this.view?.drop(r.name);
         out.push(r.spec.ip);
         continue;
       }
       // changed or gone meanwhile: delete it only if it is still ours
-      this.view?.held.delete(r.name);
+      this.view?.drop(r.name);
       const now = await this.store.get<AllocationSpec>('allocations', r.name);
       if (
         now &&
@@ -544,7 +591,7 @@ export class Allocator {
       if (r.spec.node !== this.conf.node) continue;
       if (keep.has(`${r.spec.containerID}\n${r.spec.ifName}`)) continue;
       if (await this.store.delete('allocations', r.name, r.version)) {
-        this.view?.held.delete(r.name);
+        this.view?.drop(r.name);
         out.push(r.spec.ip);
       }
     }

@@ -46,6 +46,8 @@ export const RESOURCES: Record<StoreKind, { plural: string; kind: string }> = {
 const LABEL = `${GROUP}/p`;
 export const NODE_LABEL = `${GROUP}/node`;
 const MAX_SEGMENT_LABELS = 4;
+/** How long a `fresh` list waits for the watch cache to catch up before it reads from etcd (a quorum list). */
+export const FRESH_WAIT_MS = 1_000;
 
 /** Missing rights, a missing CRD, an unusable kubeconfig: the CNI call fails with code 7 and this text. */
 export class StoreConfigError extends Error {
@@ -136,6 +138,7 @@ export class KubernetesStore implements Store {
     kind: StoreKind,
     path: string,
     body?: unknown,
+    boundMs?: number,
   ): Promise<{ status: number; json: unknown }> {
     const left = this.deadline - Date.now();
     const what = `${method} ${RESOURCES[kind].plural}.${GROUP}`;
@@ -143,7 +146,13 @@ export class KubernetesStore implements Store {
       throw new StoreUnavailableError(`Kubernetes API ${this.conn.server}: out of time before ${what}`);
     let r: { status: number; body: string };
     try {
-      r = await kubeRequest(this.conn, method, path, body, Math.min(left, this.requestMs));
+      r = await kubeRequest(
+        this.conn,
+        method,
+        path,
+        body,
+        Math.min(left, this.requestMs, boundMs ?? Infinity),
+      );
     } catch (e) {
       if (e instanceof KubeUnreachableError)
         throw new StoreUnavailableError(`Kubernetes API unreachable (${e.message}) during ${what}`);
@@ -195,12 +204,49 @@ export class KubernetesStore implements Store {
    * is empty.
    */
   async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}): Promise<StoredObject<T>[]> {
-    const items = await this.#list<T>(kind, prefix, opts.node === undefined ? {} : { node: opts.node }, opts);
+    if (opts.fresh && !opts.cached) {
+      // exact from the watch cache: the present's resourceVersion (a one-object quorum list: etcd reads and the
+      // API server decodes one object, not every record of the resource), then the lists at not older than it;
+      // a cache that does not catch up within FRESH_WAIT_MS (or a server that refuses) gets the quorum list
+      try {
+        const atLeast = await this.#currentVersion(kind);
+        return await this.#nodeList<T>(kind, prefix, opts, { atLeast, boundMs: FRESH_WAIT_MS });
+      } catch (e) {
+        if (e instanceof StoreConfigError) throw e;
+      }
+    }
+    return this.#nodeList<T>(kind, prefix, opts, {});
+  }
+
+  async #nodeList<T>(
+    kind: StoreKind,
+    prefix: string,
+    opts: ListOptions,
+    at: { atLeast?: string; boundMs?: number },
+  ): Promise<StoredObject<T>[]> {
+    const items = await this.#list<T>(
+      kind,
+      prefix,
+      opts.node === undefined ? {} : { node: opts.node },
+      opts,
+      at,
+    );
     if (opts.node === undefined || opts.cached) return items;
     const seen = new Set(items.map((o) => o.name));
-    for (const o of await this.#list<T>(kind, prefix, { unlabelled: true }, opts))
+    for (const o of await this.#list<T>(kind, prefix, { unlabelled: true }, opts, at))
       if (!seen.has(o.name) && (o.spec as { node?: unknown } | null)?.node === opts.node) items.push(o);
     return items;
+  }
+
+  /** The resourceVersion of the present (etcd's revision), from a quorum list of at most one object. */
+  async #currentVersion(kind: StoreKind): Promise<string> {
+    const { status, json } = await this.call('GET', kind, `${this.path(kind)}?limit=1`);
+    const rv = (json as { metadata?: { resourceVersion?: unknown } } | undefined)?.metadata?.resourceVersion;
+    if (status !== 200 || typeof rv !== 'string' || !/^[1-9][0-9]*$/.test(rv))
+      throw new StoreUnavailableError(
+        `list ${RESOURCES[kind].plural}?limit=1: HTTP ${status}, no resourceVersion`,
+      );
+    return rv;
   }
 
   /** The objects of the kind without a node label whose spec names a node, labelled now; returns how many. */
@@ -219,6 +265,7 @@ export class KubernetesStore implements Store {
     prefix: string,
     sel: { node?: string; unlabelled?: boolean },
     opts: ListOptions,
+    at: { atLeast?: string; boundMs?: number } = {},
   ): Promise<StoredObject<T>[]> {
     const selectors: string[] = [];
     if (prefix.endsWith('.')) {
@@ -230,12 +277,18 @@ export class KubernetesStore implements Store {
     if (sel.unlabelled) selectors.push(`!${NODE_LABEL}`);
     const query = [
       ...(selectors.length > 0 ? [`labelSelector=${encodeURIComponent(selectors.join(','))}`] : []),
-      ...(opts.cached ? ['resourceVersion=0'] : []),
+      ...(opts.cached
+        ? ['resourceVersion=0']
+        : at.atLeast
+          ? [`resourceVersion=${at.atLeast}`, 'resourceVersionMatch=NotOlderThan']
+          : []),
     ];
     const { status, json } = await this.call(
       'GET',
       kind,
       `${this.path(kind)}${query.length > 0 ? `?${query.join('&')}` : ''}`,
+      undefined,
+      at.boundMs,
     );
     if (status !== 200) this.fail(`list ${RESOURCES[kind].plural}`, status, json);
     const items = ((json as { items?: KubeObject<T>[] }).items ?? []).filter(
@@ -248,6 +301,16 @@ export class KubernetesStore implements Store {
 
   rebound(ms: number): void {
     this.deadline = Date.now() + ms;
+  }
+
+  /**
+   * This store's connection with a bound of its own (ms from now): the warm service's concurrent calls share the
+   * kept connection, each within its own deadline. Closing it leaves the connection open.
+   */
+  withBound(ms: number): Store {
+    const s = new KubernetesStore({ connection: this.conn, deadlineMs: ms, requestMs: this.requestMs });
+    s.close = async () => {};
+    return s;
   }
 
   async get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined> {

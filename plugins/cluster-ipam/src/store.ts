@@ -27,6 +27,13 @@ export class StoreUnavailableError extends Error {
 export interface ListOptions {
   node?: string;
   cached?: boolean;
+  /**
+   * Exact (every write acknowledged before the call is in the answer, as without `cached`), but the store may answer
+   * from its cache once that has caught up with the present (Kubernetes: the current resourceVersion read with a
+   * one-object list, then the label-selected list at resourceVersion NotOlderThan it, from the watch cache; a
+   * quorum list when the cache does not catch up in time). A new warm view's first read.
+   */
+  fresh?: boolean;
 }
 
 export interface Store {
@@ -42,4 +49,6 @@ export interface Store {
   close(): Promise<void>;
   /** A long-lived store (the warm service keeps one): bound the next operation's work to ms from now. */
   rebound?(ms: number): void;
+  /** The same store (its connection) bounded to ms from now for one call, beside other calls; its close() is a no-op. */
+  withBound?(ms: number): Store;
 }

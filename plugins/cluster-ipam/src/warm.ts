@@ -72,14 +72,16 @@ export function warmUse(conf: ClusterIPAMConf, deadlineMs: number, open: () => S
       kept = false;
     }
   }
-  entry.store.rebound?.(deadlineMs);
+  // a call of its own bound beside the others (concurrent calls of the service), else the one store re-bounded
+  const bounded = entry.store.withBound?.(deadlineMs);
+  if (!bounded) entry.store.rebound?.(deadlineMs);
   const vk = viewKey(conf);
   let view = views.get(vk);
   if (!view) {
     view = new NodeView();
     views.set(vk, view);
   }
-  const store = entry.store;
+  const store = bounded ?? entry.store;
   const v = view;
   return {
     store,
