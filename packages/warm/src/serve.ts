@@ -312,8 +312,16 @@ export class Service {
   #homeFd = -1;
   /** The home namespace's identity (dev:ino): a caller in it needs no setns. */
   #homeId = '';
-  /** Calls running beside each other (BESIDE), until answered. */
+  /**
+   * Connections handled while others are in flight (calls beside each other, or any connection accepted while one
+   * is), until answered. The order among them: the BESIDE calls share #lock, every other request takes it alone.
+   */
   readonly #beside = new Set<Promise<void>>();
+  /** The readers-writer lock of the requests in flight: shared (BESIDE, no setns) or alone (everything else). */
+  #sharing = 0;
+  #alone = false;
+  #aloneWaiting = 0;
+  #wakeUps: Array<() => void> = [];
   /** Set by handle() (before its first await) when its request runs beside others. */
   #lastBeside = false;
   /** Requests between their start and their answer (the watchdog is disarmed when none is left). */
@@ -481,8 +489,10 @@ export class Service {
           closeFd(c.fd);
         } else {
           this.#lastBeside = false;
-          const h = this.handle(c.fd, c.pid);
-          if (this.#lastBeside) {
+          // with nothing in flight: as ever (the request read with the thread blocked; a request that is not BESIDE
+          // runs before the next accept); else the request is awaited and the lock orders it among the others
+          const h = this.handle(c.fd, c.pid, beside);
+          if (beside || this.#lastBeside) {
             this.#beside.add(h);
             void h.finally(() => this.#beside.delete(h));
           } else await h;
@@ -585,7 +595,60 @@ export class Service {
   }
 
   /** One connection: hello, request, run, reply. Never throws. */
-  async handle(fd: number, pid: number): Promise<void> {
+  /** Waits for the lock: `alone` for a request that may switch namespaces, else shared with other BESIDE calls. */
+  async #take(alone: boolean): Promise<void> {
+    const wait = () => new Promise<void>((r) => this.#wakeUps.push(r));
+    if (alone) {
+      this.#aloneWaiting++;
+      try {
+        while (this.#alone || this.#sharing > 0) await wait();
+      } finally {
+        this.#aloneWaiting--;
+      }
+      this.#alone = true;
+      return;
+    }
+    // a request waiting to run alone goes first: the calls beside each other do not starve it
+    while (this.#alone || this.#aloneWaiting > 0) await wait();
+    this.#sharing++;
+  }
+
+  #give(alone: boolean): void {
+    if (alone) this.#alone = false;
+    else this.#sharing--;
+    for (const f of this.#wakeUps.splice(0)) f();
+  }
+
+  /** The request's stdin asked for and awaited before the call runs (a BESIDE call: no blocking read in it). */
+  async prefetchStdin(conn: Conn, deadline: number): Promise<() => Uint8Array> {
+    let got: { errno: number; data: Buffer };
+    try {
+      conn.send(encodeFrame(T_NEED_STDIN), Math.max(1, deadline - performance.now()));
+      const f = await conn.readFrameAsync(deadline);
+      if (f.type !== T_STDIN) throw new ProtocolError(`expected stdin, got frame type ${f.type}`);
+      got = decodeStdin(f.body);
+    } catch (e) {
+      const err = new CniError(ErrorCode.IOFailure, `error reading from stdin: ${errorReason(e)}`);
+      return () => {
+        throw err;
+      };
+    }
+    if (got.errno !== 0) {
+      const text = STDIN_ERRNO[got.errno] ?? errnoMessage(got.errno);
+      const err = new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
+      return () => {
+        throw err;
+      };
+    }
+    const data = got.data;
+    return () => data;
+  }
+
+  /**
+   * One connection: hello, request, run, reply. Never throws. `busy`: other requests are in flight (the request
+   * is read without blocking the thread, and waits for the lock).
+   */
+  async handle(fd: number, pid: number, busy = false): Promise<void> {
     const conn = new Conn(fd);
     let netns = -1;
     const tAccept = performance.now();
@@ -594,7 +657,10 @@ export class Service {
         encodeHello({ version: PROTOCOL_VERSION, pid: process.pid, deadlineMs: this.opts.deadlineMs }),
         1000,
       );
-      const f = conn.readFrame(performance.now() + REQUEST_READ_MS);
+      // while calls run beside each other the request is awaited, not read with the thread blocked
+      const f = busy
+        ? await conn.readFrameAsync(performance.now() + REQUEST_READ_MS)
+        : conn.readFrame(performance.now() + REQUEST_READ_MS);
       if (f.type !== T_REQUEST) throw new ProtocolError(`expected a request frame, got type ${f.type}`);
       const fds = conn.takeFds();
       netns = fds.shift() ?? -1;
@@ -603,29 +669,36 @@ export class Service {
       // beside the others (BESIDE, a caller at home), or alone: after the calls in flight are answered
       const beside = BESIDE.has(req.name) && netns >= 0 && nsIdOf(netns) === this.#homeId;
       this.#lastBeside = beside;
-      if (!beside && this.#beside.size > 0) await Promise.allSettled([...this.#beside]);
+      const stdin = beside
+        ? await this.prefetchStdin(conn, performance.now() + this.opts.deadlineMs)
+        : undefined;
+      await this.#take(!beside);
       const tRequest = performance.now();
       let reply: Reply;
       const metrics = this.#metrics as Metrics;
-      if (this.#tainted) {
-        // a call abandoned at its deadline may still run: nothing more before the service is replaced
-        reply = errorReply(
-          ErrorCode.TryAgainLater,
-          `cnikit service: restarting (a request exceeded the deadline of ${this.opts.deadlineMs} ms); try again`,
-        );
-      } else {
-        if (this.#watchdog) {
-          this.setWatchdog(); // the counters a watchdog re-execution hands over are today's
-          watchdogArm(this.opts.deadlineMs + WATCHDOG_GRACE_MS);
+      try {
+        if (this.#tainted) {
+          // a call abandoned at its deadline may still run: nothing more before the service is replaced
+          reply = errorReply(
+            ErrorCode.TryAgainLater,
+            `cnikit service: restarting (a request exceeded the deadline of ${this.opts.deadlineMs} ms); try again`,
+          );
+        } else {
+          if (this.#watchdog) {
+            this.setWatchdog(); // the counters a watchdog re-execution hands over are today's
+            watchdogArm(this.opts.deadlineMs + WATCHDOG_GRACE_MS);
+          }
+          metrics.inFlight++;
+          this.#running++;
+          try {
+            reply = await this.run1(conn, req, netns, beside, stdin);
+          } finally {
+            metrics.inFlight--;
+            if (--this.#running === 0 && this.#watchdog) watchdogDisarm();
+          }
         }
-        metrics.inFlight++;
-        this.#running++;
-        try {
-          reply = await this.run1(conn, req, netns, beside);
-        } finally {
-          metrics.inFlight--;
-          if (--this.#running === 0 && this.#watchdog) watchdogDisarm();
-        }
+      } finally {
+        this.#give(!beside);
       }
       const tRun = performance.now();
       metrics.observe(req.name, req.env.CNI_COMMAND ?? '', resultCode(reply), (tRun - tRequest) / 1000);
@@ -699,6 +772,8 @@ export class Service {
     netns: number,
     /** The caller is in the service's own namespace and runs beside others: no setns. */
     beside = false,
+    /** The request's stdin, fetched already (prefetchStdin). */
+    prefetched?: () => Uint8Array,
   ): Promise<Reply> {
     const enc = new TextEncoder();
     if (netns < 0 || nsTypeOf(netns) !== CLONE_NEWNET) {
@@ -713,7 +788,7 @@ export class Service {
     let stderr = '';
     const io: PluginIO = {
       env,
-      stdin: () => this.fetchStdin(conn, deadline),
+      stdin: prefetched ?? (() => this.fetchStdin(conn, deadline)),
       stdout:
         req.flags & FLAG_STDOUT_CLOSED
           ? closedStdout
