@@ -472,3 +472,47 @@ describe('the exact read of a new view', () => {
     );
   });
 });
+
+describe('a warm view read while other calls change it (calls beside each other in the warm service)', () => {
+  test('a DEL answered while the view is read again is not undone by the read (its answer predates the DEL)', async () => {
+    const store = new MemoryStore();
+    let gate: Promise<void> | undefined;
+    // lists answer what the store held when they were asked, but only once the gate opens
+    const slow = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'list')
+          return async (kind: 'blocks' | 'allocations', prefix?: string, opts?: object) => {
+            const got = await target.list(kind, prefix, opts);
+            if (gate) await gate;
+            return got;
+          };
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const p = pools({ range: '10.44.0.0/24' });
+    const view = new NodeView();
+    const a = new Allocator(slow, { net: 'default', overlapping: true, pools: p, node: 'n1' }, undefined, view);
+    const c0 = await a.allocate({ containerID: 'c0', ifName: 'e' });
+    let open = () => {};
+    gate = new Promise<void>((r) => {
+      open = r;
+    });
+    view.loadedAt = Date.now() - VIEW_MAX_AGE_MS - 1; // the next ADD reads the view again
+    const c1 = a.allocate({ containerID: 'c1', ifName: 'e' });
+    await new Promise((r) => setTimeout(r, 20)); // its lists are asked: c0's record is in their answer
+    assert.deepEqual(await a.release('c0', 'e'), [c0[0]!.ip]);
+    open();
+    gate = undefined;
+    await c1;
+    assert.equal(
+      [...view.held.values()].some((r) => r.spec.containerID === 'c0'),
+      false,
+      'the released record is back in the view',
+    );
+    // a new ADD of c0 (the container again) gets a record that exists, not the deleted one
+    const again = await a.allocate({ containerID: 'c0', ifName: 'e' });
+    assert.equal(again[0]!.existing, false);
+    const stored = (await records(store)).map((r) => r.spec.containerID).sort();
+    assert.deepEqual(stored, ['c0', 'c1']);
+  });
+});
