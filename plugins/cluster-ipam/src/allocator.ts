@@ -149,8 +149,10 @@ export class NodeView {
   loadedAt = 0;
   /** Reads from the store since it was made (the warm service's figure). */
   loads = 0;
-  /** The one exact read of this view was tried (a new view's; every later read comes from the cache). */
+  /** The one exact read of this view (confirm, after its first create) is done; every other read is cached. */
   exactTried = false;
+  /** That read while it runs. */
+  confirming: Promise<void> | undefined;
   #lock: Promise<unknown> = Promise.resolve();
   /** Counts this view's own changes of `held`; `changed`: name → the count at its last change, while a read runs. */
   #rev = 0;
@@ -263,9 +265,7 @@ export class Allocator {
 
   /** Reads this node's blocks and records into the view (replacing what it had). */
   async load(view: NodeView, quorum = false): Promise<void> {
-    // exact (a new warm view): from the watch cache once it caught up with the present (`fresh`), not a quorum list
-    // (kube-apiserver reads and decodes every record of every network from etcd for one label-selected list)
-    const opts: ListOptions = quorum ? { fresh: true } : { cached: true };
+    const opts: ListOptions = quorum ? {} : { cached: true };
     // the node's blocks of every pool and the records it holds: independent reads. A warm view sends them at once
     // (its connection is open); a cold call one after the other, on the one connection it opened (a request sent
     // beside another opens a second connection: one more TLS handshake for the API server)
@@ -308,15 +308,13 @@ export class Allocator {
     if (view) {
       const stale = () => view.loadedAt === 0 || Date.now() - view.loadedAt > VIEW_MAX_AGE_MS;
       if (!stale()) return { view, fresh: false };
-      // a new service reads exactly (no lag: what its previous image wrote just before it died is seen), once;
-      // later reads (a minute old, after a failed call, after a failed exact read) come from the watch cache: an
-      // exact label-selected list reads and decodes every record of the resource from etcd, which a loaded API
-      // server did not answer within 10 s at 2 700 records, and a failure asked again at every ADD
+      // every read of the view comes from the watch cache: an exact label-selected list reads and decodes every
+      // record of the resource from etcd (a loaded API server did not answer one within 10 s at 2 700 records);
+      // what a previous image of the service wrote just before it died, which the cache may not show yet, is
+      // read once after this view's first create (confirm)
       return view.exclusive(async () => {
         if (!stale()) return { view, fresh: true };
-        const exact = !view.exactTried;
-        view.exactTried = true;
-        await this.load(view, exact);
+        await this.load(view);
         return { view, fresh: true };
       });
     }
@@ -335,6 +333,9 @@ export class Allocator {
     const { view, fresh } = await this.viewOf();
     try {
       for (const p of this.conf.pools) out.push(await this.allocateIn(p, owner, view, fresh));
+      const made = out.filter((a) => !a.existing);
+      const last = made[made.length - 1];
+      if (this.view && !view.exactTried && last) await this.confirm(view, last.record.version, owner, out);
     } catch (err) {
       for (const a of out) {
         if (a.existing) continue;
@@ -344,6 +345,45 @@ export class Allocator {
       throw err;
     }
     return out;
+  }
+
+  /**
+   * The exact read of a new warm view, once, cheaply: the records this node holds listed not older than this
+   * call's own create (Kubernetes: from the watch cache once it has seen that create, so every earlier write too
+   * — what a killed image of the service wrote; not a quorum list), merged into the view. The calls that created
+   * a record meanwhile wait for it; a call whose attachment turns out to hold a record already (the killed
+   * image's ADD of it landed) answers that one and deletes its own, as a repeated ADD would have. When the read
+   * fails, the calls go on with the cached view, and the next create tries again.
+   */
+  private async confirm(view: NodeView, version: string, owner: Owner, out: Allocated[]): Promise<void> {
+    view.confirming ??= view
+      .readHeld(() => this.heldRecords({ fresh: true, atLeast: version }), false)
+      .then(
+        () => {
+          view.exactTried = true;
+        },
+        () => {
+          view.confirming = undefined;
+        },
+      );
+    await view.confirming;
+    if (!view.exactTried) return;
+    for (let i = 0; i < out.length; i++) {
+      const a = out[i] as Allocated;
+      if (a.existing) continue;
+      const before = this.existingBesides(a.pool, owner, view, a.record.name);
+      if (!before) continue;
+      if (await this.store.delete('allocations', a.record.name, a.record.version)) view.drop(a.record.name);
+      out[i] = before;
+    }
+  }
+
+  private existingBesides(p: Pool, owner: Owner, view: NodeView, name: string): Allocated | undefined {
+    for (const r of view.held.values()) {
+      if (r.name !== name && this.matches(r, owner.containerID, owner.ifName) && r.spec.pool === p.key)
+        return { pool: p, ip: r.spec.ip, record: r, existing: true };
+    }
+    return undefined;
   }
 
   private existing(p: Pool, owner: Owner, view: NodeView): Allocated | undefined {
@@ -368,6 +408,13 @@ export class Allocator {
     if (had) return had;
     const got = await this.takeOwn(p, owner, view);
     if (got) return got;
+    // the node's blocks are full and there was no block to claim a moment ago: borrow from what that read found,
+    // beside the node's other calls (pending keeps them apart), not one at a time
+    const lent = fresh ? undefined : view.lenders.get(p.key);
+    if (lent && Date.now() - lent.at < LENDERS_MAX_AGE_MS) {
+      const got = await this.borrow(p, owner, view, lent.blocks, lent.used);
+      if (got) return got;
+    }
     // the node's blocks are full: one call of this process at a time reads again and claims
     return view.exclusive(async () => {
       const meanwhile = (await this.takeOwn(p, owner, view)) ?? this.existing(p, owner, view);
@@ -462,7 +509,11 @@ export class Allocator {
     throw new PoolExhaustedError(p);
   }
 
-  /** A free address in another node's block; concurrent borrowers start at different blocks. */
+  /**
+   * A free address in another node's block. The candidates are every address the lenders' read saw free (and this
+   * view knows nothing of), tried in an order of this attachment's own: borrowers of every node hunt for the last
+   * free addresses of a full pool at once, and a scan from an offset would send them all to the same next free one.
+   */
   private async borrow(
     p: Pool,
     owner: Owner,
@@ -470,13 +521,34 @@ export class Allocator {
     blocks: Lender[],
     used: ReadonlySet<string>,
   ): Promise<Allocated | undefined> {
-    const start = blocks.length > 0 ? fnv(`${owner.containerID}/${owner.ifName}`) % blocks.length : 0;
-    for (let i = 0; i < blocks.length; i++) {
-      const b = blocks[(start + i) % blocks.length] as Lender;
-      const got = await this.takeIn(p, b.base, b.name, owner, true, view, used);
+    const prefix = this.recordPrefix(p);
+    const free: Array<{ v: bigint; block: string }> = [];
+    for (const b of blocks) {
+      const ref = blockAt(p, b.base);
+      for (let v = ref.first; v <= ref.last; v++) {
+        if (!allocatable(p, v)) continue;
+        const name = recordName(prefix, p.family, v);
+        if (!used.has(name) && !this.#known(view, name)) free.push({ v, block: b.name });
+      }
+    }
+    // a shuffle seeded by the attachment (xorshift32): reproducible, different per ADD
+    let seed = fnv(`${owner.containerID}/${owner.ifName}`) || 1;
+    for (let i = free.length - 1; i > 0; i--) {
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      const j = (seed >>> 0) % (i + 1);
+      [free[i], free[j]] = [free[j] as (typeof free)[number], free[i] as (typeof free)[number]];
+    }
+    for (const c of free) {
+      const got = await this.tryTake(p, c.v, c.block, owner, true, view);
       if (got) return got;
     }
     return undefined;
+  }
+
+  #known(view: NodeView, name: string): boolean {
+    return view.held.has(name) || view.taken.has(name) || view.pending.has(name);
   }
 
   /** A free address of one block, by creating its record; undefined when the block has none left. */
@@ -498,38 +570,53 @@ export class Allocator {
     for (let i = 0n; i < span; i++) {
       const v = ref.first + ((offset + i) % span);
       if (!allocatable(p, v)) continue;
-      const name = recordName(prefix, p.family, v);
-      if (view.held.has(name) || view.taken.has(name) || view.pending.has(name) || used?.has(name)) continue;
-      const ip = ipText(p.family, v);
-      const spec: AllocationSpec = {
-        network: this.conf.net,
-        pool: p.key,
-        ip,
-        prefix: p.prefix,
-        containerID: owner.containerID,
-        ifName: owner.ifName,
-        podNamespace: owner.podNamespace ?? '',
-        podName: owner.podName ?? '',
-        podUID: owner.podUID ?? '',
-        node: this.conf.node,
-        block,
-        borrowed,
-        created: this.now().toISOString(),
-      };
-      view.pending.add(name);
-      let made: StoredObject<AllocationSpec> | undefined;
-      try {
-        made = await this.store.create<AllocationSpec>('allocations', name, spec);
-      } finally {
-        view.pending.delete(name);
-      }
-      if (made) {
-        view.hold(made);
-        return { pool: p, ip, record: made, existing: false };
-      }
-      // someone else holds it: mark it and go on
-      view.taken.add(name);
+      if (used?.has(recordName(prefix, p.family, v))) continue;
+      const got = await this.tryTake(p, v, block, owner, borrowed, view);
+      if (got) return got;
     }
+    return undefined;
+  }
+
+  /** Creates the record of address v (undefined: someone holds it, or a call of this view is creating it). */
+  private async tryTake(
+    p: Pool,
+    v: bigint,
+    block: string,
+    owner: Owner,
+    borrowed: boolean,
+    view: NodeView,
+  ): Promise<Allocated | undefined> {
+    const name = recordName(this.recordPrefix(p), p.family, v);
+    if (this.#known(view, name)) return undefined;
+    const ip = ipText(p.family, v);
+    const spec: AllocationSpec = {
+      network: this.conf.net,
+      pool: p.key,
+      ip,
+      prefix: p.prefix,
+      containerID: owner.containerID,
+      ifName: owner.ifName,
+      podNamespace: owner.podNamespace ?? '',
+      podName: owner.podName ?? '',
+      podUID: owner.podUID ?? '',
+      node: this.conf.node,
+      block,
+      borrowed,
+      created: this.now().toISOString(),
+    };
+    view.pending.add(name);
+    let made: StoredObject<AllocationSpec> | undefined;
+    try {
+      made = await this.store.create<AllocationSpec>('allocations', name, spec);
+    } finally {
+      view.pending.delete(name);
+    }
+    if (made) {
+      view.hold(made);
+      return { pool: p, ip, record: made, existing: false };
+    }
+    // someone else holds it: mark it
+    view.taken.add(name);
     return undefined;
   }
 

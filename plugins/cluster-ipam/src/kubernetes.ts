@@ -209,7 +209,7 @@ export class KubernetesStore implements Store {
       // API server decodes one object, not every record of the resource), then the lists at not older than it;
       // a cache that does not catch up within FRESH_WAIT_MS (or a server that refuses) gets the quorum list
       try {
-        const atLeast = await this.#currentVersion(kind);
+        const atLeast = opts.atLeast ?? (await this.#currentVersion(kind));
         return await this.#nodeList<T>(kind, prefix, opts, { atLeast, boundMs: FRESH_WAIT_MS });
       } catch (e) {
         if (e instanceof StoreConfigError) throw e;

@@ -34,6 +34,12 @@ export interface ListOptions {
    * quorum list when the cache does not catch up in time). A new warm view's first read.
    */
   fresh?: boolean;
+  /**
+   * With `fresh`: the version of a write of this kind that the answer must include (a create's), instead of the
+   * present's (Kubernetes: the watch cache of the resource only advances with its own events, so a list not older
+   * than the present waits for the next write of the resource; not older than a write just made, it does not).
+   */
+  atLeast?: string;
 }
 
 export interface Store {
