@@ -45,6 +45,8 @@ class StandIn {
   #held: Array<() => void> = [];
   /** How many creates of a record are waiting. */
   waiting = 0;
+  /** The lists asked for (path and query). */
+  readonly lists: string[] = [];
   server: Server;
   url = '';
 
@@ -77,6 +79,7 @@ class StandIn {
     const [plural, name] = path.slice(GROUP.length).split('/').map(decodeURIComponent);
     const kind = this.objects.get(plural ?? '');
     if (!kind) return [404, {}];
+    if (method === 'GET' && !name) this.lists.push(url);
     if (method === 'GET' && !name)
       return [
         200,
@@ -197,6 +200,20 @@ describe('cluster-ipam calls in the warm service run beside each other', () => {
     // the view read, the block claimed: the first ADD of the service
     const first = await call('ADD', 'c0');
     assert.equal(first.code, 0, first.stdout);
+    // every list from the watch cache: resourceVersion=0, and the one exact read of the new view not older than
+    // its first create (no quorum list: kube-apiserver would read and decode every record from etcd for it)
+    const created = api.objects.get('ipamallocations')?.values().next().value?.metadata.resourceVersion;
+    const allocLists = api.lists.filter((u) => u.includes('/ipamallocations?'));
+    assert.ok(api.lists.length >= 3, api.lists.join('\n'));
+    assert.deepEqual(
+      api.lists.filter((u) => !/[?&]resourceVersion=/.test(u)),
+      [],
+      'lists without a resourceVersion (quorum reads)',
+    );
+    assert.ok(
+      allocLists.some((u) => u.includes(`resourceVersion=${created}&resourceVersionMatch=NotOlderThan`)),
+      allocLists.join('\n'),
+    );
     api.holdContainer = 'slow';
     let slowDone = false;
     const slow = call('ADD', 'slow').finally(() => {

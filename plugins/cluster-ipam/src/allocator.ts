@@ -129,6 +129,8 @@ export const VIEW_MAX_AGE_MS = 60_000;
  * blocks and records again for every ADD (a failed create only marks the name taken).
  */
 export const LENDERS_MAX_AGE_MS = 10_000;
+/** How many creates a borrow from that kept read may find taken before the pool's records are read again. */
+export const BORROW_CONFLICTS = 4;
 
 /**
  * What this node knows of the store: its blocks per pool and the records it holds. Cold: read for one call. Warm:
@@ -412,8 +414,9 @@ export class Allocator {
     // beside the node's other calls (pending keeps them apart), not one at a time
     const lent = fresh ? undefined : view.lenders.get(p.key);
     if (lent && Date.now() - lent.at < LENDERS_MAX_AGE_MS) {
-      const got = await this.borrow(p, owner, view, lent.blocks, lent.used);
+      const got = await this.borrow(p, owner, view, lent.blocks, lent.used, BORROW_CONFLICTS);
       if (got) return got;
+      if (view.lenders.get(p.key) === lent) view.lenders.delete(p.key);
     }
     // the node's blocks are full: one call of this process at a time reads again and claims
     return view.exclusive(async () => {
@@ -423,7 +426,8 @@ export class Allocator {
         // the warm view ran dry: borrow from what the last borrowing read, when it is recent
         const lent = view.lenders.get(p.key);
         if (lent && Date.now() - lent.at < LENDERS_MAX_AGE_MS) {
-          const got = await this.borrow(p, owner, view, lent.blocks, lent.used);
+          // (read again meanwhile by the call before this one, typically)
+          const got = await this.borrow(p, owner, view, lent.blocks, lent.used, BORROW_CONFLICTS);
           if (got) return got;
           view.lenders.delete(p.key);
         }
@@ -520,6 +524,7 @@ export class Allocator {
     view: NodeView,
     blocks: Lender[],
     used: ReadonlySet<string>,
+    maxConflicts = Number.POSITIVE_INFINITY,
   ): Promise<Allocated | undefined> {
     const prefix = this.recordPrefix(p);
     const free: Array<{ v: bigint; block: string }> = [];
@@ -540,9 +545,13 @@ export class Allocator {
       const j = (seed >>> 0) % (i + 1);
       [free[i], free[j]] = [free[j] as (typeof free)[number], free[i] as (typeof free)[number]];
     }
+    let conflicts = 0;
     for (const c of free) {
+      if (this.#known(view, recordName(prefix, p.family, c.v))) continue;
       const got = await this.tryTake(p, c.v, c.block, owner, true, view);
       if (got) return got;
+      // taken since the read: past a few, the read is too old to be worth more creates (the caller reads again)
+      if (++conflicts >= maxConflicts) return undefined;
     }
     return undefined;
   }

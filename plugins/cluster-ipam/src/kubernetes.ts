@@ -10,7 +10,8 @@
  * An object whose spec names a node also carries `ipam.cnikit.dev/node` = that node (same encoding), so "this
  * node's blocks" and "the records this node holds" are one label-selected list each, whatever the pool's size;
  * `cached` lists add `resourceVersion=0`: the API server answers from its watch cache instead of reading (and
- * decoding) every object of the resource from etcd.
+ * decoding) every object of the resource from etcd; `fresh` lists (`atLeast`: a create's resourceVersion) add
+ * `resourceVersion=<it>&resourceVersionMatch=NotOlderThan`: exact, from the watch cache once it has seen that write.
  *
  * Empty strings are left out of what is written (the spec's top-level fields): kube-apiserver 1.20 refuses an empty
  * string in a CRD's string property as "null" (HTTP 422); read back, such a field is absent (readers take it as empty).
@@ -204,13 +205,13 @@ export class KubernetesStore implements Store {
    * is empty.
    */
   async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}): Promise<StoredObject<T>[]> {
-    if (opts.fresh && !opts.cached) {
-      // exact from the watch cache: the present's resourceVersion (a one-object quorum list: etcd reads and the
-      // API server decodes one object, not every record of the resource), then the lists at not older than it;
-      // a cache that does not catch up within FRESH_WAIT_MS (or a server that refuses) gets the quorum list
+    if (opts.fresh && opts.atLeast !== undefined && !opts.cached) {
+      // exact from the watch cache: the lists not older than a write of this resource just made (the cache answers
+      // once it has seen that write, so every earlier one too); not older than the present would wait for the
+      // resource's next write (kube-apiserver 1.20's cache of a quiet resource lags the present). A cache that does
+      // not catch up within FRESH_WAIT_MS, or a server that refuses, gets the quorum list
       try {
-        const atLeast = opts.atLeast ?? (await this.#currentVersion(kind));
-        return await this.#nodeList<T>(kind, prefix, opts, { atLeast, boundMs: FRESH_WAIT_MS });
+        return await this.#nodeList<T>(kind, prefix, opts, { atLeast: opts.atLeast, boundMs: FRESH_WAIT_MS });
       } catch (e) {
         if (e instanceof StoreConfigError) throw e;
       }
@@ -236,17 +237,6 @@ export class KubernetesStore implements Store {
     for (const o of await this.#list<T>(kind, prefix, { unlabelled: true }, opts, at))
       if (!seen.has(o.name) && (o.spec as { node?: unknown } | null)?.node === opts.node) items.push(o);
     return items;
-  }
-
-  /** The resourceVersion of the present (etcd's revision), from a quorum list of at most one object. */
-  async #currentVersion(kind: StoreKind): Promise<string> {
-    const { status, json } = await this.call('GET', kind, `${this.path(kind)}?limit=1`);
-    const rv = (json as { metadata?: { resourceVersion?: unknown } } | undefined)?.metadata?.resourceVersion;
-    if (status !== 200 || typeof rv !== 'string' || !/^[1-9][0-9]*$/.test(rv))
-      throw new StoreUnavailableError(
-        `list ${RESOURCES[kind].plural}?limit=1: HTTP ${status}, no resourceVersion`,
-      );
-    return rv;
   }
 
   /** The objects of the kind without a node label whose spec names a node, labelled now; returns how many. */

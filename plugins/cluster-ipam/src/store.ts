@@ -28,17 +28,13 @@ export interface ListOptions {
   node?: string;
   cached?: boolean;
   /**
-   * Exact (every write acknowledged before the call is in the answer, as without `cached`), but the store may answer
-   * from its cache once that has caught up with the present (Kubernetes: the current resourceVersion read with a
-   * one-object list, then the label-selected list at resourceVersion NotOlderThan it, from the watch cache; a
-   * quorum list when the cache does not catch up in time). A new warm view's first read.
+   * With `atLeast` (the version of a write of this kind just made, a create's): exact for every write before that
+   * one (as without `cached`), but the store may answer from its cache once that has seen the write (Kubernetes:
+   * the label-selected list at resourceVersion NotOlderThan it, from the watch cache; a quorum list when the cache
+   * does not catch up in time). The warm view's one exact read. Without `atLeast`: an exact list.
    */
   fresh?: boolean;
-  /**
-   * With `fresh`: the version of a write of this kind that the answer must include (a create's), instead of the
-   * present's (Kubernetes: the watch cache of the resource only advances with its own events, so a list not older
-   * than the present waits for the next write of the resource; not older than a write just made, it does not).
-   */
+  /** See `fresh`. */
   atLeast?: string;
 }
 
