@@ -314,7 +314,8 @@ export class Service {
   #homeId = '';
   /**
    * Connections handled while others are in flight (calls beside each other, or any connection accepted while one
-   * is), until answered. The order among them: the BESIDE calls share #lock, every other request takes it alone.
+   * is), until answered. The order among them: the BESIDE calls share the lock (#take), every other request takes it
+   * alone.
    */
   readonly #beside = new Set<Promise<void>>();
   /** The readers-writer lock of the requests in flight: shared (BESIDE, no setns) or alone (everything else). */
@@ -594,7 +595,6 @@ export class Service {
     process.exit(EX_SOFTWARE);
   }
 
-  /** One connection: hello, request, run, reply. Never throws. */
   /** Waits for the lock: `alone` for a request that may switch namespaces, else shared with other BESIDE calls. */
   async #take(alone: boolean): Promise<void> {
     const wait = () => new Promise<void>((r) => this.#wakeUps.push(r));

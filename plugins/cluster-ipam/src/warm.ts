@@ -4,8 +4,10 @@
  * plugin keeps, from call to call, per datastore: one open store (its connection kept alive; each call bounds it
  * anew with `rebound`), and per network and node: the NodeView (allocator.ts) — this node's blocks and the
  * records it holds, a bitmap in memory kept in sync by the service's own writes. An ADD is then one durable write
- * (the record's create), a DEL one delete. The view is read exactly when the service starts (what a killed
- * image of it wrote is seen), again when it runs dry or is a minute old, and from scratch after a store failure.
+ *  (the record's create), a DEL one delete. The view is read from the watch cache (at the first call, when it runs
+ * dry, when it is a minute old, after a store failure) and once exactly after its first create, not older than it
+ * (what a killed image of the service wrote is seen: allocator.ts confirm). The service runs these calls beside
+ * each other (packages/warm/src/serve.ts BESIDE): each gets the kept store with a bound of its own (withBound).
  * Without the service (an exec'd plugin, a process that ends with the call) nothing is kept: the cold path.
  */
 import { statSync } from 'node:fs';
