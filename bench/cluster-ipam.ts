@@ -6,7 +6,7 @@
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts --full        (the issue's run, ~20 min)
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts [--adds=N] [--nodes=10] [--per-node=10]
  *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-k8s-warm,cnikit-etcd] [--budget=S] [--kills=3]
- *        [--json]
+ *        [--warm=service|in-process] [--json]
  * Without --full (what `npm run bench` runs): 100 ADDs, pool 1000, the baseline's budget 30 s (a minute or two).
  * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario (22 min at load 20–40: 8 of them the two
  * whereabouts-style runs, 2 each the cleanups of the cold Kubernetes runs).
@@ -21,9 +21,15 @@
  *   cnikit-k8s    cnikit cold on the Kubernetes API: per ADD what an exec'd plugin does (its own store: a new
  *                 connection and TLS handshake, the node's view read from the watch cache, the record's create);
  *                 the process start of the plugin is not in it (cold start: docs/benchmarks.md)
- *   cnikit-k8s-warm  cnikit in the node's warm service: one process per node keeps the store (keep-alive) and the
- *                 node's view in memory, and serves one ADD at a time, as `cnikit serve` does (the latency of an
- *                 ADD includes its wait behind the node's other ADDs)
+ *   cnikit-k8s-warm  cnikit in the node's warm service: per node the real `dist-bin/cnikit serve` (its own socket
+ *                 and directory, NODENAME of the node), and every ADD is the static warm client
+ *                 dist-bin/warm/cluster-ipam exec'd with the CNI environment and the configuration on stdin, as a
+ *                 runtime calls it (the latency of an ADD is the client's exec to its exit; the service keeps the
+ *                 store and the node's view, and runs cluster-ipam calls beside each other). Needs `npm run build`.
+ *                 The node's store calls are not seen from outside: the API server's own counts are reported;
+ *                 `failed` counts the ADDs the client answered from the cold executable (a fallback).
+ *                 --warm=in-process: the allocator in the node process itself (NodeView kept, no client, no
+ *                 service), ADDs beside each other as the service runs them.
  *   cnikit-etcd   cnikit cold on etcd (a store per ADD).
  * Kills (--kills=N, default 3 per scenario): at 1/(N+1), 2/(N+1), … of the ADDs answered or of the budget, whichever
  * comes first, a node process with ADDs in flight is killed with SIGKILL (with the service processes it named on a
@@ -44,7 +50,7 @@
  * kills, calls per ADD, the load average; then one markdown table of every scenario, and where the time goes.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
@@ -84,6 +90,8 @@ interface WorkerSpec {
   driver: 'allocator' | 'records';
   /** No new ADD starts after this many ms from the start signal; waiting ones give up. */
   budgetMs: number;
+  /** cnikit-k8s-warm: the real service and client ('service', default), or the allocator in the node process. */
+  warm?: 'service' | 'in-process';
   /** The pods this node process ADDs (pod name, container ID); without it `adds` pods named by index. */
   pods?: Pod[];
   /**
@@ -114,6 +122,8 @@ interface WorkerResult {
 }
 
 class OutOfBudget extends Error {}
+/** cnikit-k8s-warm with the real service: how many ADDs the client answered from the cold executable. */
+let warmFallbacks = () => 0;
 let budgetEnd = Number.POSITIVE_INFINITY;
 /**
  * Told by the bench (`die` on stdin): the node process kills itself with SIGKILL the moment its next durable write
@@ -480,7 +490,6 @@ function allocatorAdder(spec: WorkerSpec, store: Store | (() => Store), view?: N
     { flatFiles: [] },
   );
   const aconf = { net: conf.net, overlapping: conf.overlapping, pools: conf.pools, node: spec.node };
-  let queue: Promise<unknown> = Promise.resolve();
   return async (podName, containerID, perAdd) => {
     const one = async () => {
       const s = typeof store === 'function' ? store() : store;
@@ -500,12 +509,107 @@ function allocatorAdder(spec: WorkerSpec, store: Store | (() => Store), view?: N
         if (typeof store === 'function') await s.close();
       }
     };
-    if (!view) return one();
-    // the warm service: one request at a time
-    const run = queue.then(one, one);
-    queue = run.catch(() => {});
-    return run;
+    // the warm service runs a node's ADDs beside each other (packages/warm/src/serve.ts, BESIDE)
+    return one();
   };
+}
+
+/**
+ * The node's warm service: the real `cnikit serve` of dist-bin/ (socket and directory of its own, NODENAME), and
+ * one ADD = one exec of the static warm client dist-bin/warm/cluster-ipam, as a runtime makes it.
+ */
+async function serviceAdder(
+  spec: WorkerSpec,
+): Promise<{ add: Adder; close: () => Promise<void>; fallbacks: () => number }> {
+  const dist = join(ROOT, 'dist-bin');
+  for (const f of ['cnikit', 'warm/cluster-ipam'])
+    if (!existsSync(join(dist, f))) throw new Error(`${join(dist, f)} is missing: npm run build`);
+  const dir = mkdtempSync(join(tmpdir(), `cnikit-bench-warm-${spec.nodeIndex}-`));
+  const sockDir = join(dir, 'run');
+  mkdirSync(sockDir, { mode: 0o700 });
+  const socket = join(sockDir, 'cnikit.sock');
+  const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
+  const log = openSync(join(dir, 'serve.log'), 'a');
+  const svc = spawn(
+    join(dist, 'cnikit'),
+    ['serve', '--socket', socket, '--metrics', 'off', '--deadline-ms', '60000'],
+    { stdio: ['ignore', 'ignore', log], env: { PATH, NODENAME: spec.node } },
+  );
+  closeSync(log);
+  // the bench's kills take the node's service with the node (a node crash)
+  if (svc.pid) process.stdout.write(`pid\t${svc.pid}\n`);
+  for (let i = 0; ; i++) {
+    const r = spawnSync(join(dist, 'cnikit'), ['serve', '--check', '--socket', socket], { env: { PATH } });
+    if (r.status === 0) break;
+    if (i > 300 || svc.exitCode !== null) throw new Error(`cnikit serve of ${spec.node} does not answer`);
+    await sleep(100);
+  }
+  const conf = JSON.stringify({
+    cniVersion: '1.1.0',
+    name: spec.net,
+    type: 'cluster-ipam',
+    ipam: {
+      type: 'cluster-ipam',
+      range: RANGE,
+      range_start: ipOf(1),
+      range_end: ipOf(spec.pool),
+      network_name: spec.net,
+      kubernetes: { kubeconfig: spec.kubeconfig },
+    },
+  });
+  const add: Adder = (podName, containerID) =>
+    new Promise((resolve, reject) => {
+      const p = spawn(join(dist, 'warm', 'cluster-ipam'), [], {
+        stdio: ['pipe', 'pipe', 'ignore'],
+        env: {
+          PATH,
+          CNIKIT_SOCKET: socket,
+          CNI_COMMAND: 'ADD',
+          CNI_CONTAINERID: containerID,
+          // a namespace that is not the caller's (the plugin checks that); cluster-ipam never enters it
+          CNI_NETNS: '/proc/1/ns/net',
+          CNI_IFNAME: 'net1',
+          CNI_PATH: join(dist, 'warm'),
+          CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${podName};K8S_POD_UID=uid-${containerID}`,
+        },
+      });
+      let out = '';
+      p.stdout.on('data', (d: Buffer) => {
+        out += d.toString('utf8');
+      });
+      p.on('error', reject);
+      p.on('close', (code) => {
+        try {
+          const j = JSON.parse(out) as { ips?: Array<{ address: string }>; msg?: string };
+          const ip = j.ips?.[0]?.address?.split('/')[0];
+          if (code === 0 && ip) resolve({ ip, retries: 0 });
+          else reject(new Error(`warm client exit ${code}: ${j.msg ?? out.slice(0, 200)}`));
+        } catch {
+          reject(new Error(`warm client exit ${code}: ${out.slice(0, 200)}`));
+        }
+      });
+      p.stdin.end(conf);
+    });
+  const fallbacks = () => {
+    try {
+      return readFileSync(join(sockDir, 'client-fallbacks'), 'utf8')
+        .split('\n')
+        .filter((l) => l !== '').length;
+    } catch {
+      return 0;
+    }
+  };
+  const close = async () => {
+    if (svc.exitCode === null && svc.signalCode === null) {
+      const done = new Promise((r) => svc.once('exit', r));
+      svc.kill('SIGTERM');
+      const t = setTimeout(() => svc.kill('SIGKILL'), 10_000);
+      await done;
+      clearTimeout(t);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { add, close, fallbacks };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -528,7 +632,17 @@ async function worker(spec: WorkerSpec): Promise<void> {
     close = async () => kube.close();
     if (spec.scenario === 'whereabouts')
       add = (p, c, perAdd) => whereaboutsAdd({ request: countedKube(kube, calls, perAdd) }, spec, p, c);
-    else if (spec.scenario === 'cnikit-k8s-warm') {
+    else if (spec.scenario === 'cnikit-k8s-warm' && spec.warm !== 'in-process') {
+      // the node's real warm service, ADDs through the warm client
+      const served = await serviceAdder(spec);
+      add = served.add;
+      warmFallbacks = served.fallbacks;
+      const prev = close;
+      close = async () => {
+        await served.close();
+        await prev();
+      };
+    } else if (spec.scenario === 'cnikit-k8s-warm') {
       // one store for the node's process, as the warm service keeps it (its bound: the whole run)
       const store = new KubernetesStore({ kubeconfig: spec.kubeconfig as string, deadlineMs: 3_600_000 });
       const view = new NodeView();
@@ -649,6 +763,9 @@ async function worker(spec: WorkerSpec): Promise<void> {
     }),
   );
   res.connections = connections;
+  // a warm ADD the client ran cold (the service did not take it in time) is not the service's answer
+  for (let i = warmFallbacks(); i > 0; i--)
+    res.errors.push('the warm client fell back to the cold executable');
   await close();
   process.stdout.write(`${JSON.stringify(res)}\n`);
 }
@@ -1375,7 +1492,9 @@ async function runScenario(
       base.scenario === 'whereabouts'
         ? 'baseline'
         : base.scenario === 'cnikit-k8s-warm'
-          ? 'warm'
+          ? base.warm === 'in-process'
+            ? 'warm in-process'
+            : 'warm service'
           : `${base.driver} cold`,
     ...(errors.length ? { firstError: errors[0] } : {}),
     calls: mergeCalls(results.map((r) => r.calls)),
@@ -1435,6 +1554,7 @@ async function main(): Promise<void> {
   const kills = Number(arg('kills', '3'));
   const loadStart = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const startedAt = new Date();
+  const warm = arg('warm', 'service') as NonNullable<WorkerSpec['warm']>;
 
   const needK8s = only.some((s) => s !== 'cnikit-etcd');
   const dir = mkdtempSync(join(tmpdir(), 'cnikit-bench-cluster-ipam-'));
@@ -1526,6 +1646,7 @@ async function main(): Promise<void> {
           totalAdds,
           driver,
           budgetMs,
+          warm,
           ...(cp ? { kubeconfig: cp.kubeconfig } : {}),
           ...(etcd ? { etcd: { host: etcd.host } } : {}),
         };

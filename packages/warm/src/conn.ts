@@ -60,6 +60,30 @@ export class Conn {
     }
   }
 
+  /**
+   * readFrame without blocking the thread: polls every `pollMs` and lets the event loop run between (the service
+   * while calls run beside each other: their I/O goes on while this client is slow to send).
+   */
+  async readFrameAsync(deadline: number, pollMs = 1): Promise<{ type: number; body: Buffer }> {
+    for (;;) {
+      const f = this.#frames.shift();
+      if (f) return f;
+      const r = recvMsg(this.fd, 256 << 10, 0);
+      if (r === null) {
+        if (performance.now() >= deadline) throw new TimeoutError('no frame within the deadline');
+        await new Promise((resolve) => setTimeout(resolve, pollMs));
+        continue;
+      }
+      this.#fds.push(...r.fds);
+      if (r.data.length === 0) {
+        throw new ProtocolError(
+          this.#reader.pending ? 'connection closed in the middle of a frame' : 'connection closed',
+        );
+      }
+      this.#frames.push(...this.#reader.push(r.data));
+    }
+  }
+
   /** Takes ownership of the descriptors received so far. */
   takeFds(): number[] {
     const out = this.#fds;

@@ -16,8 +16,22 @@
  * and the client reports the lost connection as code 11. A request that throws is answered like cold mode (the
  * dispatcher turns every error into a CNI error object). The same re-exec happens between requests when the
  * executable file was replaced (an upgrade), so the new version serves the next call.
+ *
+ * Except: a call of a plugin of BESIDE (cluster-ipam: async store I/O only, no namespace switch) whose caller is in
+ * the service's own network namespace runs beside other such calls (no setns: the thread stays at home). The loop
+ * keeps accepting while they wait on their I/O; any other request waits until those in flight are answered and
+ * then runs alone, as above (a plugin that switches namespaces never shares the thread with another request).
  */
-import { chmodSync, lstatSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  chmodSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import {
   type AnyPlugin,
@@ -104,6 +118,10 @@ const WATCHDOG_GRACE_MS = 2_000;
 const OWNED_ENV = 'CNIKIT_SERVE_SOCKET_OWNED';
 /** Exit code when the process cannot return to its own namespace, or cannot re-exec itself. */
 const EX_SOFTWARE = 70;
+/** Plugins whose calls run beside each other (see the module comment): async I/O only, no namespace switch. */
+export const BESIDE = new Set(['cluster-ipam']);
+/** How often the accept loop looks for a new connection while calls run beside each other (the event loop runs). */
+const BESIDE_POLL_MS = 2;
 
 export interface ServeContext {
   /** Every plugin of the executable (loaded: a warm service evaluates them once, at start). */
@@ -292,6 +310,23 @@ export class Service {
   readonly #byName: Map<string, AnyPlugin>;
   #listenFd = -1;
   #homeFd = -1;
+  /** The home namespace's identity (dev:ino): a caller in it needs no setns. */
+  #homeId = '';
+  /**
+   * Connections handled while others are in flight (calls beside each other, or any connection accepted while one
+   * is), until answered. The order among them: the BESIDE calls share the lock (#take), every other request takes it
+   * alone.
+   */
+  readonly #beside = new Set<Promise<void>>();
+  /** The readers-writer lock of the requests in flight: shared (BESIDE, no setns) or alone (everything else). */
+  #sharing = 0;
+  #alone = false;
+  #aloneWaiting = 0;
+  #wakeUps: Array<() => void> = [];
+  /** Set by handle() (before its first await) when its request runs beside others. */
+  #lastBeside = false;
+  /** Requests between their start and their answer (the watchdog is disarmed when none is left). */
+  #running = 0;
   #activated = false;
   #stopping = false;
   #tainted = false;
@@ -338,6 +373,7 @@ export class Service {
     this.#gc = gcLoopFromEnv(process.env, log);
     this.#homeFd = openSync('/proc/thread-self/ns/net', 'r');
     setCloexec(this.#homeFd, true);
+    this.#homeId = nsId(this.#homeFd);
     this.#exe = fileId('/proc/self/exe');
     const env = process.env;
     if (env.LISTEN_FDS === '1' && env.LISTEN_PID === String(process.pid)) {
@@ -433,7 +469,13 @@ export class Service {
       // the metrics server, the trace export and a hosted daemon need the event loop: wake up more often then
       const busy =
         this.#metricsServer !== undefined || (this.#batcher?.queued ?? 0) > 0 || this.#residents.length > 0;
-      const c = acceptUnix(this.#listenFd, busy ? BUSY_POLL_MS : IDLE_POLL_MS);
+      const beside = this.#beside.size > 0;
+      const c = acceptUnix(this.#listenFd, beside ? 0 : busy ? BUSY_POLL_MS : IDLE_POLL_MS);
+      if (!c && beside) {
+        // calls in flight beside each other: let their I/O run, look again soon (or when one is answered)
+        await Promise.race([new Promise((r) => setTimeout(r, BESIDE_POLL_MS)), ...this.#beside]);
+        continue;
+      }
       if (!c && this.#sinceGc > 0) {
         // idle: collect the garbage of the requests served since the last collection, so the resident size
         // returns to its steady state between bursts (Bun.gc under Bun; global gc() only when Node exposes it)
@@ -447,12 +489,23 @@ export class Service {
           log(`refused a client of uid ${c.uid} (pid ${c.pid}): only root may use the service`);
           closeFd(c.fd);
         } else {
-          await this.handle(c.fd, c.pid);
+          this.#lastBeside = false;
+          // with nothing in flight: as ever (the request read with the thread blocked; a request that is not BESIDE
+          // runs before the next accept); else the request is awaited and the lock orders it among the others
+          const h = this.handle(c.fd, c.pid, beside);
+          if (beside || this.#lastBeside) {
+            this.#beside.add(h);
+            void h.finally(() => this.#beside.delete(h));
+          } else await h;
         }
       }
       // let signal handlers and timers run between connections
       await new Promise((r) => setImmediate(r));
       this.#gc?.tick();
+      if ((this.#tainted || this.exeReplaced() || this.#stopping) && this.#beside.size > 0) {
+        // the calls in flight are answered first (each within its deadline)
+        await Promise.allSettled([...this.#beside]);
+      }
       if (this.#tainted) {
         await this.stopResidents();
         this.reexec('a request exceeded its deadline', 'deadline');
@@ -542,8 +595,60 @@ export class Service {
     process.exit(EX_SOFTWARE);
   }
 
-  /** One connection: hello, request, run, reply. Never throws. */
-  async handle(fd: number, pid: number): Promise<void> {
+  /** Waits for the lock: `alone` for a request that may switch namespaces, else shared with other BESIDE calls. */
+  async #take(alone: boolean): Promise<void> {
+    const wait = () => new Promise<void>((r) => this.#wakeUps.push(r));
+    if (alone) {
+      this.#aloneWaiting++;
+      try {
+        while (this.#alone || this.#sharing > 0) await wait();
+      } finally {
+        this.#aloneWaiting--;
+      }
+      this.#alone = true;
+      return;
+    }
+    // a request waiting to run alone goes first: the calls beside each other do not starve it
+    while (this.#alone || this.#aloneWaiting > 0) await wait();
+    this.#sharing++;
+  }
+
+  #give(alone: boolean): void {
+    if (alone) this.#alone = false;
+    else this.#sharing--;
+    for (const f of this.#wakeUps.splice(0)) f();
+  }
+
+  /** The request's stdin asked for and awaited before the call runs (a BESIDE call: no blocking read in it). */
+  async prefetchStdin(conn: Conn, deadline: number): Promise<() => Uint8Array> {
+    let got: { errno: number; data: Buffer };
+    try {
+      conn.send(encodeFrame(T_NEED_STDIN), Math.max(1, deadline - performance.now()));
+      const f = await conn.readFrameAsync(deadline);
+      if (f.type !== T_STDIN) throw new ProtocolError(`expected stdin, got frame type ${f.type}`);
+      got = decodeStdin(f.body);
+    } catch (e) {
+      const err = new CniError(ErrorCode.IOFailure, `error reading from stdin: ${errorReason(e)}`);
+      return () => {
+        throw err;
+      };
+    }
+    if (got.errno !== 0) {
+      const text = STDIN_ERRNO[got.errno] ?? errnoMessage(got.errno);
+      const err = new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
+      return () => {
+        throw err;
+      };
+    }
+    const data = got.data;
+    return () => data;
+  }
+
+  /**
+   * One connection: hello, request, run, reply. Never throws. `busy`: other requests are in flight (the request
+   * is read without blocking the thread, and waits for the lock).
+   */
+  async handle(fd: number, pid: number, busy = false): Promise<void> {
     const conn = new Conn(fd);
     let netns = -1;
     const tAccept = performance.now();
@@ -552,25 +657,48 @@ export class Service {
         encodeHello({ version: PROTOCOL_VERSION, pid: process.pid, deadlineMs: this.opts.deadlineMs }),
         1000,
       );
-      const f = conn.readFrame(performance.now() + REQUEST_READ_MS);
+      // while calls run beside each other the request is awaited, not read with the thread blocked
+      const f = busy
+        ? await conn.readFrameAsync(performance.now() + REQUEST_READ_MS)
+        : conn.readFrame(performance.now() + REQUEST_READ_MS);
       if (f.type !== T_REQUEST) throw new ProtocolError(`expected a request frame, got type ${f.type}`);
       const fds = conn.takeFds();
       netns = fds.shift() ?? -1;
       for (const extra of fds) closeFd(extra);
       const req = decodeRequest(f.body);
+      // beside the others (BESIDE, a caller at home), or alone: after the calls in flight are answered
+      const beside = BESIDE.has(req.name) && netns >= 0 && nsIdOf(netns) === this.#homeId;
+      this.#lastBeside = beside;
+      const stdin = beside
+        ? await this.prefetchStdin(conn, performance.now() + this.opts.deadlineMs)
+        : undefined;
+      await this.#take(!beside);
       const tRequest = performance.now();
-      if (this.#watchdog) {
-        this.setWatchdog(); // the counters a watchdog re-execution hands over are today's
-        watchdogArm(this.opts.deadlineMs + WATCHDOG_GRACE_MS);
-      }
       let reply: Reply;
       const metrics = this.#metrics as Metrics;
-      metrics.inFlight++;
       try {
-        reply = await this.run1(conn, req, netns);
+        if (this.#tainted) {
+          // a call abandoned at its deadline may still run: nothing more before the service is replaced
+          reply = errorReply(
+            ErrorCode.TryAgainLater,
+            `cnikit service: restarting (a request exceeded the deadline of ${this.opts.deadlineMs} ms); try again`,
+          );
+        } else {
+          if (this.#watchdog) {
+            this.setWatchdog(); // the counters a watchdog re-execution hands over are today's
+            watchdogArm(this.opts.deadlineMs + WATCHDOG_GRACE_MS);
+          }
+          metrics.inFlight++;
+          this.#running++;
+          try {
+            reply = await this.run1(conn, req, netns, beside, stdin);
+          } finally {
+            metrics.inFlight--;
+            if (--this.#running === 0 && this.#watchdog) watchdogDisarm();
+          }
+        }
       } finally {
-        metrics.inFlight--;
-        if (this.#watchdog) watchdogDisarm();
+        this.#give(!beside);
       }
       const tRun = performance.now();
       metrics.observe(req.name, req.env.CNI_COMMAND ?? '', resultCode(reply), (tRun - tRequest) / 1000);
@@ -642,6 +770,10 @@ export class Service {
     conn: Conn,
     req: { flags: number; name: string; env: Record<string, string> },
     netns: number,
+    /** The caller is in the service's own namespace and runs beside others: no setns. */
+    beside = false,
+    /** The request's stdin, fetched already (prefetchStdin). */
+    prefetched?: () => Uint8Array,
   ): Promise<Reply> {
     const enc = new TextEncoder();
     if (netns < 0 || nsTypeOf(netns) !== CLONE_NEWNET) {
@@ -656,7 +788,7 @@ export class Service {
     let stderr = '';
     const io: PluginIO = {
       env,
-      stdin: () => this.fetchStdin(conn, deadline),
+      stdin: prefetched ?? (() => this.fetchStdin(conn, deadline)),
       stdout:
         req.flags & FLAG_STDOUT_CLOSED
           ? closedStdout
@@ -680,7 +812,7 @@ export class Service {
     const plugin = this.#byName.get(req.name);
     if (plugin) this.routeDelegates(env.CNI_PATH);
     try {
-      setns(netns);
+      if (!beside) setns(netns);
     } catch (e) {
       return errorReply(
         ErrorCode.TryAgainLater,
@@ -704,7 +836,7 @@ export class Service {
       stdout = cniErrorText(ErrorCode.Internal, errorReason(e));
     } finally {
       clearTimeout(timer);
-      this.goHome();
+      if (!beside) this.goHome();
     }
     if (outcome === 'timeout') {
       this.#tainted = true;
@@ -738,6 +870,21 @@ export function resultCode(reply: Reply): number {
   } catch {
     return ErrorCode.Internal;
   }
+}
+
+/** The identity of the namespace a descriptor refers to (dev:ino), '' when it cannot be read. */
+function nsId(fd: number): string {
+  try {
+    const st = fstatSync(fd, { bigint: true });
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return '';
+  }
+}
+
+function nsIdOf(fd: number): string {
+  const id = nsId(fd);
+  return id === '' ? '-' : id;
 }
 
 function nsTypeOf(fd: number): number {

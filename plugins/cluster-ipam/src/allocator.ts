@@ -131,6 +131,8 @@ export const VIEW_MAX_AGE_MS = 60_000;
  * blocks and records again for every ADD (a failed create only marks the name taken).
  */
 export const LENDERS_MAX_AGE_MS = 10_000;
+/** How many creates a borrow from that kept read may find taken before the pool's records are read again. */
+export const BORROW_CONFLICTS = 4;
 
 /**
  * What this node knows of the store: its blocks per pool and the records it holds. Cold: read for one call. Warm:
@@ -151,9 +153,55 @@ export class NodeView {
   loadedAt = 0;
   /** Reads from the store since it was made (the warm service's figure). */
   loads = 0;
-  /** The one exact read of this view was tried (a new view's; every later read comes from the cache). */
+  /** The one exact read of this view (confirm, after its first create) is done; every other read is cached. */
   exactTried = false;
+  /** That read while it runs. */
+  confirming: Promise<void> | undefined;
   #lock: Promise<unknown> = Promise.resolve();
+  /** Counts this view's own changes of `held`; `changed`: name → the count at its last change, while a read runs. */
+  #rev = 0;
+  #reading = 0;
+  readonly #changed = new Map<string, number>();
+
+  /** A record this node now holds (its create succeeded, or a read found it). */
+  hold(r: StoredObject<AllocationSpec>): void {
+    this.held.set(r.name, r);
+    this.#note(r.name);
+  }
+
+  /** A record this node no longer holds (deleted, or found changed). */
+  drop(name: string): void {
+    this.held.delete(name);
+    this.#note(name);
+  }
+
+  #note(name: string): void {
+    this.#rev++;
+    if (this.#reading > 0) this.#changed.set(name, this.#rev);
+  }
+
+  /**
+   * Reads into `held` what `read` answers, beside calls that create and delete records meanwhile (concurrent calls
+   * of the warm service): a name this view changed after the read began keeps the view's own state, whatever the
+   * answer says (the answer may predate the change). `replace`: names the answer lacks are forgotten (a full read of
+   * the node's records); else only added (a merge).
+   */
+  async readHeld(
+    read: () => Promise<StoredObject<AllocationSpec>[]>,
+    replace: boolean,
+  ): Promise<StoredObject<AllocationSpec>[]> {
+    const since = this.#rev;
+    this.#reading++;
+    try {
+      const got = await read();
+      const mine = (name: string) => (this.#changed.get(name) ?? 0) > since;
+      if (replace) for (const name of [...this.held.keys()]) if (!mine(name)) this.held.delete(name);
+      for (const r of got) if (!mine(r.name)) this.held.set(r.name, r);
+      return got;
+    } finally {
+      if (--this.#reading === 0) this.#changed.clear();
+    }
+  }
 
   /** Runs f when no other exclusive work of this view runs (one read, one block claim at a time). */
   exclusive<T>(f: () => Promise<T>): Promise<T> {
@@ -228,16 +276,15 @@ export class Allocator {
     const blockList = (p: Pool) =>
       this.store.list<BlockSpec>('blocks', blockPrefix(this.conf.net, p), { ...opts, node: this.conf.node });
     let lists: StoredObject<BlockSpec>[][];
-    let held: StoredObject<AllocationSpec>[];
     if (this.view)
-      [lists, held] = await Promise.all([
+      [lists] = await Promise.all([
         Promise.all(this.conf.pools.map(blockList)),
-        this.heldRecords(opts),
+        view.readHeld(() => this.heldRecords(opts), true),
       ]);
     else {
       lists = [];
       for (const p of this.conf.pools) lists.push(await blockList(p));
-      held = await this.heldRecords(opts);
+      await view.readHeld(() => this.heldRecords(opts), true);
     }
     const blocks = new Map<string, Map<bigint, string>>();
     this.conf.pools.forEach((p, i) => {
@@ -248,10 +295,12 @@ export class Allocator {
       }
       blocks.set(p.key, m);
     });
-    view.blocks.clear();
-    for (const [k, m] of blocks) view.blocks.set(k, m);
-    view.held.clear();
-    for (const r of held) view.held.set(r.name, r);
+    // blocks only come (claims of this node), never go while the node lives: what a claim meanwhile added stays
+    for (const [k, m] of blocks) {
+      const had = view.blocks.get(k);
+      if (had) for (const [base, name] of had) if (!m.has(base) && !quorum) m.set(base, name);
+      view.blocks.set(k, m);
+    }
     view.taken.clear();
     view.loadedAt = Date.now();
     view.loads++;
@@ -263,15 +312,13 @@ export class Allocator {
     if (view) {
       const stale = () => view.loadedAt === 0 || Date.now() - view.loadedAt > VIEW_MAX_AGE_MS;
       if (!stale()) return { view, fresh: false };
-      // a new service reads exactly (no lag: what its previous image wrote just before it died is seen), once;
-      // later reads (a minute old, after a failed call, after a failed exact read) come from the watch cache: an
-      // exact label-selected list reads and decodes every record of the resource from etcd, which a loaded API
-      // server did not answer within 10 s at 2 700 records, and a failure asked again at every ADD
+      // every read of the view comes from the watch cache: an exact label-selected list reads and decodes every
+      // record of the resource from etcd (a loaded API server did not answer one within 10 s at 2 700 records);
+      // what a previous image of the service wrote just before it died, which the cache may not show yet, is
+      // read once after this view's first create (confirm)
       return view.exclusive(async () => {
         if (!stale()) return { view, fresh: true };
-        const exact = !view.exactTried;
-        view.exactTried = true;
-        await this.load(view, exact);
+        await this.load(view);
         return { view, fresh: true };
       });
     }
@@ -290,10 +337,13 @@ export class Allocator {
     const { view, fresh } = await this.viewOf();
     try {
       for (const p of this.conf.pools) out.push(await this.allocateIn(p, owner, view, fresh));
+      const made = out.filter((a) => !a.existing);
+      const last = made[made.length - 1];
+      if (this.view && !view.exactTried && last) await this.confirm(view, last.record.version, owner, out);
     } catch (err) {
       for (const a of out) {
         if (a.existing) continue;
-        view.held.delete(a.record.name);
+        view.drop(a.record.name);
         await this.store
           .delete('allocations', a.record.name, a.record.version, a.record.spec)
           .catch(() => {});
@@ -301,6 +351,46 @@ export class Allocator {
       throw err;
     }
     return out;
+  }
+
+  /**
+   * The exact read of a new warm view, once, cheaply: the records this node holds listed not older than this
+   * call's own create (Kubernetes: from the watch cache once it has seen that create, so every earlier write too
+   * — what a killed image of the service wrote; not a quorum list), merged into the view. The calls that created
+   * a record meanwhile wait for it; a call whose attachment turns out to hold a record already (the killed
+   * image's ADD of it landed) answers that one and deletes its own, as a repeated ADD would have. When the read
+   * fails, the calls go on with the cached view, and the next create tries again.
+   */
+  private async confirm(view: NodeView, version: string, owner: Owner, out: Allocated[]): Promise<void> {
+    view.confirming ??= view
+      .readHeld(() => this.heldRecords({ fresh: true, atLeast: version }), false)
+      .then(
+        () => {
+          view.exactTried = true;
+        },
+        () => {
+          view.confirming = undefined;
+        },
+      );
+    await view.confirming;
+    if (!view.exactTried) return;
+    for (let i = 0; i < out.length; i++) {
+      const a = out[i] as Allocated;
+      if (a.existing) continue;
+      const before = this.existingBesides(a.pool, owner, view, a.record.name);
+      if (!before) continue;
+      if (await this.store.delete('allocations', a.record.name, a.record.version, a.record.spec))
+        view.drop(a.record.name);
+      out[i] = before;
+    }
+  }
+
+  private existingBesides(p: Pool, owner: Owner, view: NodeView, name: string): Allocated | undefined {
+    for (const r of view.held.values()) {
+      if (r.name !== name && this.matches(r, owner.containerID, owner.ifName) && r.spec.pool === p.key)
+        return { pool: p, ip: r.spec.ip, record: r, existing: true };
+    }
+    return undefined;
   }
 
   private existing(p: Pool, owner: Owner, view: NodeView): Allocated | undefined {
@@ -325,6 +415,14 @@ export class Allocator {
     if (had) return had;
     const got = await this.takeOwn(p, owner, view);
     if (got) return got;
+    // the node's blocks are full and there was no block to claim a moment ago: borrow from what that read found,
+    // beside the node's other calls (pending keeps them apart), not one at a time
+    const lent = fresh ? undefined : view.lenders.get(p.key);
+    if (lent && Date.now() - lent.at < LENDERS_MAX_AGE_MS) {
+      const got = await this.borrow(p, owner, view, lent.blocks, lent.used, BORROW_CONFLICTS);
+      if (got) return got;
+      if (view.lenders.get(p.key) === lent) view.lenders.delete(p.key);
+    }
     // the node's blocks are full: one call of this process at a time reads again and claims
     return view.exclusive(async () => {
       const meanwhile = (await this.takeOwn(p, owner, view)) ?? this.existing(p, owner, view);
@@ -333,7 +431,8 @@ export class Allocator {
         // the warm view ran dry: borrow from what the last borrowing read, when it is recent
         const lent = view.lenders.get(p.key);
         if (lent && Date.now() - lent.at < LENDERS_MAX_AGE_MS) {
-          const got = await this.borrow(p, owner, view, lent.blocks, lent.used);
+          // (read again meanwhile by the call before this one, typically)
+          const got = await this.borrow(p, owner, view, lent.blocks, lent.used, BORROW_CONFLICTS);
           if (got) return got;
           view.lenders.delete(p.key);
         }
@@ -364,7 +463,7 @@ export class Allocator {
         // its records were): read this node's records exactly first, so a repeated ADD answers the one it holds
         if (!reread) {
           reread = true;
-          for (const r of await this.heldRecords({})) view.held.set(r.name, r);
+          await view.readHeld(() => this.heldRecords({}), false);
           const had = this.existing(p, owner, view);
           if (had) return had;
         }
@@ -419,21 +518,51 @@ export class Allocator {
     throw new PoolExhaustedError(p);
   }
 
-  /** A free address in another node's block; concurrent borrowers start at different blocks. */
+  /**
+   * A free address in another node's block. The candidates are every address the lenders' read saw free (and this
+   * view knows nothing of), tried in an order of this attachment's own: borrowers of every node hunt for the last
+   * free addresses of a full pool at once, and a scan from an offset would send them all to the same next free one.
+   */
   private async borrow(
     p: Pool,
     owner: Owner,
     view: NodeView,
     blocks: Lender[],
     used: ReadonlySet<string>,
+    maxConflicts = Number.POSITIVE_INFINITY,
   ): Promise<Allocated | undefined> {
-    const start = blocks.length > 0 ? fnv(`${owner.containerID}/${owner.ifName}`) % blocks.length : 0;
-    for (let i = 0; i < blocks.length; i++) {
-      const b = blocks[(start + i) % blocks.length] as Lender;
-      const got = await this.takeIn(p, b.base, b.name, owner, true, view, used);
+    const prefix = this.recordPrefix(p);
+    const free: Array<{ v: bigint; block: string }> = [];
+    for (const b of blocks) {
+      const ref = blockAt(p, b.base);
+      for (let v = ref.first; v <= ref.last; v++) {
+        if (!allocatable(p, v)) continue;
+        const name = recordName(prefix, p.family, v);
+        if (!used.has(name) && !this.#known(view, name)) free.push({ v, block: b.name });
+      }
+    }
+    // a shuffle seeded by the attachment (xorshift32): reproducible, different per ADD
+    let seed = fnv(`${owner.containerID}/${owner.ifName}`) || 1;
+    for (let i = free.length - 1; i > 0; i--) {
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      const j = (seed >>> 0) % (i + 1);
+      [free[i], free[j]] = [free[j] as (typeof free)[number], free[i] as (typeof free)[number]];
+    }
+    let conflicts = 0;
+    for (const c of free) {
+      if (this.#known(view, recordName(prefix, p.family, c.v))) continue;
+      const got = await this.tryTake(p, c.v, c.block, owner, true, view);
       if (got) return got;
+      // taken since the read: past a few, the read is too old to be worth more creates (the caller reads again)
+      if (++conflicts >= maxConflicts) return undefined;
     }
     return undefined;
+  }
+
+  #known(view: NodeView, name: string): boolean {
+    return view.held.has(name) || view.taken.has(name) || view.pending.has(name);
   }
 
   /** A free address of one block, by creating its record; undefined when the block has none left. */
@@ -454,7 +583,7 @@ export class Allocator {
     for (let v = ref.first; v <= ref.last; v++) {
       if (!allocatable(p, v)) continue;
       const name = recordName(prefix, p.family, v);
-      if (view.held.has(name) || view.taken.has(name) || view.pending.has(name) || used?.has(name)) continue;
+      if (this.#known(view, name) || used?.has(name)) continue;
       free.push(v);
     }
     // concurrent ADDs on one node (cold siblings: each read the same view) try the free addresses in an order of
@@ -468,48 +597,62 @@ export class Allocator {
       const v = free[at] as bigint;
       free[at] = free[free.length - 1] as bigint;
       free.pop();
-      const name = recordName(prefix, p.family, v);
-      if (view.held.has(name) || view.taken.has(name) || view.pending.has(name)) continue;
-      const ip = ipText(p.family, v);
-      const spec: AllocationSpec = {
-        network: this.conf.net,
-        pool: p.key,
-        ip,
-        prefix: p.prefix,
-        containerID: owner.containerID,
-        ifName: owner.ifName,
-        podNamespace: owner.podNamespace ?? '',
-        podName: owner.podName ?? '',
-        podUID: owner.podUID ?? '',
-        node: this.conf.node,
-        block,
-        borrowed,
-        created: this.now().toISOString(),
-      };
-      view.pending.add(name);
-      let made: StoredObject<AllocationSpec> | undefined;
-      try {
-        made = await this.store.create<AllocationSpec>('allocations', name, spec);
-      } finally {
-        view.pending.delete(name);
-      }
-      if (made) {
-        view.held.set(name, made);
-        return { pool: p, ip, record: made, existing: false };
-      }
-      // someone else holds it: mark it and go on
-      view.taken.add(name);
+      const got = await this.tryTake(p, v, block, owner, borrowed, view);
+      if (got) return got;
       if (!this.view && !borrowed && refreshes < MAX_SIBLING_REFRESHES) {
         // cold: most likely a sibling ADD on this node took it, and took others since this call read its view.
         // This node's records again (one read of its own keys, the watch cache on Kubernetes: no write, unlike a
         // failed create), and what they hold leaves the free list
         refreshes++;
-        for (const r of await this.heldRecords({ cached: true })) view.held.set(r.name, r);
+        for (const r of await this.heldRecords({ cached: true })) view.hold(r);
         let n = 0;
         for (const f of free) if (!view.held.has(recordName(prefix, p.family, f))) free[n++] = f;
         free.length = n;
       }
     }
+    return undefined;
+  }
+
+  /** Creates the record of address v (undefined: someone holds it, or a call of this view is creating it). */
+  private async tryTake(
+    p: Pool,
+    v: bigint,
+    block: string,
+    owner: Owner,
+    borrowed: boolean,
+    view: NodeView,
+  ): Promise<Allocated | undefined> {
+    const name = recordName(this.recordPrefix(p), p.family, v);
+    if (this.#known(view, name)) return undefined;
+    const ip = ipText(p.family, v);
+    const spec: AllocationSpec = {
+      network: this.conf.net,
+      pool: p.key,
+      ip,
+      prefix: p.prefix,
+      containerID: owner.containerID,
+      ifName: owner.ifName,
+      podNamespace: owner.podNamespace ?? '',
+      podName: owner.podName ?? '',
+      podUID: owner.podUID ?? '',
+      node: this.conf.node,
+      block,
+      borrowed,
+      created: this.now().toISOString(),
+    };
+    view.pending.add(name);
+    let made: StoredObject<AllocationSpec> | undefined;
+    try {
+      made = await this.store.create<AllocationSpec>('allocations', name, spec);
+    } finally {
+      view.pending.delete(name);
+    }
+    if (made) {
+      view.hold(made);
+      return { pool: p, ip, record: made, existing: false };
+    }
+    // someone else holds it: mark it
+    view.taken.add(name);
     return undefined;
   }
 
@@ -546,12 +689,12 @@ export class Allocator {
     const out: string[] = [];
     for (const r of await this.find(containerID, ifName)) {
       if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
-        this.view?.held.delete(r.name);
+        this.view?.drop(r.name);
         out.push(r.spec.ip);
         continue;
       }
       // changed or gone meanwhile: delete it only if it is still ours
-      this.view?.held.delete(r.name);
+      this.view?.drop(r.name);
       const now = await this.store.get<AllocationSpec>('allocations', r.name);
       if (
         now &&
@@ -571,7 +714,7 @@ export class Allocator {
       if (r.spec.node !== this.conf.node) continue;
       if (keep.has(`${r.spec.containerID}\n${r.spec.ifName}`)) continue;
       if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
-        this.view?.held.delete(r.name);
+        this.view?.drop(r.name);
         out.push(r.spec.ip);
       }
     }

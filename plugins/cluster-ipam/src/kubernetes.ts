@@ -10,7 +10,8 @@
  * An object whose spec names a node also carries `ipam.cnikit.dev/node` = that node (same encoding), so "this
  * node's blocks" and "the records this node holds" are one label-selected list each, whatever the pool's size;
  * `cached` lists add `resourceVersion=0`: the API server answers from its watch cache instead of reading (and
- * decoding) every object of the resource from etcd.
+ * decoding) every object of the resource from etcd; `fresh` lists (`atLeast`: a create's resourceVersion) add
+ * `resourceVersion=<it>&resourceVersionMatch=NotOlderThan`: exact, from the watch cache once it has seen that write.
  *
  * Empty strings are left out of what is written (the spec's top-level fields): kube-apiserver 1.20 refuses an empty
  * string in a CRD's string property as "null" (HTTP 422); read back, such a field is absent (readers take it as empty).
@@ -46,6 +47,8 @@ export const RESOURCES: Record<StoreKind, { plural: string; kind: string }> = {
 const LABEL = `${GROUP}/p`;
 export const NODE_LABEL = `${GROUP}/node`;
 const MAX_SEGMENT_LABELS = 4;
+/** How long a `fresh` list waits for the watch cache to catch up before it reads from etcd (a quorum list). */
+export const FRESH_WAIT_MS = 1_000;
 
 /** Missing rights, a missing CRD, an unusable kubeconfig: the CNI call fails with code 7 and this text. */
 export class StoreConfigError extends Error {
@@ -136,6 +139,7 @@ export class KubernetesStore implements Store {
     kind: StoreKind,
     path: string,
     body?: unknown,
+    boundMs?: number,
   ): Promise<{ status: number; json: unknown }> {
     const left = this.deadline - Date.now();
     const what = `${method} ${RESOURCES[kind].plural}.${GROUP}`;
@@ -143,7 +147,13 @@ export class KubernetesStore implements Store {
       throw new StoreUnavailableError(`Kubernetes API ${this.conn.server}: out of time before ${what}`);
     let r: { status: number; body: string };
     try {
-      r = await kubeRequest(this.conn, method, path, body, Math.min(left, this.requestMs));
+      r = await kubeRequest(
+        this.conn,
+        method,
+        path,
+        body,
+        Math.min(left, this.requestMs, boundMs ?? Infinity),
+      );
     } catch (e) {
       if (e instanceof KubeUnreachableError)
         throw new StoreUnavailableError(`Kubernetes API unreachable (${e.message}) during ${what}`);
@@ -195,10 +205,36 @@ export class KubernetesStore implements Store {
    * is empty.
    */
   async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}): Promise<StoredObject<T>[]> {
-    const items = await this.#list<T>(kind, prefix, opts.node === undefined ? {} : { node: opts.node }, opts);
+    if (opts.fresh && opts.atLeast !== undefined && !opts.cached) {
+      // exact from the watch cache: the lists not older than a write of this resource just made (the cache answers
+      // once it has seen that write, so every earlier one too); not older than the present would wait for the
+      // resource's next write (kube-apiserver 1.20's cache of a quiet resource lags the present). A cache that does
+      // not catch up within FRESH_WAIT_MS, or a server that refuses, gets the quorum list
+      try {
+        return await this.#nodeList<T>(kind, prefix, opts, { atLeast: opts.atLeast, boundMs: FRESH_WAIT_MS });
+      } catch (e) {
+        if (e instanceof StoreConfigError) throw e;
+      }
+    }
+    return this.#nodeList<T>(kind, prefix, opts, {});
+  }
+
+  async #nodeList<T>(
+    kind: StoreKind,
+    prefix: string,
+    opts: ListOptions,
+    at: { atLeast?: string; boundMs?: number },
+  ): Promise<StoredObject<T>[]> {
+    const items = await this.#list<T>(
+      kind,
+      prefix,
+      opts.node === undefined ? {} : { node: opts.node },
+      opts,
+      at,
+    );
     if (opts.node === undefined || opts.cached) return items;
     const seen = new Set(items.map((o) => o.name));
-    for (const o of await this.#list<T>(kind, prefix, { unlabelled: true }, opts))
+    for (const o of await this.#list<T>(kind, prefix, { unlabelled: true }, opts, at))
       if (!seen.has(o.name) && (o.spec as { node?: unknown } | null)?.node === opts.node) items.push(o);
     return items;
   }
@@ -219,6 +255,7 @@ export class KubernetesStore implements Store {
     prefix: string,
     sel: { node?: string; unlabelled?: boolean },
     opts: ListOptions,
+    at: { atLeast?: string; boundMs?: number } = {},
   ): Promise<StoredObject<T>[]> {
     const selectors: string[] = [];
     if (prefix.endsWith('.')) {
@@ -230,12 +267,18 @@ export class KubernetesStore implements Store {
     if (sel.unlabelled) selectors.push(`!${NODE_LABEL}`);
     const query = [
       ...(selectors.length > 0 ? [`labelSelector=${encodeURIComponent(selectors.join(','))}`] : []),
-      ...(opts.cached ? ['resourceVersion=0'] : []),
+      ...(opts.cached
+        ? ['resourceVersion=0']
+        : at.atLeast
+          ? [`resourceVersion=${at.atLeast}`, 'resourceVersionMatch=NotOlderThan']
+          : []),
     ];
     const { status, json } = await this.call(
       'GET',
       kind,
       `${this.path(kind)}${query.length > 0 ? `?${query.join('&')}` : ''}`,
+      undefined,
+      at.boundMs,
     );
     if (status !== 200) this.fail(`list ${RESOURCES[kind].plural}`, status, json);
     const items = ((json as { items?: KubeObject<T>[] }).items ?? []).filter(
@@ -248,6 +291,16 @@ export class KubernetesStore implements Store {
 
   rebound(ms: number): void {
     this.deadline = Date.now() + ms;
+  }
+
+  /**
+   * This store's connection with a bound of its own (ms from now): the warm service's concurrent calls share the
+   * kept connection, each within its own deadline. Closing it leaves the connection open.
+   */
+  withBound(ms: number): Store {
+    const s = new KubernetesStore({ connection: this.conn, deadlineMs: ms, requestMs: this.requestMs });
+    s.close = async () => {};
+    return s;
   }
 
   async get<T>(kind: StoreKind, name: string): Promise<StoredObject<T> | undefined> {

@@ -27,6 +27,15 @@ export class StoreUnavailableError extends Error {
 export interface ListOptions {
   node?: string;
   cached?: boolean;
+  /**
+   * With `atLeast` (the version of a write of this kind just made, a create's): exact for every write before that
+   * one (as without `cached`), but the store may answer from its cache once that has seen the write (Kubernetes:
+   * the label-selected list at resourceVersion NotOlderThan it, from the watch cache; a quorum list when the cache
+   * does not catch up in time). The warm view's one exact read. Without `atLeast`: an exact list.
+   */
+  fresh?: boolean;
+  /** See `fresh`. */
+  atLeast?: string;
 }
 
 export interface Store {
@@ -46,4 +55,6 @@ export interface Store {
   close(): Promise<void>;
   /** A long-lived store (the warm service keeps one): bound the next operation's work to ms from now. */
   rebound?(ms: number): void;
+  /** The same store (its connection) bounded to ms from now for one call, beside other calls; its close() is a no-op. */
+  withBound?(ms: number): Store;
 }

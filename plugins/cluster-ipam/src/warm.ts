@@ -4,8 +4,10 @@
  * plugin keeps, from call to call, per datastore: one open store (its connection kept alive; each call bounds it
  * anew with `rebound`), and per network and node: the NodeView (allocator.ts) — this node's blocks and the
  * records it holds, a bitmap in memory kept in sync by the service's own writes. An ADD is then one durable write
- * (the record's create), a DEL one delete. The view is read exactly when the service starts (what a killed
- * image of it wrote is seen), again when it runs dry or is a minute old, and from scratch after a store failure.
+ *  (the record's create), a DEL one delete. The view is read from the watch cache (at the first call, when it runs
+ * dry, when it is a minute old, after a store failure) and once exactly after its first create, not older than it
+ * (what a killed image of the service wrote is seen: allocator.ts confirm). The service runs these calls beside
+ * each other (packages/warm/src/serve.ts BESIDE): each gets the kept store with a bound of its own (withBound).
  * Without the service (an exec'd plugin, a process that ends with the call) nothing is kept: the cold path.
  */
 import { statSync } from 'node:fs';
@@ -72,14 +74,16 @@ export function warmUse(conf: ClusterIPAMConf, deadlineMs: number, open: () => S
       kept = false;
     }
   }
-  entry.store.rebound?.(deadlineMs);
+  // a call of its own bound beside the others (concurrent calls of the service), else the one store re-bounded
+  const bounded = entry.store.withBound?.(deadlineMs);
+  if (!bounded) entry.store.rebound?.(deadlineMs);
   const vk = viewKey(conf);
   let view = views.get(vk);
   if (!view) {
     view = new NodeView();
     views.set(vk, view);
   }
-  const store = entry.store;
+  const store = bounded ?? entry.store;
   const v = view;
   return {
     store,
