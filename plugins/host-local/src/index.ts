@@ -191,6 +191,7 @@ function del(req: Request<IPAMConfig>): void {
   const errors = new ErrorList();
   try {
     store.withLock(() => {
+      store.useIndex(); // keeps the listing index valid through the release (reads only the index)
       if (releaseNamed(store, req, conf.ranges)) return;
       releaseAll(store, store.scan().entries, req.containerId, req.ifName, conf.ranges.length, errors);
     });
