@@ -7,7 +7,11 @@
  * (/usr/lib/cni), each exec timed by a C launcher (posix_spawn + waitpid). The probe shares the fillers' host-local and
  * tuning data directories, so directory scans see every pod.
  *
- *   node --conditions=cnikit-source --import tsx bench/scale.ts [--runs=20] [--levels=0,50,100,250] [--trace=5] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/scale.ts [--runs=20] [--levels=0,50,100,250] [--trace=5]
+ *     [--base=DIR] [--json]
+ *
+ * --base=DIR: a second cnikit build (a copy of dist-bin/ from another tree) timed in the same alternation, as `cold0`
+ * and `warm0` (its own `cnikit serve`): before/after figures from one run.
  *
  * Reported per implementation, plugin and command: the median wall time at each level and the growth (median at the
  * last level / median at the first), the same for the CPU time (user + system of the plugin and the tools it ran;
@@ -25,6 +29,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import {
   closeSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -56,14 +61,24 @@ const STRACE = arg('strace', '');
 const TRACE = Number(arg('trace', '5'));
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 
-type Impl = 'cold' | 'warm' | 'go';
-const IMPLS: Impl[] = (arg('impls', 'cold,warm,go').split(',') as Impl[]).filter((i) =>
-  ['cold', 'warm', 'go'].includes(i),
-);
+/** --base=DIR: another cnikit build (a dist-bin copy of an earlier tree) timed beside, as cold0 and warm0. */
+const BASE = arg('base', '');
+type Impl = 'cold' | 'warm' | 'go' | 'cold0' | 'warm0';
+const IMPLS: Impl[] = (
+  arg('impls', BASE ? 'cold0,cold,warm0,warm,go' : 'cold,warm,go').split(',') as Impl[]
+).filter((i) => ['cold', 'warm', 'go', ...(BASE ? ['cold0', 'warm0'] : [])].includes(i));
 const DIRS: Record<Impl, string> = {
   cold: join(ROOT, 'dist-bin'),
   warm: join(ROOT, 'dist-bin', 'warm'),
   go: '/usr/lib/cni',
+  cold0: BASE,
+  warm0: join(BASE, 'warm'),
+};
+const isWarm = (i: Impl) => i === 'warm' || i === 'warm0';
+/** The multicall executable a warm implementation's service runs. */
+const SERVE: Partial<Record<Impl, string>> = {
+  warm: join(ROOT, 'dist-bin', 'cnikit'),
+  warm0: join(BASE, 'cnikit'),
 };
 const PLUGINS = ['bridge', 'tuning', 'portmap', 'bandwidth'] as const;
 for (const impl of [...IMPLS, 'go' as const])
@@ -78,16 +93,25 @@ for (const impl of [...IMPLS, 'go' as const])
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bench-scale-'));
 const runDir = join(scratch, 'run');
 mkdirSync(runDir, { mode: 0o700 });
-const SOCK = join(runDir, 'cnikit.sock');
-const chain = (hostPort: number): Conf[] =>
-  kubeletChain({ bridge: 'cniscale0', subnet: '10.79.0.0/16', dir: scratch, hostPort });
+const sockOf = (i: Impl) => join(runDir, `cnikit-${i}.sock`);
+/**
+ * The Go probe's host-local and tuning state lives in a copy of the fillers' (refreshed at each level), so that the
+ * cnikit probes see a directory only cnikit changed between their calls, as on a node that runs one implementation
+ * (host-local's listing index is not trusted after another writer's change: docs/plugins/host-local.md).
+ */
+const goProbeDir = join(scratch, 'go-probe');
+const baseProbeDir = join(scratch, 'base-probe');
+const probeDir = (i: Impl) =>
+  i === 'go' ? goProbeDir : i === 'cold0' || i === 'warm0' ? baseProbeDir : scratch;
+const chain = (hostPort: number, dir = scratch): Conf[] =>
+  kubeletChain({ bridge: 'cniscale0', subnet: '10.79.0.0/16', dir, hostPort });
 
 const launch = compileLauncher(scratch);
-let service: ChildProcess | undefined;
-if (IMPLS.includes('warm')) {
-  const fd = openSync(join(scratch, 'service.log'), 'a');
+const services: Partial<Record<Impl, ChildProcess>> = {};
+for (const impl of IMPLS.filter(isWarm)) {
+  const fd = openSync(join(scratch, `service-${impl}.log`), 'a');
   try {
-    service = spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', SOCK], {
+    services[impl] = spawn(SERVE[impl]!, ['serve', '--socket', sockOf(impl)], {
       stdio: ['ignore', 'ignore', fd],
       env: { PATH },
     });
@@ -106,23 +130,26 @@ if (TRACE > 0 && IMPLS.includes('cold')) {
 }
 const load0 = loadavg();
 try {
-  if (service) {
+  for (const impl of IMPLS.filter(isWarm)) {
     for (let i = 0; ; i++) {
-      const c = spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', SOCK], {
+      const c = spawnSync(SERVE[impl]!, ['serve', '--check', '--socket', sockOf(impl)], {
         env: { PATH },
       });
       if (c.status === 0) break;
       if (i > 200)
-        throw new Error(`the service did not start: ${readFileSync(join(scratch, 'service.log'), 'utf8')}`);
+        throw new Error(
+          `the service did not start: ${readFileSync(join(scratch, `service-${impl}.log`), 'utf8')}`,
+        );
       spawnSync('sleep', ['0.05']);
     }
   }
   /** CPU ns the warm service's threads have used (schedstat), so a warm call's CPU is the service's share. */
-  const serviceCpu = (): number => {
-    if (!service?.pid) return 0;
+  const serviceCpu = (impl: Impl): number => {
+    const pid = services[impl]?.pid;
+    if (!pid) return 0;
     let ns = 0;
-    for (const t of readdirSync(`/proc/${service.pid}/task`))
-      ns += Number(readFileSync(`/proc/${service.pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    for (const t of readdirSync(`/proc/${pid}/task`))
+      ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
     return ns;
   };
   /** While tracing: the calls traced, by trace id (the call's TRACEPARENT names a parent span `PARENT`). */
@@ -131,9 +158,9 @@ try {
   const hex = (n: number) =>
     Array.from({ length: n }, () => Math.floor(Math.random() * 16).toString(16)).join('');
   const exec = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) => {
-    const c0 = impl === 'warm' ? serviceCpu() : 0;
+    const c0 = isWarm(impl) ? serviceCpu(impl) : 0;
     const r = run(impl, cmd, id, ns, conf);
-    if (impl === 'warm') r.cpuMs += (serviceCpu() - c0) / 1e6;
+    if (isWarm(impl)) r.cpuMs += (serviceCpu(impl) - c0) / 1e6;
     return r;
   };
   const run = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) => {
@@ -153,7 +180,7 @@ try {
         CNI_NETNS: ns.path,
         CNI_IFNAME: 'eth0',
         CNI_PATH: DIRS[impl],
-        CNIKIT_SOCKET: SOCK,
+        CNIKIT_SOCKET: sockOf(impl),
         PATH,
         ...traced,
       },
@@ -201,7 +228,7 @@ try {
     const addCpu: number[] = [];
     const delCpu: number[] = [];
     let prev: unknown;
-    const confs = chain(hostPort);
+    const confs = chain(hostPort, id === 'probe' ? probeDir(impl) : scratch);
     for (const p of confs) {
       const r = exec(impl, 'ADD', id, ns, { ...p, ...(prev ? { prevResult: prev } : {}) });
       prev = JSON.parse(r.stdout);
@@ -268,6 +295,11 @@ try {
       const ns = sb.newContainer();
       pod('go', `filler-${alive}`, ns, 20000 + alive, false);
       alive++;
+    }
+    for (const d of [goProbeDir, baseProbeDir]) {
+      rmSync(d, { recursive: true, force: true });
+      if (existsSync(join(scratch, 'ipam')))
+        cpSync(join(scratch, 'ipam'), join(d, 'ipam'), { recursive: true });
     }
     for (const impl of IMPLS) pod(impl, 'probe', probeNs, 18080, true); // warm-up
     for (const impl of IMPLS)
@@ -375,7 +407,7 @@ try {
   }
 } finally {
   inHost.restore();
-  service?.kill('SIGTERM');
+  for (const s of Object.values(services)) s.kill('SIGTERM');
   for (const c of Object.values(collectors)) void c.stop();
   sb.destroy();
   rmSync(scratch, { recursive: true, force: true });

@@ -277,8 +277,8 @@ function status(req: Request<IPAMConfig>): void {
     store = Store.open(conf.dataDir, conf.name);
     const s = store;
     s.withLock(() => {
+      const { names } = s.scan(); // first: the listing index stays usable through the write test below
       s.dropTemp(s.writeTemp('status'));
-      const { names } = s.scan();
       full = conf.ranges.find((set) => rangeSetFree(set, names) <= 0n);
     });
   } catch (err) {

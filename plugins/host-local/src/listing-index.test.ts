@@ -207,3 +207,19 @@ describe('listing index', () => {
     assert.deepEqual(reservations(dir), { '10.1.0.2': 'ours\r\neth0', '10.1.0.3': 'theirs\r\neth0' });
   });
 });
+
+describe('listing index: STATUS', () => {
+  test('STATUS uses the index and keeps it valid (its write test included); a full range set is still seen', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    const conf = net(tmp.path, { subnet: '10.1.2.0/29' });
+    for (const id of ['a', 'b', 'c', 'd', 'e'])
+      assert.equal((await hl.call('ADD', conf, { containerId: id })).code, 0);
+    const st = await hl.call('STATUS', conf);
+    assert.equal(st.json.code, 50, 'the /29 is full');
+    const ix = JSON.parse(readFileSync(join(tmp.path, IDX), 'utf8'));
+    assert.equal(ix.mtimeNs, String(mtimeNs(dir)), 'still valid after STATUS');
+    assert.equal((await hl.call('DEL', conf, { containerId: 'c' })).code, 0);
+    assert.equal((await hl.call('STATUS', conf)).code, 0, 'one address free again');
+  });
+});
