@@ -148,8 +148,13 @@ try {
     const pid = services[impl]?.pid;
     if (!pid) return 0;
     let ns = 0;
-    for (const t of readdirSync(`/proc/${pid}/task`))
-      ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        // a thread that ended meanwhile (ESRCH): its time is no longer counted anywhere
+      }
+    }
     return ns;
   };
   /** While tracing: the calls traced, by trace id (the call's TRACEPARENT names a parent span `PARENT`). */

@@ -38,7 +38,6 @@
  * noticed: a reservation file rewritten in place (its content changed without creating, removing or renaming a
  * name), which neither implementation does. The directory's own content stays exactly the reference's.
  */
-import { createHash } from 'node:crypto';
 import {
   constants as C,
   closeSync,
@@ -63,13 +62,16 @@ export const LINE_BREAK = '\r\n';
 const TMP_PREFIX = '.cnikit-';
 /** Initial size of the shared read buffer (grown when a file is larger: files are always read completely). */
 const READ_BUF = 4096;
-/** The listing index of network `<name>`: `<dataDir>/.cnikit-index-<first 16 hex of sha256(name)>` (see above). */
+/** The listing index of network `<name>`: `<dataDir>/.cnikit-index-<64-bit FNV-1a of the name, hex>` (see above). */
 export const INDEX_PREFIX = '.cnikit-index-';
 const INDEX_VERSION = 1;
 
 /** The file name of a network's listing index (in the dataDir, beside the network's directory). */
 export function indexName(network: string): string {
-  return INDEX_PREFIX + createHash('sha256').update(network).digest('hex').slice(0, 16);
+  // FNV-1a over the UTF-8 bytes, 64 bits (node:crypto is not loaded for it: its load costs a cold call ms)
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(network, 'utf8')) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return INDEX_PREFIX + h.toString(16).padStart(16, '0');
 }
 
 /** What a locked call knows of the directory: every name, the reservation candidates' contents, the symlinks. */
