@@ -7,7 +7,11 @@
  * (/usr/lib/cni), each exec timed by a C launcher (posix_spawn + waitpid). The probe shares the fillers' host-local and
  * tuning data directories, so directory scans see every pod.
  *
- *   node --conditions=cnikit-source --import tsx bench/scale.ts [--runs=20] [--levels=0,50,100,250] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/scale.ts [--runs=20] [--levels=0,50,100,250] [--trace=5]
+ *     [--base=DIR] [--json]
+ *
+ * --base=DIR: a second cnikit build (a copy of dist-bin/ from another tree) timed in the same alternation, as `cold0`
+ * and `warm0` (its own `cnikit serve`): before/after figures from one run.
  *
  * Reported per implementation, plugin and command: the median wall time at each level and the growth (median at the
  * last level / median at the first), the same for the CPU time (user + system of the plugin and the tools it ran;
@@ -15,10 +19,17 @@
  * service's threads used during the call), the chain totals, and the load
  * average before and after the run. Target: growth
  * ≤ 1.2× for every plugin's ADD and DEL (machine noise included: read the ratios, not the absolute figures).
+ *
+ * Per step (--trace=N, default 5; 0: off): after the timed rounds of a level, N more probe chains of cnikit cold and
+ * warm are traced (a W3C trace context per call, `otlpEndpoint` pointing at a collector of the benchmark's own, see
+ * docs/observability.md) and each plugin call's spans are summed by step (`delegate host-local ADD`, `netns`,
+ * `exec iptables-restore`, …; `(rest)`: the call's span minus its direct children), medians per level. Traced calls
+ * are not in the timed figures.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import {
   closeSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -31,6 +42,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns, type NamedNetns } from '@cnikit/testing';
 import { type Conf, kubeletChain } from './lib/chains.ts';
+import { type Collector, type SpanRow, startCollector } from './lib/collector.ts';
 import { compileLauncher } from './lib/launcher.ts';
 import { quantile } from './lib/side-by-side.ts';
 
@@ -45,16 +57,28 @@ const LEVELS = arg('levels', '0,50,100,250').split(',').map(Number);
 const JSON_OUT = process.argv.includes('--json');
 /** --strace=DIR: after each level, one cold probe chain under strace (execs, netlink and directory reads), in DIR. */
 const STRACE = arg('strace', '');
+/** --trace=N: N traced probe chains per level and cnikit mode, their spans summed per step (0: none). */
+const TRACE = Number(arg('trace', '5'));
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 
-type Impl = 'cold' | 'warm' | 'go';
-const IMPLS: Impl[] = (arg('impls', 'cold,warm,go').split(',') as Impl[]).filter((i) =>
-  ['cold', 'warm', 'go'].includes(i),
-);
+/** --base=DIR: another cnikit build (a dist-bin copy of an earlier tree) timed beside, as cold0 and warm0. */
+const BASE = arg('base', '');
+type Impl = 'cold' | 'warm' | 'go' | 'cold0' | 'warm0';
+const IMPLS: Impl[] = (
+  arg('impls', BASE ? 'cold0,cold,warm0,warm,go' : 'cold,warm,go').split(',') as Impl[]
+).filter((i) => ['cold', 'warm', 'go', ...(BASE ? ['cold0', 'warm0'] : [])].includes(i));
 const DIRS: Record<Impl, string> = {
   cold: join(ROOT, 'dist-bin'),
   warm: join(ROOT, 'dist-bin', 'warm'),
   go: '/usr/lib/cni',
+  cold0: BASE,
+  warm0: join(BASE, 'warm'),
+};
+const isWarm = (i: Impl) => i === 'warm' || i === 'warm0';
+/** The multicall executable a warm implementation's service runs. */
+const SERVE: Partial<Record<Impl, string>> = {
+  warm: join(ROOT, 'dist-bin', 'cnikit'),
+  warm0: join(BASE, 'cnikit'),
 };
 const PLUGINS = ['bridge', 'tuning', 'portmap', 'bandwidth'] as const;
 for (const impl of [...IMPLS, 'go' as const])
@@ -69,16 +93,25 @@ for (const impl of [...IMPLS, 'go' as const])
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bench-scale-'));
 const runDir = join(scratch, 'run');
 mkdirSync(runDir, { mode: 0o700 });
-const SOCK = join(runDir, 'cnikit.sock');
-const chain = (hostPort: number): Conf[] =>
-  kubeletChain({ bridge: 'cniscale0', subnet: '10.79.0.0/16', dir: scratch, hostPort });
+const sockOf = (i: Impl) => join(runDir, `cnikit-${i}.sock`);
+/**
+ * The Go probe's host-local and tuning state lives in a copy of the fillers' (refreshed at each level), so that the
+ * cnikit probes see a directory only cnikit changed between their calls, as on a node that runs one implementation
+ * (host-local's listing index is not trusted after another writer's change: docs/plugins/host-local.md).
+ */
+const goProbeDir = join(scratch, 'go-probe');
+const baseProbeDir = join(scratch, 'base-probe');
+const probeDir = (i: Impl) =>
+  i === 'go' ? goProbeDir : i === 'cold0' || i === 'warm0' ? baseProbeDir : scratch;
+const chain = (hostPort: number, dir = scratch): Conf[] =>
+  kubeletChain({ bridge: 'cniscale0', subnet: '10.79.0.0/16', dir, hostPort });
 
 const launch = compileLauncher(scratch);
-let service: ChildProcess | undefined;
-if (IMPLS.includes('warm')) {
-  const fd = openSync(join(scratch, 'service.log'), 'a');
+const services: Partial<Record<Impl, ChildProcess>> = {};
+for (const impl of IMPLS.filter(isWarm)) {
+  const fd = openSync(join(scratch, `service-${impl}.log`), 'a');
   try {
-    service = spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', SOCK], {
+    services[impl] = spawn(SERVE[impl]!, ['serve', '--socket', sockOf(impl)], {
       stdio: ['ignore', 'ignore', fd],
       env: { PATH },
     });
@@ -86,37 +119,65 @@ if (IMPLS.includes('warm')) {
     closeSync(fd);
   }
 }
+// the warm service exports its spans from the host's namespace, cold plugins from the private one: one collector each
+const collectors: Partial<Record<Impl, Collector>> = {};
+if (TRACE > 0 && IMPLS.includes('warm')) collectors.warm = startCollector(join(scratch, 'spans-warm'));
 const sb = createSandbox({ prefix: 'cnikit-scale' });
 const inHost = enterNetns(sb.host.path);
+if (TRACE > 0 && IMPLS.includes('cold')) {
+  spawnSync('ip', ['link', 'set', 'lo', 'up']); // the private host namespace's loopback, for the cold collector
+  collectors.cold = startCollector(join(scratch, 'spans-cold'));
+}
 const load0 = loadavg();
 try {
-  if (service) {
+  for (const impl of IMPLS.filter(isWarm)) {
     for (let i = 0; ; i++) {
-      const c = spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', SOCK], {
+      const c = spawnSync(SERVE[impl]!, ['serve', '--check', '--socket', sockOf(impl)], {
         env: { PATH },
       });
       if (c.status === 0) break;
       if (i > 200)
-        throw new Error(`the service did not start: ${readFileSync(join(scratch, 'service.log'), 'utf8')}`);
+        throw new Error(
+          `the service did not start: ${readFileSync(join(scratch, `service-${impl}.log`), 'utf8')}`,
+        );
       spawnSync('sleep', ['0.05']);
     }
   }
   /** CPU ns the warm service's threads have used (schedstat), so a warm call's CPU is the service's share. */
-  const serviceCpu = (): number => {
-    if (!service?.pid) return 0;
+  const serviceCpu = (impl: Impl): number => {
+    const pid = services[impl]?.pid;
+    if (!pid) return 0;
     let ns = 0;
-    for (const t of readdirSync(`/proc/${service.pid}/task`))
-      ns += Number(readFileSync(`/proc/${service.pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        // a thread that ended meanwhile (ESRCH): its time is no longer counted anywhere
+      }
+    }
     return ns;
   };
+  /** While tracing: the calls traced, by trace id (the call's TRACEPARENT names a parent span `PARENT`). */
+  let tracing: Map<string, { cmd: string; plugin: string }> | undefined;
+  const PARENT = '00f067aa0ba902b7';
+  const hex = (n: number) =>
+    Array.from({ length: n }, () => Math.floor(Math.random() * 16).toString(16)).join('');
   const exec = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) => {
-    const c0 = impl === 'warm' ? serviceCpu() : 0;
+    const c0 = isWarm(impl) ? serviceCpu(impl) : 0;
     const r = run(impl, cmd, id, ns, conf);
-    if (impl === 'warm') r.cpuMs += (serviceCpu() - c0) / 1e6;
+    if (isWarm(impl)) r.cpuMs += (serviceCpu(impl) - c0) / 1e6;
     return r;
   };
-  const run = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) =>
-    launch(
+  const run = (impl: Impl, cmd: 'ADD' | 'DEL', id: string, ns: NamedNetns, conf: Conf) => {
+    const traced: Record<string, string> = {};
+    const collector = tracing ? collectors[impl] : undefined;
+    if (tracing && collector) {
+      const traceId = hex(32);
+      tracing.set(traceId, { cmd, plugin: conf.type as string });
+      traced.TRACEPARENT = `00-${traceId}-${PARENT}-01`;
+      traced.CNIKIT_OTLP_TIMEOUT_MS = '2000';
+    }
+    return launch(
       join(DIRS[impl], conf.type as string),
       {
         CNI_COMMAND: cmd,
@@ -124,11 +185,47 @@ try {
         CNI_NETNS: ns.path,
         CNI_IFNAME: 'eth0',
         CNI_PATH: DIRS[impl],
-        CNIKIT_SOCKET: SOCK,
+        CNIKIT_SOCKET: sockOf(impl),
         PATH,
+        ...traced,
       },
-      JSON.stringify({ cniVersion: '1.0.0', name: 'bench-scale', ...conf }),
+      JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 'bench-scale',
+        ...conf,
+        ...(collector && tracing ? { otlpEndpoint: collector.url } : {}),
+      }),
     );
+  };
+  /**
+   * Each traced call's spans summed by step: the path of span names below the call's own span (`netns`,
+   * `delegate host-local ADD > host-local ADD`, …) and `(rest)`, the call's span minus its direct children.
+   */
+  const stepsOf = (spans: SpanRow[], calls: Map<string, { cmd: string; plugin: string }>) => {
+    const out: Array<{ cmd: string; plugin: string; steps: Map<string, number> }> = [];
+    const byParent = new Map<string, SpanRow[]>();
+    for (const s of spans) {
+      const k = `${s.traceId}/${s.parentSpanId}`;
+      byParent.set(k, [...(byParent.get(k) ?? []), s]);
+    }
+    for (const [traceId, call] of calls) {
+      const root = byParent.get(`${traceId}/${PARENT}`)?.[0];
+      if (!root) continue;
+      const steps = new Map<string, number>([[root.name, root.ms]]);
+      const walk = (s: SpanRow, path: string) => {
+        for (const c of byParent.get(`${traceId}/${s.spanId}`) ?? []) {
+          const p = path ? `${path} > ${c.name}` : c.name;
+          steps.set(p, (steps.get(p) ?? 0) + c.ms);
+          walk(c, p);
+        }
+      };
+      walk(root, '');
+      const direct = (byParent.get(`${traceId}/${root.spanId}`) ?? []).reduce((a, c) => a + c.ms, 0);
+      steps.set('(rest)', root.ms - direct);
+      out.push({ ...call, steps });
+    }
+    return out;
+  };
   /** The whole chain's ADD then DEL for one pod; per-plugin times in PLUGINS order. */
   const pod = (impl: Impl, id: string, ns: NamedNetns, hostPort: number, del: boolean) => {
     const add: number[] = [];
@@ -136,7 +233,7 @@ try {
     const addCpu: number[] = [];
     const delCpu: number[] = [];
     let prev: unknown;
-    const confs = chain(hostPort);
+    const confs = chain(hostPort, id === 'probe' ? probeDir(impl) : scratch);
     for (const p of confs) {
       const r = exec(impl, 'ADD', id, ns, { ...p, ...(prev ? { prevResult: prev } : {}) });
       prev = JSON.parse(r.stdout);
@@ -194,6 +291,8 @@ try {
   let alive = 0;
   // samples[impl][level][cmd][plugin] = ms[]
   const samples: Record<string, Record<number, Record<string, number[][]>>> = {};
+  // stepSamples[impl][`${plugin} ${cmd}`][step][level] = ms[]
+  const stepSamples: Record<string, Map<string, Map<string, Map<number, number[]>>>> = {};
   for (const impl of IMPLS) samples[impl] = {};
   const fillT0 = performance.now();
   for (const level of LEVELS) {
@@ -201,6 +300,11 @@ try {
       const ns = sb.newContainer();
       pod('go', `filler-${alive}`, ns, 20000 + alive, false);
       alive++;
+    }
+    for (const d of [goProbeDir, baseProbeDir]) {
+      rmSync(d, { recursive: true, force: true });
+      if (existsSync(join(scratch, 'ipam')))
+        cpSync(join(scratch, 'ipam'), join(d, 'ipam'), { recursive: true });
     }
     for (const impl of IMPLS) pod(impl, 'probe', probeNs, 18080, true); // warm-up
     for (const impl of IMPLS)
@@ -221,6 +325,32 @@ try {
       }
     }
     if (STRACE && IMPLS.includes('cold')) straced(level);
+    for (const impl of IMPLS) {
+      const collector = collectors[impl];
+      if (!collector || TRACE <= 0) continue;
+      tracing = new Map();
+      for (let n = 0; n < TRACE; n++) pod(impl, 'probe', probeNs, 18080, true);
+      const calls = tracing;
+      tracing = undefined;
+      // the warm service sends its spans in batches (a second after the first one)
+      let spans: SpanRow[] = [];
+      for (let waited = 0; waited < 30; waited++) {
+        spans = spans.concat(collector.take());
+        if (new Set(spans.map((s) => s.traceId)).size >= calls.size) break;
+        spawnSync('sleep', ['0.25']);
+      }
+      stepSamples[impl] ??= new Map();
+      for (const c of stepsOf(spans, calls)) {
+        const key = `${c.plugin} ${c.cmd}`;
+        const bySteps = stepSamples[impl]!.get(key) ?? new Map<string, Map<number, number[]>>();
+        stepSamples[impl]!.set(key, bySteps);
+        for (const [step, ms] of c.steps) {
+          const byLevel = bySteps.get(step) ?? new Map<number, number[]>();
+          bySteps.set(step, byLevel);
+          byLevel.set(level, [...(byLevel.get(level) ?? []), ms]);
+        }
+      }
+    }
     if (!JSON_OUT)
       console.error(`  level ${level} done (${((performance.now() - fillT0) / 1000).toFixed(0)} s)`);
   }
@@ -240,8 +370,15 @@ try {
         });
         table.push({ impl, cmd, plugin, ms: at, growth: at.at(-1)! / at[0]! });
       }
+  const steps: Record<string, unknown>[] = [];
+  for (const [impl, byCall] of Object.entries(stepSamples))
+    for (const [call, bySteps] of byCall)
+      for (const [step, byLevel] of bySteps) {
+        const at = LEVELS.map((l) => (byLevel.has(l) ? med(byLevel.get(l)!) : Number.NaN));
+        steps.push({ impl, call, step, ms: at, growth: at.at(-1)! / at[0]! });
+      }
   if (JSON_OUT) {
-    console.log(JSON.stringify({ levels: LEVELS, runs: RUNS, load: [load0, load1], table }));
+    console.log(JSON.stringify({ levels: LEVELS, runs: RUNS, load: [load0, load1], table, steps }));
   } else {
     console.log(
       `plugin cost vs pods alive on one bridge, ${RUNS} runs per level, medians in ms; load average ${load0.map((x) => x.toFixed(2)).join(' ')} → ${load1.map((x) => x.toFixed(2)).join(' ')}`,
@@ -253,6 +390,13 @@ try {
       console.log(
         `  ${String(r.impl).padEnd(5)} ${String(r.plugin).padEnd(10)} ${String(r.cmd).padEnd(7)}  ${(r.ms as number[]).map((x) => x.toFixed(1).padStart(9)).join('')}   ${(r.growth as number).toFixed(2)}×`,
       );
+    if (steps.length) {
+      console.log(`per step (spans of ${TRACE} traced chains per level and mode, medians in ms)`);
+      for (const r of steps)
+        console.log(
+          `  ${String(r.impl).padEnd(5)} ${String(r.call).padEnd(14)} ${String(r.step).slice(0, 44).padEnd(44)} ${(r.ms as number[]).map((x) => x.toFixed(2).padStart(8)).join('')}   ${(r.growth as number).toFixed(2)}×`,
+        );
+    }
     const goChain = (cmd: string) =>
       table.find((r) => r.impl === 'go' && r.cmd === cmd && r.plugin === 'chain');
     for (const impl of IMPLS.filter((i) => i !== 'go'))
@@ -268,7 +412,8 @@ try {
   }
 } finally {
   inHost.restore();
-  service?.kill('SIGTERM');
+  for (const s of Object.values(services)) s.kill('SIGTERM');
+  for (const c of Object.values(collectors)) void c.stop();
   sb.destroy();
   rmSync(scratch, { recursive: true, force: true });
 }

@@ -191,6 +191,7 @@ function del(req: Request<IPAMConfig>): void {
   const errors = new ErrorList();
   try {
     store.withLock(() => {
+      store.useIndex(); // keeps the listing index valid through the release (reads only the index)
       if (releaseNamed(store, req, conf.ranges)) return;
       releaseAll(store, store.scan().entries, req.containerId, req.ifName, conf.ranges.length, errors);
     });
@@ -276,8 +277,8 @@ function status(req: Request<IPAMConfig>): void {
     store = Store.open(conf.dataDir, conf.name);
     const s = store;
     s.withLock(() => {
+      const { names } = s.scan(); // first: the listing index stays usable through the write test below
       s.dropTemp(s.writeTemp('status'));
-      const { names } = s.scan();
       full = conf.ranges.find((set) => rangeSetFree(set, names) <= 0n);
     });
   } catch (err) {

@@ -24,6 +24,19 @@
  * succeeds; a symlink named like an IP keeps that address taken but is never read, never counted as a
  * reservation and never removed. Files are read completely (a reservation written by the reference with a
  * very long container ID is still found and released).
+ *
+ * The listing index (cnikit's own, beside the network directory, never in it): reading every reservation file
+ * to learn its owner (the duplicate check of ADD, CHECK, GC, STATUS) costs one open and read per container. So
+ * after a call that listed or changed the directory, its listing (every name, every reservation's content) is
+ * written to `<dataDir>/.cnikit-index-<hash of the network name>` together with a sentinel, and the network
+ * directory's mtime is then set to that sentinel: a whole second in the past (integer seconds). Any later change
+ * of the directory by anyone (the Go plugin, an operator's rm, a cnikit without the index) sets its mtime to the
+ * current time, which differs from the sentinel. The next call, under the lock, reads the index instead of the
+ * directory only when the directory's mtime, device and inode are still those the index names; otherwise it lists
+ * and reads the directory as before and writes a new index. A crash between the index and the sentinel leaves the
+ * mtime of the last change, so the index is not trusted; an index that does not parse is not trusted either. Not
+ * noticed: a reservation file rewritten in place (its content changed without creating, removing or renaming a
+ * name), which neither implementation does. The directory's own content stays exactly the reference's.
  */
 import {
   constants as C,
@@ -31,6 +44,7 @@ import {
   type Dirent,
   fdatasyncSync,
   fstatSync,
+  futimesSync,
   mkdirSync,
   readSync,
   writeSync,
@@ -48,6 +62,24 @@ export const LINE_BREAK = '\r\n';
 const TMP_PREFIX = '.cnikit-';
 /** Initial size of the shared read buffer (grown when a file is larger: files are always read completely). */
 const READ_BUF = 4096;
+/** The listing index of network `<name>`: `<dataDir>/.cnikit-index-<64-bit FNV-1a of the name, hex>` (see above). */
+export const INDEX_PREFIX = '.cnikit-index-';
+const INDEX_VERSION = 1;
+
+/** The file name of a network's listing index (in the dataDir, beside the network's directory). */
+export function indexName(network: string): string {
+  // FNV-1a over the UTF-8 bytes, 64 bits (node:crypto is not loaded for it: its load costs a cold call ms)
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(network, 'utf8')) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return INDEX_PREFIX + h.toString(16).padStart(16, '0');
+}
+
+/** What a locked call knows of the directory: every name, the reservation candidates' contents, the symlinks. */
+interface Listing {
+  files: Map<string, string>;
+  names: Set<string>;
+  symlinks: string[];
+}
 
 /** A filesystem error worded like Go's `*PathError` (`open /x: permission denied`), as CNI code 5. */
 export function goFsError(op: string, path: string, err: unknown): CniError {
@@ -110,14 +142,27 @@ export class Store {
   /** The network directory's path (for messages; every access goes through its descriptor). */
   readonly dir: string;
   readonly #d: StateDir;
+  /** The dataDir (holds the listing index); undefined when it could not be kept open (no index then). */
+  readonly #top: StateDir | undefined;
+  readonly #index: string | undefined;
   #lockFd = -1;
   #locked = false;
   #tmpSeq = 0;
   #buf = Buffer.allocUnsafe(READ_BUF);
+  /** This lock's listing (from the index or a scan), kept up to date with this store's own changes. */
+  #listing: Listing | undefined;
+  /** The listing must be written to the index at unlock (it was scanned, or the directory was changed). */
+  #stale = false;
+  /** The directory was changed under this lock while no listing was known: the index cannot be kept. */
+  #blind = false;
+  /** Content of this store's temp files, by name (what tryLink makes a reservation of). */
+  readonly #tmpContent = new Map<string, string>();
 
-  private constructor(d: StateDir) {
+  private constructor(d: StateDir, top: StateDir | undefined, network: string) {
     this.#d = d;
     this.dir = d.path;
+    this.#top = top;
+    this.#index = network.startsWith(INDEX_PREFIX) ? undefined : indexName(network);
   }
 
   /** The directory a network's reservations live in (validated; not created). */
@@ -132,7 +177,11 @@ export class Store {
    * Open `<dataDir>/<network>` without following a symlink in its place, creating it (0755) when `create`.
    * Undefined when it (or the dataDir) does not exist and `create` is false.
    */
-  static #openDir(dataDir: string, network: string, create: boolean): StateDir | undefined {
+  static #openDir(
+    dataDir: string,
+    network: string,
+    create: boolean,
+  ): { d: StateDir; top: StateDir } | undefined {
     const dir = Store.dirFor(dataDir, network);
     const root = dataDir === '' ? DEFAULT_DATA_DIR : dataDir;
     if (create) {
@@ -148,7 +197,11 @@ export class Store {
     try {
       top = create ? StateDir.open(root, { follow: true }) : StateDir.openIfExists(root, { follow: true });
       if (!top) return undefined;
-      return create ? top.openDir(network, { create: true, mode: 0o755 }) : top.openDirIfExists(network);
+      const d = create ? top.openDir(network, { create: true, mode: 0o755 }) : top.openDirIfExists(network);
+      if (!d) return undefined;
+      const out = { d, top };
+      top = undefined; // kept open by the store (the listing index lives there)
+      return out;
     } catch (err) {
       if (isSysError(err) && (err.code === 'ELOOP' || err.code === 'ENOTDIR')) {
         throw new CniError(
@@ -164,12 +217,13 @@ export class Store {
     }
   }
 
-  static #withLockFile(d: StateDir): Store {
-    const store = new Store(d);
+  static #withLockFile({ d, top }: { d: StateDir; top: StateDir }, network: string): Store {
+    const store = new Store(d, top, network);
     try {
       store.#lockFd = d.openFile(LOCK_FILE, C.O_CREAT | C.O_RDONLY, 0o750);
     } catch (err) {
       d.close();
+      top.close();
       if (isSysError(err) && err.code === 'ELOOP') {
         throw new CniError(
           ErrorCode.IOFailure,
@@ -185,13 +239,13 @@ export class Store {
 
   /** Create the directory (0755) if needed and open the lock file (created 0750), like `disk.New`. */
   static open(dataDir: string, network: string): Store {
-    return Store.#withLockFile(Store.#openDir(dataDir, network, true)!);
+    return Store.#withLockFile(Store.#openDir(dataDir, network, true)!, network);
   }
 
   /** Like open, but never creates the directory: undefined when it does not exist. */
   static openExisting(dataDir: string, network: string): Store | undefined {
     const d = Store.#openDir(dataDir, network, false);
-    return d ? Store.#withLockFile(d) : undefined;
+    return d ? Store.#withLockFile(d, network) : undefined;
   }
 
   lock(): void {
@@ -206,8 +260,121 @@ export class Store {
 
   unlock(): void {
     if (!this.#locked) return;
-    this.#locked = false;
-    flock(this.#lockFd, 'un');
+    try {
+      if (this.#listing && this.#stale && !this.#blind) this.#writeIndex(this.#listing);
+    } finally {
+      this.#listing = undefined;
+      this.#stale = false;
+      this.#blind = false;
+      this.#locked = false;
+      flock(this.#lockFd, 'un');
+    }
+  }
+
+  /** This store changed the directory (under the lock): the index must follow, or cannot be kept. */
+  #changed(update?: (l: Listing) => void): void {
+    if (!this.#listing) {
+      this.#blind = true;
+      return;
+    }
+    update?.(this.#listing);
+    this.#stale = true;
+  }
+
+  /** The directory's identity and mtime (ns), as the index records them. */
+  #dirStamp(): { dev: string; ino: string; mtimeNs: string } {
+    const st = fstatSync(this.#d.fd, { bigint: true });
+    return { dev: String(st.dev), ino: String(st.ino), mtimeNs: String(st.mtimeNs) };
+  }
+
+  /**
+   * The listing from the index, when the index describes the directory as it is (its sentinel is still the
+   * directory's mtime, same device and inode); undefined otherwise (no index, another writer changed the directory,
+   * an index that does not parse). Reads nothing else.
+   */
+  #readIndex(): Listing | undefined {
+    if (!this.#top || !this.#index) return undefined;
+    try {
+      const data = this.#top.read(this.#index);
+      if (!data) return undefined;
+      const ix = JSON.parse(data.toString('utf8')) as {
+        v?: unknown;
+        dev?: unknown;
+        ino?: unknown;
+        mtimeNs?: unknown;
+        files?: unknown;
+        names?: unknown;
+        symlinks?: unknown;
+      };
+      const now = this.#dirStamp();
+      if (ix.v !== INDEX_VERSION || ix.dev !== now.dev || ix.ino !== now.ino || ix.mtimeNs !== now.mtimeNs)
+        return undefined;
+      if (!Array.isArray(ix.files) || !Array.isArray(ix.names) || !Array.isArray(ix.symlinks))
+        return undefined;
+      const files = new Map<string, string>();
+      for (const f of ix.files as unknown[]) {
+        if (!Array.isArray(f) || typeof f[0] !== 'string' || typeof f[1] !== 'string') return undefined;
+        files.set(f[0], f[1]);
+      }
+      if (!(ix.names as unknown[]).every((n) => typeof n === 'string')) return undefined;
+      if (!(ix.symlinks as unknown[]).every((n) => typeof n === 'string')) return undefined;
+      return { files, names: new Set(ix.names as string[]), symlinks: ix.symlinks as string[] };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Write the index for `l` with a sentinel a second in the past, then set the directory's mtime to it (in that
+   * order: a crash in between leaves a real mtime, which no index names). Best effort: on any failure the next call
+   * lists the directory.
+   */
+  #writeIndex(l: Listing): void {
+    if (!this.#top || !this.#index) return;
+    try {
+      const sentinel = Math.floor(Date.now() / 1000) - 1;
+      const st = this.#dirStamp();
+      const body = JSON.stringify({
+        v: INDEX_VERSION,
+        dir: this.dir,
+        dev: st.dev,
+        ino: st.ino,
+        mtimeNs: String(BigInt(sentinel) * 1_000_000_000n),
+        files: [...l.files],
+        names: [...l.names],
+        symlinks: l.symlinks,
+      });
+      // no fsync: an index lost or torn by a crash does not parse or names another mtime, and is not trusted
+      const tmp = `${TMP_PREFIX}${process.pid}-index-${++this.#tmpSeq}.tmp`;
+      const fd = this.#top.openFile(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL, 0o600);
+      try {
+        const data = Buffer.from(body, 'utf8');
+        let off = 0;
+        while (off < data.length) off += writeSync(fd, data, off, data.length - off);
+      } finally {
+        closeSync(fd);
+      }
+      try {
+        this.#top.rename(tmp, this.#index);
+      } catch (err) {
+        this.#top.remove(tmp);
+        throw err;
+      }
+      futimesSync(this.#d.fd, Date.now() / 1000, sentinel);
+    } catch {
+      // the index is an optimisation: a directory it does not describe is listed by the next call
+    }
+  }
+
+  /**
+   * Load this lock's listing from the index only (no directory read), so that the changes of a call that lists
+   * nothing (DEL by the prevResult's addresses) keep the index valid; false when the index does not describe the
+   * directory (the call's changes then leave it stale, and the next listing call scans).
+   */
+  useIndex(): boolean {
+    if (!this.#locked) throw new Error('host-local store: index without the lock');
+    if (!this.#listing && !this.#blind) this.#listing = this.#readIndex();
+    return this.#listing !== undefined;
   }
 
   /** Unlock and close (closing the descriptor also releases the kernel lock). */
@@ -219,6 +386,7 @@ export class Store {
       closeSync(this.#lockFd);
       this.#lockFd = -1;
       this.#d.close();
+      this.#top?.close();
     }
   }
 
@@ -282,13 +450,32 @@ export class Store {
    */
   scan(): { entries: Entry[]; names: Set<string>; symlinks: string[] } {
     if (!this.#locked) throw new Error('host-local store: scan without the lock');
+    if (!this.#listing) {
+      // after changes made without a listing (#blind) the index is out of date: the directory is read
+      this.#listing = this.#blind ? undefined : this.#readIndex();
+      if (!this.#listing) {
+        this.#listing = this.#scanDir(); // taken after those changes: it describes the directory as it is
+        this.#blind = false;
+        this.#stale = true;
+      }
+    }
+    const l = this.#listing;
+    return {
+      entries: [...l.files].map(([name, key]) => ({ name, key })),
+      names: new Set(l.names),
+      symlinks: [...l.symlinks],
+    };
+  }
+
+  /** The listing from the directory itself: one readdir plus one read per candidate file. */
+  #scanDir(): Listing {
     let dirents: Dirent[];
     try {
       dirents = this.#d.entries();
     } catch (err) {
       throw storeError(err);
     }
-    const entries: Entry[] = [];
+    const files = new Map<string, string>();
     const names = new Set<string>();
     const symlinks: string[] = [];
     for (const d of dirents) {
@@ -306,9 +493,9 @@ export class Store {
       if (!d.isFile() || name === LOCK_FILE || name.startsWith(LAST_IP_PREFIX)) continue;
       const content = this.#read(name);
       if (content === undefined) continue;
-      entries.push({ name, key: content.trim() });
+      files.set(name, content.trim());
     }
-    return { entries, names, symlinks };
+    return { files, names, symlinks };
   }
 
   /**
@@ -347,13 +534,22 @@ export class Store {
       throw goFsError('write', this.#d.display(tmp), err);
     }
     closeSync(fd);
+    this.#tmpContent.set(tmp, content.trim());
+    this.#changed();
     return tmp;
   }
 
   /** Make `tmp` the reservation of `ip`; false when the address is taken (the name exists, even as a symlink). */
   tryLink(tmp: string, ip: IP): boolean {
+    const name = formatIP(ip);
     try {
-      this.#d.link(tmp, formatIP(ip));
+      this.#d.link(tmp, name);
+      const key = this.#tmpContent.get(tmp);
+      this.#changed((l) => {
+        l.names.add(name);
+        if (key === undefined) this.#blind = true;
+        else l.files.set(name, key);
+      });
       return true;
     } catch (err) {
       if (isSysError(err) && err.code === 'EEXIST') return false;
@@ -362,10 +558,13 @@ export class Store {
   }
 
   dropTemp(tmp: string): void {
+    this.#tmpContent.delete(tmp);
     try {
       this.#d.remove(tmp);
+      this.#changed();
     } catch {
-      // a leftover temp file is removed by the next scan
+      // a leftover temp file is removed by the next scan (of the directory: the index is not kept)
+      this.#blind = true;
     }
   }
 
@@ -389,8 +588,10 @@ export class Store {
   /** Remove `last_reserved_ip.<rangeID>` (a rolled-back ADD that created it); no error when it is missing. */
   removeLastReservedIP(rangeID: number): void {
     try {
-      this.#d.remove(LAST_IP_PREFIX + rangeID);
+      if (this.#d.remove(LAST_IP_PREFIX + rangeID))
+        this.#changed((l) => l.names.delete(LAST_IP_PREFIX + rangeID));
     } catch (err) {
+      this.#blind = true;
       throw isSysError(err) ? storeError(err) : err;
     }
   }
@@ -404,7 +605,9 @@ export class Store {
       // the temp name is ours (.cnikit-…), so the next locked scan removes it if this process is killed meanwhile
       const tmp = `${TMP_PREFIX}${process.pid}-last-${++this.#tmpSeq}.tmp`;
       this.#d.writeAtomic(LAST_IP_PREFIX + rangeID, formatIP(ip), 0o600, tmp);
+      this.#changed((l) => l.names.add(LAST_IP_PREFIX + rangeID));
     } catch (err) {
+      this.#blind = true;
       throw isSysError(err) ? storeError(err) : err;
     }
   }
@@ -412,8 +615,14 @@ export class Store {
   /** Remove one file by name (a symlink itself, never its target); a missing file is fine. */
   remove(name: string): void {
     try {
-      this.#d.remove(name);
+      if (this.#d.remove(name))
+        this.#changed((l) => {
+          l.names.delete(name);
+          l.files.delete(name);
+          l.symlinks = l.symlinks.filter((s) => s !== name);
+        });
     } catch (err) {
+      this.#blind = true;
       throw storeError(err);
     }
   }
