@@ -21,6 +21,8 @@ export {
   type CompileBunOptions,
   type CompileSeaOptions,
   compileBun,
+  compileBunModule,
+  type CompileBunModuleOptions,
   compileSea,
   DEFAULT_BACKEND,
   ENTRY_MODULE,
