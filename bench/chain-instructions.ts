@@ -21,7 +21,9 @@ const IMPLS = [
   { name: 'cnikit', dir: join(ROOT, 'dist-bin') },
   ...(BEFORE ? [{ name: 'before', dir: BEFORE }] : []),
   // Go under valgrind is not reliable (a bridge ADD fails under it): only with --go
-  ...(process.argv.includes('--go') && existsSync('/usr/lib/cni/bridge') ? [{ name: 'go', dir: '/usr/lib/cni' }] : []),
+  ...(process.argv.includes('--go') && existsSync('/usr/lib/cni/bridge')
+    ? [{ name: 'go', dir: '/usr/lib/cni' }]
+    : []),
 ];
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bench-instr-'));
 const sb = createSandbox();
@@ -54,7 +56,8 @@ try {
         },
       );
       const m = /refs:\s+([\d,]+)/.exec(r.stderr);
-      (out[impl.name] ??= {})[`${conf.type} ${cmd}`] =
+      out[impl.name] = out[impl.name] ?? {};
+      out[impl.name]![`${conf.type} ${cmd}`] =
         m && r.status === 0 ? Number(m[1]!.replace(/,/g, '')) : Number.NaN;
       if (r.status === 0) return r.stdout ? JSON.parse(r.stdout) : undefined;
       // valgrind itself can fail on a call (a crash in its allocator): the call again without it, not counted

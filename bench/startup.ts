@@ -50,7 +50,13 @@ try {
     mkdirSync(d);
     writeFileSync(join(d, 'entry.ts'), src);
     // compiled exactly as the build compiles cnikit's bun back-end (Bun.build, ESM bytecode, splitting)
-    await compileBunModule({ entry: join(d, 'entry.ts'), addon, outFile: join(d, 'empty'), workDir: d, log: () => {} });
+    await compileBunModule({
+      entry: join(d, 'entry.ts'),
+      addon,
+      outFile: join(d, 'empty'),
+      workDir: d,
+      log: () => {},
+    });
     impls.push([`empty (${name})`, join(d, 'empty')]);
   }
   if (existsSync(values.go)) impls.push(['Go', values.go]);
