@@ -4,7 +4,8 @@
  * reference plugins (/usr/lib/cni), alternating, inside private namespaces (this process's main thread moves into a
  * private "host" namespace; nothing touches the machine's own namespace).
  *
- *   node --conditions=cnikit-source --import tsx bench/chain.ts [--runs=20] [--json] [--detail]
+ *   node --conditions=cnikit-source --import tsx bench/chain.ts [--runs=20] [--json] [--detail] [--chain=NAME]
+ *     [--before=DIR]   (another cnikit build, e.g. of an earlier tree, in the same alternating rounds)
  *
  * Chains:
  *   kubelet: bridge (ipMasq) + host-local, tuning, portmap, bandwidth
@@ -13,7 +14,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSandbox, enterNetns } from '@cnikit/testing';
 import { printRows, quantile, type SideBySideRow, sideBySide } from './lib/side-by-side.ts';
@@ -26,10 +27,14 @@ const JSON_OUT = process.argv.includes('--json');
 const DETAIL = process.argv.includes('--detail');
 /** --detail: per-plugin exec times, keyed `impl chain cmd type`. */
 const detail = new Map<string, number[]>();
+const BEFORE = arg('before', '');
+const ONLY = arg('chain', '');
 const IMPLS = [
   { name: 'cnikit', dir: join(ROOT, 'dist-bin') },
+  ...(BEFORE ? [{ name: 'before', dir: BEFORE }] : []),
   { name: 'go', dir: '/usr/lib/cni' },
 ];
+const implOf = (dir: string) => IMPLS.find((i) => i.dir === dir)?.name ?? dir;
 
 type Conf = Record<string, unknown>;
 const scratch = mkdtempSync(join(tmpdir(), 'cnikit-bench-chain-'));
@@ -92,7 +97,7 @@ try {
       encoding: 'utf8',
     });
     if (r.status !== 0) throw new Error(`${dir}/${conf.type} ${cmd} failed: ${r.stdout}${r.stderr}`);
-    const key = `${dir === '/usr/lib/cni' ? 'go' : 'cnikit'} ${conf.name} ${cmd} ${conf.type}`;
+    const key = `${implOf(dir)} ${conf.name} ${cmd} ${conf.type}`;
     detail.set(key, [...(detail.get(key) ?? []), Number(process.hrtime.bigint() - t0) / 1e6]);
     return r.stdout ? JSON.parse(r.stdout) : undefined;
   };
@@ -109,7 +114,8 @@ try {
     return { add, del };
   };
   const rows: SideBySideRow[] = [];
-  for (const chain of Object.keys(CHAINS)) {
+  const load0 = loadavg();
+  for (const chain of Object.keys(CHAINS).filter((c) => !ONLY || c === ONLY)) {
     const gone = IMPLS.map((i) => missing(i.dir, chain)).filter(Boolean);
     if (gone.length) {
       console.error(
@@ -129,9 +135,16 @@ try {
     }
     for (const op of ['add', 'del'] as const) {
       rows.push(sideBySide(`${chain} chain ${op.toUpperCase()}`, t.cnikit![op], t.go![op]));
+      if (BEFORE)
+        rows.push(sideBySide(`${chain} chain ${op.toUpperCase()} (--before)`, t.before![op], t.go![op]));
     }
   }
-  printRows(`plugin chains exec'd like a runtime, ${RUNS} runs each, medians (p90):`, rows, JSON_OUT);
+  const la = (l: number[]) => l.map((x) => x.toFixed(1)).join(' / ');
+  printRows(
+    `plugin chains exec'd like a runtime, ${RUNS} runs each, medians (p90); load average ${la(load0)} → ${la(loadavg())}:`,
+    rows,
+    JSON_OUT,
+  );
   if (DETAIL)
     for (const [k, xs] of detail) console.log(`  ${k.padEnd(40)} ${quantile(xs, 0.5).toFixed(1)} ms`);
 } finally {

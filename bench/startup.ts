@@ -1,7 +1,7 @@
 /**
  * A cold call's start-up side by side: `CNI_COMMAND=VERSION` of dist-bin/loopback (the configuration on a pipe, as a
- * runtime gives it), of empty programs compiled exactly as the build compiles cnikit (`compileBun` of
- * @cnikit/build: bytecode, JIT policy, no autoload) and of Go's loopback, alternating, started by the C launcher
+ * runtime gives it), of empty programs compiled exactly as the build compiles cnikit (`compileBunModule` of
+ * @cnikit/build: Bun.build with splitting, ESM bytecode, JIT policy, no autoload) and of Go's loopback, alternating, started by the C launcher
  * (wall time and user + system CPU from wait4). The empty programs: `nothing` (an empty file: the runtime's own
  * start and exit), `writeSync` (writes `{}` to fd 1 with node:fs, the least a plugin must do to answer) and
  * `process.stdout` (the same through process.stdout.write). Prints medians, the ratios and the load average at the
@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { compileBun } from '@cnikit/build';
+import { compileBunModule } from '@cnikit/build';
 import { compileLauncher } from './lib/launcher.ts';
 import { median } from './lib/side-by-side.ts';
 
@@ -38,7 +38,7 @@ const load = () =>
 try {
   const empties: Record<string, string> = {
     nothing: '',
-    writeSync: "require('node:fs').writeSync(1, '{}\\n');\n",
+    writeSync: "import { writeSync } from 'node:fs';\nwriteSync(1, '{}\\n');\n",
     'process.stdout': "process.stdout.write('{}\\n');\n",
   };
   const addon = join(dir, 'cnikit_sys.node');
@@ -48,8 +48,15 @@ try {
   for (const [name, src] of Object.entries(empties)) {
     const d = join(dir, name.replace(/\W/g, '_'));
     mkdirSync(d);
-    writeFileSync(join(d, 'entry.cjs'), src);
-    await compileBun({ bundle: join(d, 'entry.cjs'), addon, outFile: join(d, 'empty'), log: () => {} });
+    writeFileSync(join(d, 'entry.ts'), src);
+    // compiled exactly as the build compiles cnikit's bun back-end (Bun.build, ESM bytecode, splitting)
+    await compileBunModule({
+      entry: join(d, 'entry.ts'),
+      addon,
+      outFile: join(d, 'empty'),
+      workDir: d,
+      log: () => {},
+    });
     impls.push([`empty (${name})`, join(d, 'empty')]);
   }
   if (existsSync(values.go)) impls.push(['Go', values.go]);

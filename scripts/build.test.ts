@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { describe, test } from 'node:test';
-import { discoverPlugins, entrySource } from './build.ts';
+import { buildStamp, discoverPlugins, entrySource } from './build.ts';
 import { buildCommand, distProblem, distSources, distSourcesDigest } from './dist-sources.mjs';
 
 describe('build entry generation', () => {
@@ -138,5 +139,49 @@ describe('dist-bin staleness (scripts/dist-sources.mjs, BUILD-INFO.json `sources
       [],
       'use distBin() or ensureBuilt() of test-netns/dist.ts: they rebuild a stale dist-bin',
     );
+  });
+});
+
+describe('the build stamp (cnikit --version, cnikit_build_info)', () => {
+  const git = (dir: string, ...args: string[]) => {
+    const r = spawnSync('git', ['-C', dir, ...args], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout.trim();
+  };
+  test('package version, commit of HEAD, the dirty flag of tracked files, the commit date; unknown without git', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cnikit-stamp-'));
+    try {
+      writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'x', version: '3.2.1' }));
+      assert.deepEqual(buildStamp(dir, {}), { version: '3.2.1', commit: 'unknown', date: 'unknown' });
+      assert.equal(buildStamp(dir, { SOURCE_DATE_EPOCH: '86400' }).date, '1970-01-02T00:00:00Z');
+      git(dir, 'init', '-q');
+      git(dir, 'add', 'package.json');
+      git(dir, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'one', '--date=@172800');
+      const head = git(dir, 'rev-parse', 'HEAD');
+      const clean = buildStamp(dir, {});
+      assert.equal(clean.commit, head);
+      assert.equal(clean.dirty, undefined);
+      assert.equal(clean.version, '3.2.1');
+      assert.equal(
+        clean.date,
+        new Date(Number(git(dir, 'log', '-1', '--format=%ct')) * 1000).toISOString().replace(/\.000Z$/, 'Z'),
+      );
+      writeFileSync(join(dir, 'untracked.txt'), 'not part of the tree');
+      assert.equal(buildStamp(dir, {}).dirty, undefined, 'an untracked file does not make the tree dirty');
+      writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'x', version: '3.2.2' }));
+      const dirty = buildStamp(dir, {});
+      assert.equal(dirty.dirty, true);
+      assert.equal(dirty.commit, head);
+      assert.equal(dirty.version, '3.2.2');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('scripts/build.ts builds the stamp in and records it in BUILD-INFO.json', () => {
+    const src = readFileSync(join(import.meta.dirname, 'build.ts'), 'utf8');
+    assert.match(src, /const stamp = buildStamp\(ROOT\);/);
+    assert.match(src, /\n\s+stamp,\n\s+force,/);
+    assert.match(src, /\n\s+stamp,\n\s+seaCodeCache/);
   });
 });

@@ -57,7 +57,7 @@ import {
   sha256,
   stageAddon,
 } from '@cnikit/build';
-import type { PluginMeta } from '@cnikit/build/runtime';
+import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
 import { distSourcesDigest } from './dist-sources.mjs';
 
@@ -119,6 +119,30 @@ export function entrySource(
   opts: { snapshot?: boolean; eager?: boolean; meta?: Record<string, PluginMeta> } = {},
 ): string {
   return kitEntrySource(kitPlugins(plugins), { backend, addonSha, extras: extras(root), ...opts });
+}
+
+/**
+ * The version stamp of a build of this tree (`cnikit --version`, the warm service's cnikit_build_info): the release
+ * version of package.json, the commit of HEAD, whether tracked files differ from it, and the commit's date (not the
+ * clock's: two builds of one tree are the same bytes, and an unchanged tree is not rebuilt). Without git (a source
+ * tarball): commit and date `unknown`, or the date of SOURCE_DATE_EPOCH.
+ */
+export function buildStamp(root = ROOT, env: NodeJS.ProcessEnv = process.env): BuildStamp {
+  const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string })
+    .version;
+  const git = (...args: string[]) => {
+    const r = spawnSync('git', ['-C', root, ...args], { encoding: 'utf8' });
+    return r.status === 0 ? r.stdout.trim() : undefined;
+  };
+  const commit = git('rev-parse', 'HEAD');
+  const epoch = env.SOURCE_DATE_EPOCH ?? (commit ? git('log', '-1', '--format=%ct', 'HEAD') : undefined);
+  const date =
+    epoch && /^\d+$/.test(epoch)
+      ? new Date(Number(epoch) * 1000).toISOString().replace(/\.000Z$/, 'Z')
+      : 'unknown';
+  if (!commit) return { version, commit: 'unknown', date };
+  const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
+  return { version, commit, ...(dirty ? { dirty: true } : {}), date };
 }
 
 function log(msg: string): void {
@@ -366,6 +390,7 @@ async function buildUnlocked(opts: RepoBuildOptions): Promise<void> {
     : [...new Set<Backend>(['bun', ...(opts.withSea || def === 'sea' ? (['sea'] as const) : [])])];
   // what the executables are built from, read before they are: an edit during the build leaves dist-bin/ stale
   const sources = distSourcesDigest(ROOT);
+  const stamp = buildStamp(ROOT);
 
   if (!existsSync(ADDON)) {
     throw new Error(
@@ -397,6 +422,7 @@ async function buildUnlocked(opts: RepoBuildOptions): Promise<void> {
         resolveDir: ROOT,
         conditions: CONDITIONS,
         addon: ADDON,
+        stamp,
         force,
         codeCache,
         train: backend === 'bun' && opts.train ? (exe) => trainIn(exe, plugins) : undefined,
@@ -448,6 +474,7 @@ async function buildUnlocked(opts: RepoBuildOptions): Promise<void> {
         addonSha256: addonSha,
         node: process.version,
         bun: bunVersion,
+        stamp,
         seaCodeCache: codeCache,
         inode: mainIno,
         // scripts/dist-sources.mjs: the tests compare it with the working tree's (test-netns/dist.ts ensureBuilt)

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -70,6 +70,22 @@ describe(`compiled plugins (${info.default}, default back-end)`, () => {
   test('dist-bin has cnikit + one hard link per plugin directory, and BUILD-INFO agrees', () => {
     assert.ok(plugins.includes('loopback'));
     assert.deepEqual(plugins, [...info.plugins].sort());
+  });
+
+  test('cnikit --version: the build stamp (package version, commit of the tree, dirty flag, commit date)', () => {
+    const stamp = info.stamp;
+    assert.ok(stamp, 'BUILD-INFO.json records the stamp');
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    assert.equal(stamp.version, pkg.version);
+    assert.match(stamp.commit, /^[0-9a-f]{40}$/);
+    const r = run(join(DIST, 'cnikit'), {}, '', ['--version']);
+    assert.equal(r.status, 0, r.stderr);
+    const lines = r.stdout.split('\n');
+    assert.equal(lines[0], `cnikit ${pkg.version}`);
+    assert.equal(lines[1], `commit: ${stamp.commit}${stamp.dirty ? ' (modified work tree)' : ''}`);
+    assert.equal(lines[2], `build date: ${stamp.date}`);
   });
 
   for (const name of plugins) {

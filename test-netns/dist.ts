@@ -22,6 +22,8 @@ export interface BuildInfo {
   backends: Backend[];
   /** The digest of the sources it was built from (scripts/dist-sources.mjs). */
   sources: string;
+  /** The version stamp built in (scripts/build.ts buildStamp): `cnikit --version`, cnikit_build_info. */
+  stamp?: { version: string; commit: string; dirty?: boolean; date: string };
 }
 
 /**

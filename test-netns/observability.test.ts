@@ -484,6 +484,17 @@ describe('warm mode: metrics and batched traces', () => {
     assert.equal(value(fb, { reason: 'unavailable' }), 2);
     assert.equal(value(family(m.body, 'cnikit_serve_reexecs_total'), { reason: 'deadline' }), 0);
     assert.equal(value(family(m.body, 'cnikit_build_info'), {}), 1);
+    // the executable's version stamp, not only the package version
+    const stamp = ensureBuilt().stamp;
+    assert.ok(stamp, 'BUILD-INFO.json records the stamp');
+    assert.equal(
+      value(family(m.body, 'cnikit_build_info'), {
+        version: stamp.version,
+        commit: stamp.commit,
+        dirty: String(stamp.dirty ?? false),
+      }),
+      1,
+    );
 
     // the traced ADDs arrive batched (warm mode), one export with all three
     const traceId = CALLER.replace(/^0a/, '2c');

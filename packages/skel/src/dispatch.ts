@@ -40,6 +40,7 @@ import {
 } from './types.ts';
 import { validateContainerID, validateInterfaceName, validateNetworkName } from './validate.ts';
 import { goQuote, goQuoteList, versionGte } from './version.ts';
+import { findKey, requestedVersion, toBytes, versionText } from './version-call.ts';
 
 export type { Writable } from './fdio.ts';
 
@@ -113,12 +114,6 @@ function scanEnv(env: PluginIO['env']): Record<string, string> {
 
 // ---------------------------------------------------------------------------------------------
 // stdin (spec §4)
-
-function toBytes(stdin: PluginIO['stdin']): Uint8Array {
-  if (typeof stdin === 'function') return stdin();
-  if (typeof stdin === 'string') return new TextEncoder().encode(stdin);
-  return stdin;
-}
 
 const NAME_STRUCT = 'struct { Name string "json:\\"name\\"" }';
 
@@ -235,13 +230,6 @@ function checkNetns(path: string): void {
 
 const attachmentsSchema = s.array(AttachmentSchema);
 
-function findKey(obj: Record<string, unknown>, key: string): unknown {
-  let out: unknown;
-  const f = foldKey(key);
-  for (const [k, v] of Object.entries(obj)) if ((k === key || foldKey(k) === f) && v !== null) out = v;
-  return out;
-}
-
 /**
  * Parse a config's `prevResult` like Go `version.ParsePrevResult`: a missing/empty `cniVersion` takes the
  * config's; the result type is the config version's family (another family is an error, not a
@@ -294,29 +282,6 @@ function errorText(err: CniError): string {
   const obj: Record<string, unknown> = { code, msg: err.msg };
   if (err.details) obj.details = err.details;
   return goEscapeJSON(JSON.stringify(obj, null, 4));
-}
-
-/**
- * The `cniVersion` a VERSION request asks for (SPEC.md §5 VERSION Success: the answer's cniVersion is "the value of
- * cniVersion specified on input"): the string of `{"cniVersion": …}` on stdin, or undefined when stdin is a terminal,
- * unreadable, not a JSON object or has no non-empty string `cniVersion` (the answer then carries CURRENT_VERSION).
- */
-function requestedVersion(io: PluginIO): string | undefined {
-  try {
-    if (typeof io.stdin === 'function' && io.stdinIsTerminal?.()) return undefined;
-    const r = parseJsonGo(toBytes(io.stdin));
-    if (!r.ok || !r.value || typeof r.value !== 'object' || Array.isArray(r.value)) return undefined;
-    const v = findKey(r.value as Record<string, unknown>, 'cniVersion');
-    return typeof v === 'string' && v !== '' ? v : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function versionText(supported: readonly string[], requested: string | undefined): string {
-  const obj: Record<string, unknown> = { cniVersion: requested ?? CURRENT_VERSION };
-  if (supported.length) obj.supportedVersions = supported;
-  return `${goEscapeJSON(JSON.stringify(obj))}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -426,7 +391,7 @@ async function run<C>(
   const cmd = envValues.CNI_COMMAND!;
   if (cmd === 'VERSION') {
     try {
-      io.stdout.write(versionText(supported, requestedVersion(io)));
+      io.stdout.write(versionText(supported, requestedVersion(io.stdin, io.stdinIsTerminal)));
     } catch (e) {
       throw new CniError(ErrorCode.IOFailure, e instanceof Error ? e.message : String(e));
     }

@@ -3,7 +3,8 @@
  * writes to fd 1/2, and telling a closed stdin from a /dev/null one. Module-internal (not exported from the package
  * index); process.ts wires it to `dispatch`.
  */
-import { readFileSync, readlinkSync, readSync, writeSync } from 'node:fs';
+import { fstatSync, readFileSync, readlinkSync, readSync, writeSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import { CniError, ErrorCode } from './errors.ts';
 
 /** Where a plugin's output goes (a file descriptor, a captured string). */
@@ -113,4 +114,28 @@ export function readStdin(): Uint8Array {
     throw new CniError(ErrorCode.IOFailure, 'error reading from stdin: read /dev/stdin: bad file descriptor');
   }
   return readFdFully(0);
+}
+
+/**
+ * Whether fd 0 is a terminal. A terminal is a character device, and never one of Linux's memory devices (major 1:
+ * /dev/null, /dev/zero, /dev/urandom …), so a pipe, a file or /dev/null (what a runtime gives) is told apart with one
+ * fstat, and node:tty (whose module pulls in the stream classes: milliseconds of a Bun start-up) is loaded only for
+ * another character device.
+ */
+export function stdinIsTerminal(fd = 0): boolean {
+  try {
+    const st = fstatSync(fd);
+    if (!st.isCharacterDevice() || devMajor(st.rdev) === MEM_MAJOR) return false;
+  } catch {
+    return false; // a closed or unusable descriptor is no terminal (isatty says the same)
+  }
+  return isatty(fd);
+}
+
+/** Linux's major number of the memory character devices (drivers/char/mem.c). */
+const MEM_MAJOR = 1;
+
+/** The major number of a device number as glibc encodes it (gnu_dev_major). */
+export function devMajor(rdev: number): number {
+  return ((rdev >>> 8) & 0xfff) | (Math.floor(rdev / 2 ** 32) & ~0xfff);
 }

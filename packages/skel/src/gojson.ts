@@ -7,7 +7,7 @@
  * strings), `goMarshal` (json.Marshal of a decoded value). The one home of these helpers: skel, libcni and the
  * plugins import them from here (`@cnikit/skel/go`).
  */
-import { foldKey } from './schema.ts';
+import { foldKey } from './fold.ts';
 
 enum Ctx {
   ObjectKey,

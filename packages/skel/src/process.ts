@@ -2,37 +2,13 @@
  * The process entry of a plugin (Go's skel.PluginMain): `dispatch` wired to the process's environment and file
  * descriptors, the exit code in `process.exitCode`.
  */
-import { fstatSync } from 'node:fs';
-import { isatty } from 'node:tty';
 import { dispatch } from './dispatch.ts';
-import { fdWriter, readStdin } from './fdio.ts';
+import { fdWriter, readStdin, stdinIsTerminal } from './fdio.ts';
 import type { Invoker } from './invoke.ts';
 import { abandonedExportConnects } from './trace.ts';
 import type { Plugin } from './types.ts';
 
-/**
- * Whether fd 0 is a terminal. A terminal is a character device, and never one of Linux's memory devices (major 1:
- * /dev/null, /dev/zero, /dev/urandom …), so a pipe, a file or /dev/null (what a runtime gives) is told apart with one
- * fstat, and node:tty (whose module pulls in the stream classes: milliseconds of a Bun start-up) is loaded only for
- * another character device.
- */
-export function stdinIsTerminal(fd = 0): boolean {
-  try {
-    const st = fstatSync(fd);
-    if (!st.isCharacterDevice() || devMajor(st.rdev) === MEM_MAJOR) return false;
-  } catch {
-    return false; // a closed or unusable descriptor is no terminal (isatty says the same)
-  }
-  return isatty(fd);
-}
-
-/** Linux's major number of the memory character devices (drivers/char/mem.c). */
-const MEM_MAJOR = 1;
-
-/** The major number of a device number as glibc encodes it (gnu_dev_major). */
-export function devMajor(rdev: number): number {
-  return ((rdev >>> 8) & 0xfff) | (Math.floor(rdev / 2 ** 32) & ~0xfff);
-}
+export { devMajor, stdinIsTerminal } from './fdio.ts';
 
 /**
  * Process entry point: reads `process.env` and fd 0 (only when needed), writes to fd 1/2 and sets

@@ -15,6 +15,7 @@
  * ```
  */
 import { CniError, ErrorCode } from './errors.ts';
+import { foldKey } from './fold.ts';
 
 type Decoder<T> = (value: unknown, path: string) => T;
 
@@ -128,13 +129,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/**
- * Go's case folding for JSON keys (simple Unicode folding ≈ lower-casing; U+017F long s folds to
- * 's' and U+212A Kelvin to 'k', as in Go).
- */
-export function foldKey(s: string): string {
-  return s.toLowerCase().replace(/\u017f/g, 's');
-}
+export { foldKey } from './fold.ts';
 
 export interface IntOptions {
   min?: number;

@@ -16,14 +16,9 @@ import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { linkAtomic, writeFileAtomic } from './atomic.ts';
 
-/** The multicall executable. */
-export const EXE_FILE = 'cnikit';
-/** The warm-mode client; the plugin names are hard links of it in warm mode. */
-export const CLIENT_FILE = 'cnikit-client';
-/** The cnitool CLI: a hard link of the executable in either mode. */
-export const TOOL_FILE = 'cnitool';
-/** The system's CNI bin directory. */
-export const SYSTEM_BIN_DIR = '/opt/cni/bin';
+export { CLIENT_FILE, EXE_FILE, SYSTEM_BIN_DIR, TOOL_FILE } from './names.ts';
+
+import { CLIENT_FILE, EXE_FILE, TOOL_FILE } from './names.ts';
 
 export type LayoutMode = 'warm' | 'cold';
 

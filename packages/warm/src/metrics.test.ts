@@ -76,6 +76,16 @@ describe('Metrics', () => {
     assert.equal(f('cnikit_serve_trace_spans_exported_total').metrics[0]!.value, '5');
     assert.equal(f('cnikit_serve_trace_spans_dropped_total').metrics[0]!.value, '1');
     assert.equal(f('cnikit_build_info').metrics[0]!.labels?.version, '1.2.3');
+    // no stamp given: the commit is unknown
+    assert.equal(f('cnikit_build_info').metrics[0]!.labels?.commit, 'unknown');
+    assert.equal(f('cnikit_build_info').metrics[0]!.labels?.dirty, 'false');
+  });
+
+  test("cnikit_build_info carries the executable's version stamp: version, commit, dirty flag", () => {
+    const commit = 'a'.repeat(40);
+    const m = new Metrics('0.9.1', {}, { commit, dirty: true });
+    const info = parse(m.render()).find((x) => x.name === 'cnikit_build_info');
+    assert.deepEqual(info?.metrics[0]?.labels, { version: '0.9.1', commit, dirty: 'true' });
   });
 
   test('the counters travel across a re-execution in the environment; the reason is counted once there', () => {

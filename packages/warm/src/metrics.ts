@@ -8,7 +8,7 @@
  *   cnikit_serve_reexecs_total{reason}                            counter (watchdog, deadline, upgrade)
  *   cnikit_client_fallbacks_total{reason}                         counter (what the clients recorded, ./fallbacks.ts)
  *   cnikit_serve_trace_spans_exported_total / _dropped_total      counters (the batched OTLP export, ./traces.ts)
- *   cnikit_serve_start_time_seconds, cnikit_build_info{version}   gauges
+ *   cnikit_serve_start_time_seconds, cnikit_build_info{version,commit,dirty}   gauges
  *   cnikit_node_agent_*                                           the node agent's (./node-agent/agent.ts)
  *
  * The counters survive the service's own re-executions (deadline, watchdog, upgrade): their state travels in the
@@ -68,9 +68,16 @@ export class Metrics {
   readonly #s: State;
   inFlight = 0;
   readonly version: string;
+  /** The build's commit and whether its work tree had changes (the executable's version stamp). */
+  readonly build: { commit: string; dirty: boolean };
 
-  constructor(version: string, env: Record<string, string | undefined> = process.env) {
+  constructor(
+    version: string,
+    env: Record<string, string | undefined> = process.env,
+    build: { commit?: string; dirty?: boolean } = {},
+  ) {
     this.version = version;
+    this.build = { commit: build.commit ?? 'unknown', dirty: build.dirty ?? false };
     this.#s = {
       requests: {},
       durations: {},
@@ -149,8 +156,14 @@ export class Metrics {
     const head = (name: string, type: string, help: string) => {
       out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     };
-    head('cnikit_build_info', 'gauge', 'The cnikit release serving the requests (always 1).');
-    out.push(`cnikit_build_info{version="${escapeLabel(this.version)}"} 1`);
+    head(
+      'cnikit_build_info',
+      'gauge',
+      'The cnikit build serving the requests: version stamp of the executable (always 1).',
+    );
+    out.push(
+      `cnikit_build_info{version="${escapeLabel(this.version)}",commit="${escapeLabel(this.build.commit)}",dirty="${this.build.dirty}"} 1`,
+    );
     head(
       'cnikit_serve_start_time_seconds',
       'gauge',

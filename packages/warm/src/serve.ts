@@ -130,6 +130,8 @@ export interface ServeContext {
   unknown(name: string, io: PluginIO): number;
   /** argv[0] to re-execute the service with (the name that selected the multicall executable). */
   argv0: string;
+  /** The executable's build stamp (cnikit_build_info); without it, the package version and commit `unknown`. */
+  stamp?: { version: string; commit: string; dirty?: boolean };
 }
 
 export interface ServeOptions {
@@ -366,7 +368,8 @@ export class Service {
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
     // then: it takes the counters a previous image of this service handed over in the environment
-    const metrics = new Metrics(CNIKIT_VERSION);
+    const stamp = this.ctx.stamp;
+    const metrics = new Metrics(stamp?.version ?? CNIKIT_VERSION, process.env, stamp);
     this.#metrics = metrics;
     this.#batcher = new TraceBatcher((exported, dropped) => metrics.countSpans(exported, dropped));
     this.#traceEndpoint = traceEndpoint(process.env);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ADDON_KEY, BUN_ADDON_PREFIX, mainOptions, pick } from './entry.ts';
+import { ADDON_KEY, BUN_ADDON_PREFIX, pick } from './entry.ts';
+import { mainOptions } from './options.ts';
 
 describe('the executable entry (runtime/entry.ts)', () => {
   test('pick: the plugin export, else the default export', () => {

@@ -7,13 +7,11 @@
  * variant — is here, type-checked with the rest of the package.
  */
 import type { AnyPlugin } from '@cnikit/skel';
-import { type LazyPlugin, type MainOptions, main, type PluginMeta } from './multicall.ts';
-import { bunSource, seaSource } from './native.ts';
+import type { PluginMeta } from './multicall.ts';
+import type { EntryConfig } from './options.ts';
+import { main } from './startup.ts';
 
-/** The SEA asset key of the embedded addon (a Bun executable embeds it as `cnikit_sys-<hash>.node`). */
-export const ADDON_KEY = 'cnikit_sys.node';
-/** The name prefix of the addon among a Bun executable's embedded files. */
-export const BUN_ADDON_PREFIX = 'cnikit_sys';
+export { ADDON_KEY, BUN_ADDON_PREFIX } from './keys.ts';
 
 /** A plugin module as bundled: it exports `plugin`, or has it as its default export. */
 export interface PluginModule {
@@ -26,35 +24,15 @@ export function pick(m: PluginModule): AnyPlugin {
   return (m.plugin ?? m.default) as AnyPlugin;
 }
 
-/** What the build generates for one executable: main's options but the addon (chosen here), and the plugins. */
-export interface EntryConfig extends Omit<MainOptions, 'native'> {
-  backend: 'bun' | 'sea';
-  /** SHA-256 (hex) of the embedded addon. */
-  addonSha: string;
-  /** The plugins, in the build's order; `load` evaluates the module (a lazy require in the bundle). */
-  plugins: LazyPlugin[];
-  /** Measurement variant (Node SEA start-up snapshot): every plugin evaluated into the snapshot. */
-  snapshot?: boolean;
-}
-
-/** The options `main` gets for this configuration. */
-export function mainOptions(c: EntryConfig): MainOptions {
-  return {
-    native: c.backend === 'sea' ? seaSource(c.addonSha, ADDON_KEY) : bunSource(c.addonSha, BUN_ADDON_PREFIX),
-    ...(c.name && c.name !== 'cnikit' ? { name: c.name } : {}),
-    ...(c.tool ? { tool: c.tool } : {}),
-    ...(c.serve ? { serve: c.serve } : {}),
-    ...(c.conformance ? { conformance: c.conformance } : {}),
-    ...(c.installCni ? { installCni: c.installCni } : {}),
-    ...(c.stamp ? { stamp: c.stamp } : {}),
-  };
-}
+export type { EntryConfig };
 
 /** Run the executable: `main` with the plugins; an error that escapes it is printed to stderr, exit code 1. */
 export function start(c: EntryConfig): void {
-  const opts = mainOptions(c);
+  // the addon source and the rest of main's options are made on the multicall path only (not for a VERSION)
   const run = () =>
-    main(c.plugins, opts).catch((err) => {
+    main(c.plugins, { ...(c.name ? { name: c.name } : {}) }, () =>
+      import('./options.ts').then((m) => m.mainOptions(c)),
+    ).catch((err) => {
       process.stderr.write(`cnikit: ${err?.stack ? err.stack : err}\n`);
       process.exitCode = 1;
     });

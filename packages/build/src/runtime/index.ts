@@ -12,7 +12,6 @@ export {
   ADDON_KEY,
   BUN_ADDON_PREFIX,
   type EntryConfig,
-  mainOptions,
   type PluginModule,
   pick,
   start,
@@ -53,4 +52,6 @@ export {
   seaSource,
   verifyFile,
 } from './native.ts';
+export { mainOptions } from './options.ts';
+export { main as startupMain, versionOnly } from './startup.ts';
 export { type BuildStamp, type RuntimeFacts, releaseArch, runtimeFacts, versionText } from './version.ts';
