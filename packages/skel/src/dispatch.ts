@@ -31,7 +31,6 @@ import {
   ALL_VERSIONS,
   type Attachment,
   type Command,
-  CURRENT_VERSION,
   type NetConf,
   type Plugin,
   type Request,
