@@ -37,7 +37,7 @@ import {
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { bundle, compileBun, findBun, listPlugins, loadPlugins, sha256 } from '@cnikit/build';
+import { bundle, compileBunModule, entrySource, findBun, listPlugins, loadPlugins, sha256 } from '@cnikit/build';
 import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
@@ -164,24 +164,35 @@ async function releaseArch(
     date: new Date(o.source.epoch * 1000).toISOString().replace(/\.000Z$/, 'Z'),
   };
   const metafile = join(work, 'metafile.json');
-  const cjs = await bundle({
-    plugins: o.plugins.map((p) => ({ name: p.dir, entry: p.index })),
-    backend: 'bun',
+  const plugins = o.plugins.map((p) => ({ name: p.dir, entry: p.index }));
+  const entryOpts = {
+    backend: 'bun' as const,
     addonSha: sha256(readFileSync(addon)),
     meta: o.meta,
     extras: extras(ROOT), // the same entry points as npm run build (cnitool, serve, …)
     stamp,
+    name: 'cnikit',
+  };
+  // esbuild's bundle of the same entry: its metafile lists the files the executable carries (the SBOM)
+  await bundle({
+    plugins,
+    ...entryOpts,
     outFile: join(work, 'cnikit.cjs'),
     resolveDir: ROOT,
     conditions: CONDITIONS,
     metafile,
   });
+  // the executable as npm run build makes it: Bun's bundler with code splitting (a plugin's code loads at its call)
   const exe = join(work, 'cnikit');
+  const entry = join(work, 'cnikit-entry.ts');
+  writeFileSync(entry, entrySource(plugins, entryOpts));
   const cross = bunFor(spec, o.bunVersion);
-  await compileBun({
-    bundle: cjs,
+  await compileBunModule({
+    entry,
     addon,
     outFile: exe,
+    workDir: work,
+    conditions: CONDITIONS,
     ...(cross ? { target: { bunTarget: spec.bunTarget, executable: cross } } : {}),
   });
   // the executable must run and carry exactly the plugins of this tree
