@@ -168,7 +168,13 @@ describe('cnikit serve stops on SIGTERM within a bound', () => {
     const sb = createSandbox();
     sandboxes.push(sb);
     const { dir, pidfile } = slowIpam('second');
-    const conf = { cniVersion: '1.0.0', name: 'serve-term2', type: 'bridge', bridge: 'cnsterm1', ipam: { type: 'slow-ipam' } };
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'serve-term2',
+      type: 'bridge',
+      bridge: 'cnsterm1',
+      ipam: { type: 'slow-ipam' },
+    };
     sb.runInHost(() => {
       const c = spawn(join(WARM, 'bridge'), [], {
         stdio: ['pipe', 'ignore', 'ignore'],
@@ -186,5 +192,49 @@ describe('cnikit serve stops on SIGTERM within a bound', () => {
     s.proc.kill('SIGTERM');
     await sleep(300);
     await s.stopWithin(scaled(3000));
+  });
+
+  test('SIGTERM while a request is stuck in synchronous code: the watchdog re-execution stops, it does not serve on', async () => {
+    const { dir, pidfile } = slowIpam('sync');
+    for (const tool of [
+      'iptables',
+      'ip6tables',
+      'iptables-save',
+      'ip6tables-save',
+      'iptables-restore',
+      'ip6tables-restore',
+      'nft',
+    ]) {
+      writeFileSync(join(dir, tool), '#!/bin/sh\necho $$ >> "$CNIKIT_TEST_PIDFILE"\nexec sleep 30\n', {
+        mode: 0o755,
+      });
+    }
+    const s = serve('sync', ['--deadline-ms', '1000'], {
+      PATH: `${dir}:${PATH}`,
+      CNIKIT_TEST_PIDFILE: pidfile,
+    });
+    await s.ready();
+    const sb = createSandbox();
+    sandboxes.push(sb);
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'serve-term-sync',
+      type: 'bridge',
+      bridge: 'cnsterm2',
+      ipMasq: true,
+      ipam: { type: 'host-local', subnet: '10.252.9.0/24', dataDir: join(scratch, 'ipam-sync') },
+    };
+    sb.runInHost(() => {
+      const c = spawn(join(WARM, 'bridge'), [], {
+        stdio: ['pipe', 'ignore', 'ignore'],
+        env: { PATH, CNIKIT_SOCKET: s.socket, ...cniEnv('ADD', { netns: sb.container.path, path: WARM }) },
+      });
+      procs.push(c);
+      c.stdin?.end(JSON.stringify(conf));
+    });
+    await eventually(() => existsSync(pidfile), 'a firewall tool runs', scaled(10_000));
+    // bound: deadline 1000 + watchdog grace 2000, then the new image stops at once
+    await s.stopWithin(scaled(8000));
+    assert.match(s.log(), /re-executed while stopping: stopping/);
   });
 });

@@ -62,6 +62,7 @@ import {
   setns,
   watchdogArm,
   watchdogDisarm,
+  watchdogOnStopSignal,
   watchdogSet,
 } from '@cnikit/sys';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
@@ -426,6 +427,8 @@ export class Service {
       // the watchdog thread replaces the process image WATCHDOG_GRACE_MS after the deadline
       this.setWatchdog();
       this.#watchdog = true;
+      // a stop signal while the main thread is stuck is not lost: the watchdog's new image stops
+      watchdogOnStopSignal(`${STOPPING_ENV}=1`);
     }
   }
 
@@ -606,7 +609,10 @@ export class Service {
   reexecCommand(reason?: ReexecReason): { argv: string[]; envp: string[] } {
     const envp: string[] = [];
     for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && !['LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES', OWNED_ENV, STOPPING_ENV].includes(k)) {
+      if (
+        v !== undefined &&
+        !['LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES', OWNED_ENV, STOPPING_ENV].includes(k)
+      ) {
         envp.push(`${k}=${v}`);
       }
     }
