@@ -1078,8 +1078,9 @@ export async function serveMain(args: readonly string[], ctx: ServeContext): Pro
   console.debug = toStderr;
   const service = new Service(opts, ctx);
   try {
-    // the hosted daemon first: when it cannot start, no socket of the service was created
-    await service.startResidents();
+    // the hosted daemon first: when it cannot start, no socket of the service was created (none at all in an
+    // image re-executed while stopping: it stops at once)
+    if (process.env[STOPPING_ENV] !== '1') await service.startResidents();
   } catch (e) {
     log(`cannot start: ${errorReason(e)}`);
     return 1;
