@@ -26,6 +26,7 @@ export const SHARED = {
   'test-netns/stdin.test.ts': 'stdin closed, for every plugin',
   'test-netns/stdout.test.ts': 'stdout on /dev/null, for every plugin',
   'test-netns/warm.test.ts': 'warm mode (the service and the client)',
+  'test-netns/warm-stop.test.ts': 'warm mode: the service stops on SIGTERM within a bound',
   'test-netns/kubernetes-image.test.ts': "the DaemonSet's image",
   'test-netns/k8s/guide.test.ts':
     "the operator's guide: every shell block of docs/kubernetes.md named and run",

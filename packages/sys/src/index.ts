@@ -238,6 +238,16 @@ export function watchdogDisarm(): void {
 }
 
 /**
+ * From now on a SIGTERM or SIGINT (still passed on to the handlers installed before, e.g. `process.on`) makes a
+ * watchdog exec add `entry` ("NAME=value") to its environment: a stop signal that a main thread stuck in synchronous
+ * code never saw survives the exec. Call it after the JavaScript handlers are installed.
+ */
+export function watchdogOnStopSignal(entry: string): void {
+  const n = loadNative();
+  call(() => n.watchdogOnStopSignal(entry));
+}
+
+/**
  * Replaces the process image: execve(path, argv, envp), with `keepFd` (if >= 0) moved to descriptor 3 and left
  * open across the exec (the systemd LISTEN_FDS convention). Returns only by throwing.
  */

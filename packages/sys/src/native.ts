@@ -44,6 +44,7 @@ export interface NativeAddon {
   watchdogSet(path: string, argv: string[], envp: string[], keepFd: number): void;
   watchdogArm(timeoutMs: number): void;
   watchdogDisarm(): void;
+  watchdogOnStopSignal(entry: string): void;
   execReplace(path: string, argv: string[], envp: string[], keepFd: number): never;
   udpOpenDevice(ifname: string, port: number, chaddr?: Uint8Array): number;
   netnsNew(): number;

@@ -36,6 +36,9 @@
 //                                        thread does execReplace with the stored arguments (a main thread stuck
 //                                        in synchronous code cannot do it itself)
 //   (both keep descriptors 0-2 open across the exec)
+//   watchdogOnStopSignal(entry)       -> undefined: from now on a SIGTERM or SIGINT (then passed on to the handler
+//                                        installed before) makes the watchdog's exec add `entry` to its envp (a
+//                                        signal the stuck main thread never saw is not lost across the exec)
 //   udpOpenDevice(ifname, port[, chaddr]) -> fd (socket(AF_INET, SOCK_DGRAM) in the calling thread's network
 //                                        namespace, SO_REUSEADDR + SO_BROADCAST + SO_BINDTODEVICE ifname, bound to
 //                                        0.0.0.0:port; non-blocking, close-on-exec: the DHCP client's socket, handed
@@ -60,7 +63,9 @@
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <pthread.h>
+#include <alloca.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -942,6 +947,20 @@ static char **wd_argv = NULL;
 static char **wd_envp = NULL;
 static int wd_keep = -1;
 
+static volatile sig_atomic_t wd_stop_signalled = 0;
+static char *wd_stop_entry = NULL;
+static struct sigaction wd_prev_term, wd_prev_int;
+
+static void wd_on_stop_signal(int sig, siginfo_t *info, void *ctx) {
+  wd_stop_signalled = 1;
+  struct sigaction *prev = sig == SIGTERM ? &wd_prev_term : &wd_prev_int;
+  if (prev->sa_flags & SA_SIGINFO) {
+    if (prev->sa_sigaction) prev->sa_sigaction(sig, info, ctx);
+  } else if (prev->sa_handler != SIG_IGN && prev->sa_handler != SIG_DFL && prev->sa_handler) {
+    prev->sa_handler(sig);
+  }
+}
+
 static void replace_image(const char *path, char **args, char **envp, int keep) {
   // the new image keeps this process's stdin, stdout and stderr (Node marks them close-on-exec)
   for (int fd = 0; fd < 3; fd++) {
@@ -974,7 +993,18 @@ static void *wd_main(void *arg) {
   static const char msg[] = "cnikit: watchdog: the main thread overran its deadline; re-executing\n";
   ssize_t w = write(2, msg, sizeof(msg) - 1);
   (void)w;
-  replace_image(wd_path, wd_argv, wd_envp, wd_keep);
+  char **envp = wd_envp;
+  if (wd_stop_signalled && wd_stop_entry && envp) {
+    // the entry appended (a stack copy of the array: no allocation in this thread)
+    size_t n = 0;
+    while (envp[n]) n++;
+    char **with = alloca((n + 2) * sizeof(char *));
+    memcpy(with, envp, n * sizeof(char *));
+    with[n] = wd_stop_entry;
+    with[n + 1] = NULL;
+    envp = with;
+  }
+  replace_image(wd_path, wd_argv, envp, wd_keep);
   _exit(70);
   return NULL;
 }
@@ -1064,6 +1094,27 @@ static napi_value js_watchdog_arm(napi_env env, napi_callback_info info) {
   return make_undefined(env);
 }
 
+static napi_value js_watchdog_on_stop_signal(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  char *entry = argc >= 1 ? dup_string(env, argv[0]) : NULL;
+  if (!entry) return throw_type(env, "watchdogOnStopSignal: entry must be a string");
+  pthread_mutex_lock(&wd_mu);
+  bool first = wd_stop_entry == NULL;
+  free(wd_stop_entry);
+  wd_stop_entry = entry;
+  pthread_mutex_unlock(&wd_mu);
+  if (first) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = wd_on_stop_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, &wd_prev_term) != 0) return throw_errno(env, "sigaction", errno);
+    if (sigaction(SIGINT, &sa, &wd_prev_int) != 0) return throw_errno(env, "sigaction", errno);
+  }
+  return make_undefined(env);
+}
+
 static napi_value js_watchdog_disarm(napi_env env, napi_callback_info info) {
   pthread_mutex_lock(&wd_mu);
   wd_deadline = -1;
@@ -1138,6 +1189,7 @@ NAPI_MODULE_INIT() {
       {"watchdogSet", NULL, js_watchdog_set, NULL, NULL, NULL, napi_enumerable, NULL},
       {"watchdogArm", NULL, js_watchdog_arm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"watchdogDisarm", NULL, js_watchdog_disarm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"watchdogOnStopSignal", NULL, js_watchdog_on_stop_signal, NULL, NULL, NULL, napi_enumerable, NULL},
       {"execReplace", NULL, js_exec_replace, NULL, NULL, NULL, napi_enumerable, NULL},
       {"udpOpenDevice", NULL, js_udp_open_device, NULL, NULL, NULL, napi_enumerable, NULL},
       {"netnsNew", NULL, js_netns_new, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -175,7 +175,7 @@ describe('watchdog', () => {
     const file = join(dir, `wd-${n++}.ts`);
     writeFileSync(
       file,
-      `import { watchdogArm, watchdogDisarm, watchdogSet } from ${JSON.stringify(index)};\n${body}\n`,
+      `import { watchdogArm, watchdogDisarm, watchdogOnStopSignal, watchdogSet } from ${JSON.stringify(index)};\n${body}\n`,
     );
     const t0 = performance.now();
     const r = spawnSync(process.execPath, ['--import', 'tsx', file], { encoding: 'utf8', timeout: 20_000 });
@@ -198,5 +198,25 @@ describe('watchdog', () => {
     );
     assert.equal(r.status, 0, r.stderr);
     assert.equal(r.stdout, 'still here\n');
+  });
+
+  test('a stop signal the stuck main thread never saw survives the exec (the entry in its envp)', () => {
+    const r = run(
+      "process.on('SIGTERM', () => console.log('handled'));\nwatchdogSet('/usr/bin/env', ['env'], ['A=1'], -1);\nwatchdogOnStopSignal('STOPPING=1');\nwatchdogArm(300);\nprocess.kill(process.pid, 'SIGTERM');\nconst end = Date.now() + 10_000;\nwhile (Date.now() < end) {}",
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'A=1\nSTOPPING=1\n');
+  });
+
+  test('without a stop signal the envp is unchanged, and the JavaScript handler still runs', () => {
+    const r = run(
+      "watchdogSet('/usr/bin/env', ['env'], ['A=1'], -1);\nprocess.on('SIGTERM', () => { console.log('handled'); process.exit(0); });\nwatchdogOnStopSignal('STOPPING=1');\nprocess.kill(process.pid, 'SIGTERM');\nsetTimeout(() => {}, 5000);",
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'handled\n');
+    const q = run(
+      "watchdogSet('/usr/bin/env', ['env'], ['A=1'], -1);\nwatchdogOnStopSignal('STOPPING=1');\nwatchdogArm(100);\nconst end = Date.now() + 10_000;\nwhile (Date.now() < end) {}",
+    );
+    assert.equal(q.stdout, 'A=1\n');
   });
 });

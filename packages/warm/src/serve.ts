@@ -62,6 +62,7 @@ import {
   setns,
   watchdogArm,
   watchdogDisarm,
+  watchdogOnStopSignal,
   watchdogSet,
 } from '@cnikit/sys';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
@@ -118,6 +119,14 @@ const WATCHDOG_GRACE_MS = 2_000;
 const OWNED_ENV = 'CNIKIT_SERVE_SOCKET_OWNED';
 /** Exit code when the process cannot return to its own namespace, or cannot re-exec itself. */
 const EX_SOFTWARE = 70;
+/** Set across a re-exec (or a watchdog re-exec) that happens while the service stops: the new image stops too. */
+const STOPPING_ENV = 'CNIKIT_SERVE_STOPPING';
+/** After a stop signal: how long past the deadline the service waits for its calls and residents, then exits. */
+const STOP_GRACE_MS = 2_000;
+/** How long one resident part may take to stop before it is abandoned. */
+const RESIDENT_STOP_MS = 2_000;
+/** After the accept loop ended: how long a leftover handle (a socket, a timer) may keep the process alive. */
+const EXIT_LINGER_MS = 1_000;
 /** Plugins whose calls run beside each other (see the module comment): async I/O only, no namespace switch. */
 export const BESIDE = new Set(['cluster-ipam']);
 /** How often the accept loop looks for a new connection while calls run beside each other (the event loop runs). */
@@ -361,9 +370,21 @@ export class Service {
   start(): void {
     // before the socket exists: a SIGTERM sent as soon as it appears must stop the service, not kill it by the
     // default action (which leaves the socket file behind)
+    // a stop is bounded: the calls in flight get their deadline (then STOP_GRACE_MS), then whatever is left is
+    // abandoned (their clients' connections close with the process); a second signal abandons it at once
     const stop = (sig: string) => {
-      if (!this.#stopping) log(`${sig}: stopping after the current request`);
+      if (this.#stopping) {
+        this.abandon(`${sig} again`);
+        return;
+      }
+      log(`${sig}: stopping after the current request (at most ${this.opts.deadlineMs + STOP_GRACE_MS} ms)`);
       this.#stopping = true;
+      // a watchdog re-execution from now on starts an image that stops at once
+      if (this.#watchdog) this.setWatchdog();
+      setTimeout(
+        () => this.abandon(`still not stopped ${this.opts.deadlineMs + STOP_GRACE_MS} ms after ${sig}`),
+        this.opts.deadlineMs + STOP_GRACE_MS,
+      ).unref();
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
@@ -379,6 +400,12 @@ export class Service {
     this.#homeId = nsId(this.#homeFd);
     this.#exe = fileId('/proc/self/exe');
     const env = process.env;
+    if (env[STOPPING_ENV] === '1') {
+      // re-executed while stopping: stop (the loop does not start), the socket file removed as usual
+      delete env[STOPPING_ENV];
+      this.#stopping = true;
+      log('re-executed while stopping: stopping');
+    }
     if (env.LISTEN_FDS === '1' && env.LISTEN_PID === String(process.pid)) {
       // systemd socket activation, or our own re-exec: the socket is descriptor 3
       this.#listenFd = 3;
@@ -403,6 +430,8 @@ export class Service {
       // the watchdog thread replaces the process image WATCHDOG_GRACE_MS after the deadline
       this.setWatchdog();
       this.#watchdog = true;
+      // a stop signal while the main thread is stuck is not lost: the watchdog's new image stops
+      watchdogOnStopSignal(`${STOPPING_ENV}=1`);
     }
   }
 
@@ -447,12 +476,38 @@ export class Service {
     const all = this.#residents;
     this.#residents = [];
     for (const r of all) {
+      let timer: NodeJS.Timeout | undefined;
       try {
-        await r.handle.stop();
+        const stopped = await Promise.race([
+          Promise.resolve(r.handle.stop()).then(() => true),
+          new Promise<false>((resolve) => {
+            timer = setTimeout(() => resolve(false), RESIDENT_STOP_MS);
+          }),
+        ]);
+        if (!stopped) log(`${r.name}: did not stop within ${RESIDENT_STOP_MS} ms; abandoned`);
       } catch (e) {
         log(`${r.name}: cannot stop cleanly: ${errorReason(e)}`);
+      } finally {
+        clearTimeout(timer);
       }
     }
+  }
+
+  /** The socket file removed, when it is this service's own (not systemd's). */
+  removeSocket(): void {
+    if (this.#activated) return;
+    try {
+      if (lstatSync(this.opts.socket).isSocket()) unlinkSync(this.opts.socket);
+    } catch {
+      // already gone
+    }
+  }
+
+  /** A stop that cannot wait any longer: the work in flight abandoned, the socket file removed, exit 0. */
+  abandon(why: string): never {
+    log(`${why}: abandoning ${this.#running} request(s) in flight; stopped after ${this.#served} request(s)`);
+    this.removeSocket();
+    process.exit(0);
   }
 
   /** The accept loop; resolves when the service was asked to stop. */
@@ -509,7 +564,9 @@ export class Service {
         // the calls in flight are answered first (each within its deadline)
         await Promise.allSettled([...this.#beside]);
       }
-      if (this.#tainted) {
+      if (this.#stopping) {
+        // a stop signal wins over a re-execution (the new image would serve on, the signal forgotten)
+      } else if (this.#tainted) {
         await this.stopResidents();
         this.reexec('a request exceeded its deadline', 'deadline');
       } else if (this.exeReplaced()) {
@@ -523,13 +580,7 @@ export class Service {
     await this.#batcher?.drain(1000);
     this.#metricsServer?.close();
     this.#metricsServer?.closeAllConnections();
-    if (!this.#activated) {
-      try {
-        if (lstatSync(this.opts.socket).isSocket()) unlinkSync(this.opts.socket);
-      } catch {
-        // already gone
-      }
-    }
+    this.removeSocket();
     log(`stopped after ${this.#served} request(s)`);
   }
 
@@ -561,12 +612,16 @@ export class Service {
   reexecCommand(reason?: ReexecReason): { argv: string[]; envp: string[] } {
     const envp: string[] = [];
     for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && !['LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES', OWNED_ENV].includes(k)) {
+      if (
+        v !== undefined &&
+        !['LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES', OWNED_ENV, STOPPING_ENV].includes(k)
+      ) {
         envp.push(`${k}=${v}`);
       }
     }
     envp.push('LISTEN_FDS=1', `LISTEN_PID=${process.pid}`);
     if (!this.#activated) envp.push(`${OWNED_ENV}=1`);
+    if (this.#stopping) envp.push(`${STOPPING_ENV}=1`);
     if (reason && this.#metrics) envp.push(...this.#metrics.reexecEnv(reason));
     const args = [
       'serve',
@@ -1026,8 +1081,9 @@ export async function serveMain(args: readonly string[], ctx: ServeContext): Pro
   console.debug = toStderr;
   const service = new Service(opts, ctx);
   try {
-    // the hosted daemon first: when it cannot start, no socket of the service was created
-    await service.startResidents();
+    // the hosted daemon first: when it cannot start, no socket of the service was created (none at all in an
+    // image re-executed while stopping: it stops at once)
+    if (process.env[STOPPING_ENV] !== '1') await service.startResidents();
   } catch (e) {
     log(`cannot start: ${errorReason(e)}`);
     return 1;
@@ -1040,5 +1096,8 @@ export async function serveMain(args: readonly string[], ctx: ServeContext): Pro
     return 1;
   }
   await service.run();
+  // stopped: a handle left open (a plugin's keep-alive socket, a timer of an abandoned call) does not keep the
+  // process alive
+  setTimeout(() => process.exit(0), EXIT_LINGER_MS).unref();
   return 0;
 }
