@@ -37,7 +37,15 @@ import {
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { bundle, compileBunModule, entrySource, findBun, listPlugins, loadPlugins, sha256 } from '@cnikit/build';
+import {
+  bundle,
+  compileBunModule,
+  entrySource,
+  findBun,
+  listPlugins,
+  loadPlugins,
+  sha256,
+} from '@cnikit/build';
 import type { BuildStamp, PluginMeta } from '@cnikit/build/runtime';
 import { TOOL_NAME } from '@cnikit/build/runtime';
 import { CLIENT_FILE } from '@cnikit/sys/layout';
