@@ -29,7 +29,8 @@
  *                 and directory, NODENAME of the node), and every ADD is the static warm client
  *                 dist-bin/warm/cluster-ipam exec'd with the CNI environment and the configuration on stdin, as a
  *                 runtime calls it (the latency of an ADD is the client's exec to its exit; the service keeps the
- *                 store and the node's view, and runs cluster-ipam calls beside each other). Needs `npm run build`.
+ *                 store and the node's view, and runs cluster-ipam calls beside each other). Needs `npm run build`
+ *                 (BENCH_DIST=dir: another build's dist-bin/, for A/B runs of two builds).
  *                 The node's store calls are not seen from outside: the API server's own counts are reported;
  *                 `failed` counts the ADDs the client answered from the cold executable (a fallback).
  *                 --warm=in-process: the allocator in the node process itself (NodeView kept, no client, no
@@ -531,7 +532,8 @@ function allocatorAdder(spec: WorkerSpec, store: Store | (() => Store), view?: N
 async function serviceAdder(
   spec: WorkerSpec,
 ): Promise<{ add: Adder; close: () => Promise<void>; fallbacks: () => number }> {
-  const dist = join(ROOT, 'dist-bin');
+  // BENCH_DIST: another build's dist-bin/ (A/B runs of two builds)
+  const dist = process.env.BENCH_DIST ?? join(ROOT, 'dist-bin');
   for (const f of ['cnikit', 'warm/cluster-ipam'])
     if (!existsSync(join(dist, f))) throw new Error(`${join(dist, f)} is missing: npm run build`);
   const dir = mkdtempSync(join(tmpdir(), `cnikit-bench-warm-${spec.nodeIndex}-`));
