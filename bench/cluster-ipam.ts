@@ -6,7 +6,11 @@
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts --full        (the issue's run, ~20 min)
  *   node --conditions=cnikit-source --import tsx bench/cluster-ipam.ts [--adds=N] [--nodes=10] [--per-node=10]
  *        [--pools=1000,4096] [--only=whereabouts,cnikit-k8s,cnikit-k8s-warm,cnikit-etcd] [--budget=S] [--kills=3]
- *        [--warm=service|in-process] [--json]
+ *        [--warm=service|in-process] [--rate=R[,R…]] [--json]
+ * --rate=R: the open loop: pods arrive at R per second over the nodes (as a scheduler binds them) and each ADD
+ * starts on arrival, however many are in flight; R=0 or no --rate: the closed loop (--per-node at a time per node,
+ * the saturation figure). Several rates: one run of every scenario each. Every scenario also prints its latency
+ * by start-time decile (is the tail the start or the steady state).
  * Without --full (what `npm run bench` runs): 100 ADDs, pool 1000, the baseline's budget 30 s (a minute or two).
  * --full: 1000 ADDs, pools 1000 and 4096, budget 240 s per scenario (22 min at load 20–40: 8 of them the two
  * whereabouts-style runs, 2 each the cleanups of the cold Kubernetes runs).
@@ -25,7 +29,8 @@
  *                 and directory, NODENAME of the node), and every ADD is the static warm client
  *                 dist-bin/warm/cluster-ipam exec'd with the CNI environment and the configuration on stdin, as a
  *                 runtime calls it (the latency of an ADD is the client's exec to its exit; the service keeps the
- *                 store and the node's view, and runs cluster-ipam calls beside each other). Needs `npm run build`.
+ *                 store and the node's view, and runs cluster-ipam calls beside each other). Needs `npm run build`
+ *                 (BENCH_DIST=dir: another build's dist-bin/, for A/B runs of two builds).
  *                 The node's store calls are not seen from outside: the API server's own counts are reported;
  *                 `failed` counts the ADDs the client answered from the cold executable (a fallback).
  *                 --warm=in-process: the allocator in the node process itself (NodeView kept, no client, no
@@ -92,6 +97,12 @@ interface WorkerSpec {
   budgetMs: number;
   /** cnikit-k8s-warm: the real service and client ('service', default), or the allocator in the node process. */
   warm?: 'service' | 'in-process';
+  /**
+   * Open loop (--rate=R): pods arrive at R per second over all the nodes (pod k of the run at k/R s, node k mod
+   * nodes), each ADD starts on arrival whatever is in flight, as kubelet runs a bound pod's sandbox; without it the
+   * closed loop: perNode ADDs at a time on every node (the saturation figure).
+   */
+  rate?: number;
   /** The pods this node process ADDs (pod name, container ID); without it `adds` pods named by index. */
   pods?: Pod[];
   /**
@@ -521,7 +532,8 @@ function allocatorAdder(spec: WorkerSpec, store: Store | (() => Store), view?: N
 async function serviceAdder(
   spec: WorkerSpec,
 ): Promise<{ add: Adder; close: () => Promise<void>; fallbacks: () => number }> {
-  const dist = join(ROOT, 'dist-bin');
+  // BENCH_DIST: another build's dist-bin/ (A/B runs of two builds)
+  const dist = process.env.BENCH_DIST ?? join(ROOT, 'dist-bin');
   for (const f of ['cnikit', 'warm/cluster-ipam'])
     if (!existsSync(join(dist, f))) throw new Error(`${join(dist, f)} is missing: npm run build`);
   const dir = mkdtempSync(join(tmpdir(), `cnikit-bench-warm-${spec.nodeIndex}-`));
@@ -728,12 +740,19 @@ async function worker(spec: WorkerSpec): Promise<void> {
   // every ADD is told to the bench as it starts and ends (a killed node process tells nothing more: its ADDs
   // in flight are the ones the kill cut)
   const say = (...f: (string | number)[]) => process.stdout.write(`${f.join('\t')}\n`);
+  const goAt = performance.now();
   await Promise.all(
-    Array.from({ length: spec.perNode }, async () => {
+    Array.from({ length: spec.rate ? pods.length : spec.perNode }, async () => {
       for (;;) {
         const i = next++;
         const pod = pods[i];
         if (!pod) return;
+        if (spec.rate) {
+          // open loop: this node's i-th pod arrives at (i * nodes + nodeIndex) / rate s after the start signal
+          const at = goAt + ((i * spec.nodes + spec.nodeIndex) * 1000) / spec.rate;
+          const wait = at - performance.now();
+          if (wait > 0) await sleep(wait);
+        }
         if (Date.now() > budgetEnd) {
           res.unfinished++;
           say('unf', pod.cid);
@@ -759,6 +778,7 @@ async function worker(spec: WorkerSpec): Promise<void> {
             say('err', pod.cid, (e as Error).message.replace(/\s+/g, ' '));
           }
         }
+        if (spec.rate) return; // open loop: one ADD per arrival
       }
     }),
   );
@@ -1040,6 +1060,11 @@ interface RunResult {
   cleanup: CleanupResult;
   /** What the stores held when the scenario started (the previous scenario's reset). */
   stateBefore: string;
+  /** Open loop: pods per second (--rate); closed loop: undefined (nodes × perNode in flight). */
+  rate?: number;
+  inFlight: number;
+  /** Latency by start-time decile: each tenth of the answered ADDs in order of start (ms from the start signal). */
+  timeline: Array<{ fromS: number; toS: number; n: number; p50: number; p99: number; max: number }>;
 }
 
 interface ServerUse {
@@ -1239,6 +1264,9 @@ async function runScenario(
   stateBefore: string,
 ): Promise<RunResult> {
   const lat: number[] = [];
+  // each ADD's start (ms from the start signal, as its 'start' line arrives) and its latency
+  const startedAt = new Map<string, number>();
+  const byStart: Array<{ at: number; ms: number }> = [];
   const callsPerAdd: number[] = [];
   const ips: string[] = [];
   const errors: string[] = [];
@@ -1270,7 +1298,9 @@ async function runScenario(
         const pod = n.queued.get(cid);
         n.queued.delete(cid);
         if (pod) n.inflight.set(cid, pod);
+        startedAt.set(cid, performance.now() - t0);
       } else if (t === 'ok') {
+        byStart.push({ at: startedAt.get(cid) ?? Number.NaN, ms: Number(b) });
         n.inflight.delete(cid);
         n.answered.set(cid, a);
         ips.push(a);
@@ -1456,6 +1486,23 @@ async function runScenario(
   for (const s of standbys) s.p.stdin?.end();
   const results = nodes.map((n) => n.proc.result).filter((r): r is WorkerResult => r !== undefined);
   lat.sort((a, b) => a - b);
+  byStart.sort((a, b) => a.at - b.at);
+  const timeline: RunResult['timeline'] = [];
+  for (let d = 0; d < 10 && byStart.length >= 10; d++) {
+    const part = byStart.slice(
+      Math.floor((d * byStart.length) / 10),
+      Math.floor(((d + 1) * byStart.length) / 10),
+    );
+    const ms = part.map((x) => x.ms).sort((a, b) => a - b);
+    timeline.push({
+      fromS: Math.round((part[0]?.at ?? 0) / 100) / 10,
+      toS: Math.round((part[part.length - 1]?.at ?? 0) / 100) / 10,
+      n: part.length,
+      p50: Math.round(quantile(ms, 0.5)),
+      p99: Math.round(quantile(ms, 0.99)),
+      max: Math.round(ms[ms.length - 1] ?? 0),
+    });
+  }
   const dup = (list: string[]) => list.length - new Set(list).size;
   const inStore = await stored();
   const answered = new Set(ips);
@@ -1516,6 +1563,9 @@ async function runScenario(
     restartMs: restartMs.map((m) => Math.round(m)),
     cleanup: clean,
     stateBefore,
+    ...(base.rate ? { rate: base.rate } : {}),
+    inFlight: base.nodes * base.perNode,
+    timeline,
   };
 }
 
@@ -1555,6 +1605,8 @@ async function main(): Promise<void> {
   const loadStart = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const startedAt = new Date();
   const warm = arg('warm', 'service') as NonNullable<WorkerSpec['warm']>;
+  // open loop: pods per second over the nodes (several: --rate=20,40,80, one run each); none: the closed loop
+  const rates = arg('rate', '').split(',').filter(Boolean).map(Number);
 
   const needK8s = only.some((s) => s !== 'cnikit-etcd');
   const dir = mkdtempSync(join(tmpdir(), 'cnikit-bench-cluster-ipam-'));
@@ -1635,96 +1687,98 @@ async function main(): Promise<void> {
       return out.join(', ');
     };
     for (const pool of pools) {
-      for (const scenario of only) {
-        const net = `b${pool}-${scenario.replace('cnikit-', 'c').replace('-warm', 'w')}`;
-        const base = {
-          scenario,
-          nodes,
-          perNode,
-          pool,
-          net,
-          totalAdds,
-          driver,
-          budgetMs,
-          warm,
-          ...(cp ? { kubeconfig: cp.kubeconfig } : {}),
-          ...(etcd ? { etcd: { host: etcd.host } } : {}),
-        };
-        const stored = async (): Promise<string[]> => {
-          if (scenario === 'whereabouts') {
-            const p = kubectlJson([
-              '-n',
-              NS,
-              'get',
-              'ippools.whereabouts.cni.cncf.io',
-              `${net}-${RANGE.replaceAll('/', '-')}`,
-            ]);
-            return Object.keys(p.spec.allocations ?? {}).map((o) => ipOf(Number(o)));
-          }
-          if (scenario === 'cnikit-k8s' || scenario === 'cnikit-k8s-warm') {
-            const l =
-              driver === 'allocator'
-                ? kubectlJson(['get', 'ipamallocations.ipam.cnikit.dev'])
-                : kubectlJson(['-n', NS, 'get', `allocations.${BENCH_GROUP}`]);
-            return l.items
-              .filter((o: { metadata: { name: string } }) => o.metadata.name.startsWith(`${net}.`))
-              .map((o: { spec: { ip: string } }) => o.spec.ip);
-          }
-          const s = new EtcdStore({ endpoints: etcd?.host as string, prefix: '/bench/' });
-          try {
-            return (await s.list<{ ip: string }>('allocations', `${net}.`)).map((o) => o.spec.ip);
-          } finally {
-            await s.close();
-          }
-        };
-        process.stderr.write(
-          `cluster-ipam bench: ${scenario}, pool ${pool}, ${totalAdds} ADDs on ${nodes} nodes ...\n`,
-        );
-        try {
-          const probe: ServerProbe =
-            scenario === 'cnikit-etcd'
-              ? { etcdPid: etcd?.pid() }
-              : {
-                  etcdPid: cp?.procs[0]?.pid,
-                  apiserverPid: cp?.procs[1]?.pid,
-                  metrics: () => {
-                    const m = cp?.kubectl(['get', '--raw', '/metrics']);
-                    return m?.status === 0 ? m.stdout : undefined;
-                  },
-                };
-          const stateBefore = await stateNow();
-          order.push(`${scenario} ${pool}`);
-          process.stderr.write(`  state at the start: ${stateBefore}\n`);
-          // the cleanup runs where the store is: etcd on this host's loopback, the API server in its namespace
-          const cleanup = async (c: CleanupSpec): Promise<CleanupResult> => {
-            if (c.scenario === 'cnikit-etcd') return cleanupScenario(c);
-            const cmd = [...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--cleanup'];
-            const r = spawnSync('ip', ['netns', 'exec', netns, process.execPath, ...cmd], {
-              env: { ...process.env, BENCH_CLEANUP: JSON.stringify(c) },
-              encoding: 'utf8',
-              stdio: ['ignore', 'pipe', 'inherit'],
-              maxBuffer: 64 << 20,
-            });
-            const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
-            if (!line) throw new Error(`cleanup process: exit ${r.status}`);
-            return JSON.parse(line);
+      for (const rate of rates.length ? rates : [0])
+        for (const scenario of only) {
+          const net = `b${pool}-${scenario.replace('cnikit-', 'c').replace('-warm', 'w')}${rate ? `-r${rate}` : ''}`;
+          const base = {
+            scenario,
+            nodes,
+            perNode,
+            pool,
+            net,
+            totalAdds,
+            driver,
+            budgetMs,
+            warm,
+            ...(rate ? { rate } : {}),
+            ...(cp ? { kubeconfig: cp.kubeconfig } : {}),
+            ...(etcd ? { etcd: { host: etcd.host } } : {}),
           };
-          const r = await runScenario(
-            base,
-            scenario === 'cnikit-etcd' ? undefined : netns,
-            stored,
-            probe,
-            kills,
-            cleanup,
-            stateBefore,
+          const stored = async (): Promise<string[]> => {
+            if (scenario === 'whereabouts') {
+              const p = kubectlJson([
+                '-n',
+                NS,
+                'get',
+                'ippools.whereabouts.cni.cncf.io',
+                `${net}-${RANGE.replaceAll('/', '-')}`,
+              ]);
+              return Object.keys(p.spec.allocations ?? {}).map((o) => ipOf(Number(o)));
+            }
+            if (scenario === 'cnikit-k8s' || scenario === 'cnikit-k8s-warm') {
+              const l =
+                driver === 'allocator'
+                  ? kubectlJson(['get', 'ipamallocations.ipam.cnikit.dev'])
+                  : kubectlJson(['-n', NS, 'get', `allocations.${BENCH_GROUP}`]);
+              return l.items
+                .filter((o: { metadata: { name: string } }) => o.metadata.name.startsWith(`${net}.`))
+                .map((o: { spec: { ip: string } }) => o.spec.ip);
+            }
+            const s = new EtcdStore({ endpoints: etcd?.host as string, prefix: '/bench/' });
+            try {
+              return (await s.list<{ ip: string }>('allocations', `${net}.`)).map((o) => o.spec.ip);
+            } finally {
+              await s.close();
+            }
+          };
+          process.stderr.write(
+            `cluster-ipam bench: ${scenario}, pool ${pool}, ${totalAdds} ADDs on ${nodes} nodes ...\n`,
           );
-          results.push(r);
-          const { calls: _calls, ...brief } = r;
-          process.stderr.write(`  ${JSON.stringify(brief)}\n`);
-        } catch (e) {
-          process.stderr.write(`  ${scenario} pool ${pool}: the run failed: ${(e as Error).message}\n`);
+          try {
+            const probe: ServerProbe =
+              scenario === 'cnikit-etcd'
+                ? { etcdPid: etcd?.pid() }
+                : {
+                    etcdPid: cp?.procs[0]?.pid,
+                    apiserverPid: cp?.procs[1]?.pid,
+                    metrics: () => {
+                      const m = cp?.kubectl(['get', '--raw', '/metrics']);
+                      return m?.status === 0 ? m.stdout : undefined;
+                    },
+                  };
+            const stateBefore = await stateNow();
+            order.push(`${scenario} ${pool}`);
+            process.stderr.write(`  state at the start: ${stateBefore}\n`);
+            // the cleanup runs where the store is: etcd on this host's loopback, the API server in its namespace
+            const cleanup = async (c: CleanupSpec): Promise<CleanupResult> => {
+              if (c.scenario === 'cnikit-etcd') return cleanupScenario(c);
+              const cmd = [...process.execArgv, join(ROOT, 'bench', 'cluster-ipam.ts'), '--cleanup'];
+              const r = spawnSync('ip', ['netns', 'exec', netns, process.execPath, ...cmd], {
+                env: { ...process.env, BENCH_CLEANUP: JSON.stringify(c) },
+                encoding: 'utf8',
+                stdio: ['ignore', 'pipe', 'inherit'],
+                maxBuffer: 64 << 20,
+              });
+              const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
+              if (!line) throw new Error(`cleanup process: exit ${r.status}`);
+              return JSON.parse(line);
+            };
+            const r = await runScenario(
+              base,
+              scenario === 'cnikit-etcd' ? undefined : netns,
+              stored,
+              probe,
+              kills,
+              cleanup,
+              stateBefore,
+            );
+            results.push(r);
+            const { calls: _calls, ...brief } = r;
+            process.stderr.write(`  ${JSON.stringify(brief)}\n`);
+          } catch (e) {
+            process.stderr.write(`  ${scenario} pool ${pool}: the run failed: ${(e as Error).message}\n`);
+          }
         }
-      }
     }
   } finally {
     await etcd?.stop();
@@ -1781,6 +1835,7 @@ function summaryTable(results: RunResult[]): string {
     [
       'scenario',
       'pool',
+      'rate/in-flight',
       'pods ok',
       'failed',
       'unfinished',
@@ -1799,6 +1854,7 @@ function summaryTable(results: RunResult[]): string {
         ? `${LABEL[r.scenario]} (${r.driver})`
         : LABEL[r.scenario],
       String(r.pool),
+      r.rate ? `${r.rate}/s open` : `${r.inFlight} closed`,
       String(r.adds),
       String(r.failed),
       String(r.unfinished),
@@ -1857,6 +1913,11 @@ function breakdown(r: RunResult): string {
   };
   server('at kube-apiserver', sv.apiserver);
   server('kube-apiserver -> etcd', sv.apiserverEtcd);
+  if (r.timeline.length)
+    out.push(
+      `  latency by start-time decile (${r.rate ? `open loop ${r.rate}/s` : `closed loop, ${r.inFlight} in flight`}): ` +
+        r.timeline.map((d) => `${d.fromS}–${d.toS} s p50 ${d.p50} p99 ${d.p99} max ${d.max}`).join('; '),
+    );
   return out.join('\n');
 }
 

@@ -290,6 +290,34 @@ describe('the warm view (the node service keeps it between calls)', () => {
     assert.equal(new Set(ips).size, 14);
   });
 
+  test('ADDs behind a block claim create their records beside each other, not one at a time in the lock', async () => {
+    // a store whose creates of records take a while: how many run at once
+    class SlowStore extends MemoryStore {
+      now = 0;
+      most = 0;
+      override async create<T>(kind: Parameters<MemoryStore['create']>[0], name: string, spec: T) {
+        if (kind !== 'allocations') return super.create(kind, name, spec);
+        this.most = Math.max(this.most, ++this.now);
+        try {
+          await new Promise((r) => setTimeout(r, 20));
+          return await super.create(kind, name, spec);
+        } finally {
+          this.now--;
+        }
+      }
+    }
+    const store = new SlowStore();
+    const p = pools({ range: '10.33.0.0/24', block_size: 16 });
+    const view = new NodeView();
+    const a = alloc(store, 'n1', p, true, 'default', view);
+    // a new view: no block yet, so every call waits for the lock; the first claims a block of 16
+    const got = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => a.allocate({ containerID: `c${i}`, ifName: 'e' })),
+    );
+    assert.equal(new Set(got.map((g) => g[0]!.ip)).size, 8);
+    assert.ok(store.most >= 4, `at most ${store.most} creates at once`);
+  });
+
   test('a view is read exactly when new, and again once it is older than a minute', async () => {
     const store = new MemoryStore();
     const p = pools({ range: '10.32.0.0/24' });

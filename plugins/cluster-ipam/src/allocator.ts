@@ -133,6 +133,8 @@ export const VIEW_MAX_AGE_MS = 60_000;
 export const LENDERS_MAX_AGE_MS = 10_000;
 /** How many creates a borrow from that kept read may find taken before the pool's records are read again. */
 export const BORROW_CONFLICTS = 4;
+/** How often a call whose node's blocks ran dry leaves the lock to take a free address a claim meanwhile made. */
+const FREE_OWN_ROUNDS = 3;
 
 /**
  * What this node knows of the store: its blocks per pool and the records it holds. Cold: read for one call. Warm:
@@ -423,8 +425,36 @@ export class Allocator {
       if (got) return got;
       if (view.lenders.get(p.key) === lent) view.lenders.delete(p.key);
     }
-    // the node's blocks are full: one call of this process at a time reads again and claims
-    return view.exclusive(async () => {
+    // the node's blocks are full: one call of this process at a time reads again and claims. A call that finds
+    // free addresses in the node's blocks once it holds the lock (a claim meanwhile) takes one after it, beside
+    // the node's other calls: its create is not one more in a queue behind the lock (a few times; then inside)
+    for (let round = 0; ; round++) {
+      const got = await view.exclusive(async () => {
+        const had = this.existing(p, owner, view);
+        if (had) return had;
+        if (round < FREE_OWN_ROUNDS && this.#hasFreeOwn(p, view)) return undefined;
+        return this.claimLocked(p, owner, view, fresh);
+      });
+      if (got) return got;
+      const own = await this.takeOwn(p, owner, view);
+      if (own) return own;
+    }
+  }
+
+  /** Some address of the node's blocks that no record of the view holds and no call of it is creating. */
+  #hasFreeOwn(p: Pool, view: NodeView): boolean {
+    const prefix = this.recordPrefix(p);
+    for (const base of view.ownBlocks(p).keys()) {
+      const ref = blockAt(p, base);
+      for (let v = ref.first; v <= ref.last; v++)
+        if (allocatable(p, v) && !this.#known(view, recordName(prefix, p.family, v))) return true;
+    }
+    return false;
+  }
+
+  /** Under the view's lock: the node's blocks again, then a claim (or a borrow). */
+  private claimLocked(p: Pool, owner: Owner, view: NodeView, fresh: boolean): Promise<Allocated> {
+    return (async () => {
       const meanwhile = (await this.takeOwn(p, owner, view)) ?? this.existing(p, owner, view);
       if (meanwhile) return meanwhile;
       if (!fresh) {
@@ -442,7 +472,7 @@ export class Allocator {
         if (now) return now;
       }
       return this.claimOrBorrow(p, owner, view);
-    });
+    })();
   }
 
   private async claimOrBorrow(p: Pool, owner: Owner, view: NodeView): Promise<Allocated> {
