@@ -61,7 +61,8 @@ describe('install layout', () => {
 
   test("the layout's file names are defined here only (no second copy of 'cnikit-client' to drift)", () => {
     const def = /\b(?:const|let)\s+\w+(?::\s*\w+)?\s*=\s*['"](cnikit-client|cnitool|cnikit)['"]/;
-    const own = join(ROOT, 'packages', 'sys', 'src', 'layout.ts');
+    // names.ts holds them (constants only, for the start-up path); layout.ts re-exports them
+    const own = join(ROOT, 'packages', 'sys', 'src', 'names.ts');
     const found = ['packages', 'plugins', 'scripts', 'test-netns']
       .flatMap((d) => sources(join(ROOT, d)))
       .filter((f) => f !== own)
