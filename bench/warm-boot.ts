@@ -1,6 +1,6 @@
 /**
- * The first plugin call after boot under a real systemd, and the calls after it, against a cold call (issue 39
- * item 3): the kernel lab's VM booted with systemd as PID 1 (`scripts/vm.mjs --systemd`), the build installed there by
+ * The first plugin call after boot under a real systemd, and the calls after it, against a cold call: the kernel
+ * lab's VM booted with systemd as PID 1 (`scripts/vm.mjs --systemd`), the build installed there by
  * `scripts/install` with no mode flag (it enables cnikit.socket), then bench/lib/warm-boot-vm.mjs inside the VM:
  *
  *   - the first call after the install (the socket listening, no service: the state right after boot), which makes

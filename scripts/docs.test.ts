@@ -246,7 +246,7 @@ export function ownColdVersionFigures(md: string): string[] {
 }
 
 describe('one cold VERSION figure: docs/benchmarks.md', () => {
-  // the pages that quote the cold start-up (issue 39: they gave 4.6–9.5 ms, ~5–9 ms and 51 ms for the same call)
+  // the pages that quote the cold start-up (they once gave 4.6–9.5 ms, ~5–9 ms and 51 ms for the same call)
   const QUOTING = ['README.md', 'docs/warm-mode.md', 'docs/observability.md', 'packages/warm/README.md'];
 
   test('README.md, warm-mode.md, observability.md and the warm README cite the start-up table, with no figure of their own', () => {

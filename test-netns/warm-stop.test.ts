@@ -1,5 +1,5 @@
-// `cnikit serve` stops on SIGTERM within a bound whatever is in flight (issue #39: a service that outlived its
-// bench). Each case drives the compiled binary and asserts that the process exited in time and that the socket
+// `cnikit serve` stops on SIGTERM within a bound whatever is in flight (a service once outlived its
+// bench, ignoring SIGTERM). Each case drives the compiled binary and asserts that the process exited in time and that the socket
 // file is gone.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * Warm by default under a real systemd (issue 39 item 3): the kernel lab's VM booted with this machine's systemd as
+ * Warm by default under a real systemd: the kernel lab's VM booted with this machine's systemd as
  * PID 1 (`scripts/vm.mjs --systemd`), the build installed there by `scripts/install` with no mode flag, as an operator
  * would (bench/lib/warm-boot-vm.mjs drives it inside the VM and reports the states; bench/warm-boot.ts prints its
  * figures). Checked, by state, not time:
@@ -24,6 +24,7 @@ import { test } from 'node:test';
 import { buildTsCache, tsxEntry } from '../../scripts/ts-cache.mjs';
 // @ts-expect-error: a plain ES module without types
 import { runInVm } from '../../scripts/vm.mjs';
+import { distBin } from '../dist.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -67,8 +68,12 @@ function collector(): { stream: Writable; text: () => string } {
 
 test('scripts/install under a real systemd: socket enabled, the first call served by the socket-activated service, --cold removes it all', async () => {
   assert.equal(process.getuid?.(), 0, 'run as root (the kernel lab boots a VM)');
-  for (const f of ['cnikit', 'warm/cnikit-client'])
-    assert.ok(existsSync(join(root, 'dist-bin', f)), `dist-bin/${f} missing: npm run build`);
+  // dist-bin fresh (rebuilt when stale), the warm client with it
+  const dist = distBin();
+  assert.ok(
+    existsSync(join(dist, 'warm', 'cnikit-client')),
+    'dist-bin/warm/cnikit-client missing: npm run build',
+  );
   // a VM that never reaches the command's end is killed (the boot and the calls take 2-4 min under TCG at load 10-30)
   process.env.CNIKIT_VM_TIMEOUT ??= '900';
   const cache = await buildTsCache(root);

@@ -16,7 +16,7 @@
  */
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { closeAfterTask, nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
+import { closeAfterTask, nftExists, traceSection, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
 import {
   NLM_F_ACK,
   NLM_F_APPEND,
@@ -821,7 +821,16 @@ export function applyRestoreInProcess(family: Family, script: string, opts: Tool
     return transact(family, plan);
   };
   try {
-    const err = opts.netns !== undefined ? withNetns(opts.netns, run) : run();
+    // traced like the tool it stands for (exec.ts's `exec iptables-restore`), marked in-process
+    const err = traceSection(
+      'iptables-restore (in-process)',
+      { 'cnikit.in_process': true, 'cnikit.iptables.family': family },
+      (span) => {
+        const e = opts.netns !== undefined ? withNetns(opts.netns, run) : run();
+        span?.setAttributes({ 'cnikit.nf_tables.errno': e });
+        return e;
+      },
+    );
     if (err === 0) {
       iptnftStats.applied++;
       return true;
