@@ -36,6 +36,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { stableStateFile } from '@cnikit/testing';
 import { parseAllDocuments } from 'yaml';
 import { buildImage } from '../scripts/image.ts';
 import { releaseVersion } from '../scripts/release.ts';
@@ -449,12 +450,7 @@ describe('the image run as the DaemonSet runs it (podman)', () => {
             .sort()
             .map((f) => {
               const p = join(dir, f);
-              if (!statSync(p).isFile()) return `${f}/`;
-              const text = readFileSync(p, 'utf8');
-              // host-local's listing index names its directory's inode and mtime: those of each run's new directory
-              return /(^|\/)\.cnikit-index-/.test(f)
-                ? `${f}: ${text.replace(/"(dev|ino|mtimeNs)":"\d+"/g, '"$1":"…"')}`
-                : `${f}: ${text}`;
+              return statSync(p).isFile() ? `${f}: ${stableStateFile(f, readFileSync(p, 'utf8'))}` : `${f}/`;
             })
         : [];
     // the node's state a plugin call leaves; IPv6 link-local addresses are left out (they follow each new

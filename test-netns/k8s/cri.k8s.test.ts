@@ -29,7 +29,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { eventually, type Snapshot, sleep, snapshotNetns } from '@cnikit/testing';
+import { eventually, type Snapshot, sleep, snapshotNetns, stableStateFile } from '@cnikit/testing';
 import { parse as parseYaml } from 'yaml';
 import { buildImage, type ImageResult } from '../../scripts/image.ts';
 import { DIST, ensureBuilt, ROOT } from '../dist.ts';
@@ -243,7 +243,7 @@ function normalise(text: string, repl: [string, string][]): string {
 
 /** containerd's cached CNI results list the CNI_ARGS in Go map order (random per call): sorted here. */
 function content(path: string, text: string): string {
-  if (!path.startsWith('results/')) return text;
+  if (!path.startsWith('results/')) return stableStateFile(path, text);
   const cache = JSON.parse(text) as { cniArgs?: [string, string][] };
   cache.cniArgs?.sort((x, y) => x[0].localeCompare(y[0]));
   return JSON.stringify(cache);

@@ -86,5 +86,6 @@ export {
   type SnapshotSection,
   snapshotNetns,
   stableJson,
+  stableStateFile,
 } from './snapshot.ts';
 export { scaled, TIME_SCALE_ENV, timeScale } from './timescale.ts';

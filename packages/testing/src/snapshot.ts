@@ -114,6 +114,17 @@ function strip(v: unknown, keys: ReadonlySet<string>): unknown {
 }
 
 /** JSON with sorted keys, so equal objects print equally. */
+/**
+ * A file of a CNI state directory (/var/lib/cni …) as two runs that left the same state write it: host-local's
+ * listing index (`.cnikit-index-*`, beside the network directories) names its directory's device, inode and mtime,
+ * which differ whenever the directory was made anew; they are replaced, the listing it holds is kept.
+ */
+export function stableStateFile(path: string, text: string): string {
+  return /(^|\/)\.cnikit-index-[^/]*$/.test(path)
+    ? text.replace(/"(dev|ino|mtimeNs)":"\d+"/g, '"$1":"…"')
+    : text;
+}
+
 export function stableJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
   if (v && typeof v === 'object') {
