@@ -180,8 +180,11 @@ describe('listing index', () => {
     assert.deepEqual(Object.fromEntries(ix.files), left);
   });
 
-  test('the Go plugin and cnikit on one directory: each sees the other’s reservations', async (t) => {
-    if (!existsSync(GO_HOST_LOCAL)) return t.skip('Go host-local not installed');
+  test('the Go plugin and cnikit on one directory: each sees the other’s reservations', async () => {
+    assert.ok(
+      existsSync(GO_HOST_LOCAL),
+      `Go host-local not installed at ${GO_HOST_LOCAL} (Debian package containernetworking-plugins; .ci/run installs it)`,
+    );
     using tmp = tempDir();
     const dir = join(tmp.path, 'mynet');
     const conf = { ...net(tmp.path, SUBNET), cniVersion: '1.0.0' }; // Go 1.1.1 speaks up to 1.0.0
