@@ -387,16 +387,29 @@ export async function compileBun(o: CompileBunOptions): Promise<void> {
       tmp,
     ]);
   try {
-    await compile([]);
-    if (bytecode && o.train) {
-      const order = await o.train(tmp);
-      if (order.length > 0) await compile(order);
-      (o.log ?? defaultLog)(`bun: bytecode laid out by ${order.length} training run(s)`);
-    }
-    renameSync(tmp, o.outFile);
+    await compileTrained(compile, tmp, bytecode, o);
   } finally {
     rmSync(tmpDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Compile to `tmp`, then (bytecode with a `train`) again with the order files of its training runs, and move the
+ * result to `o.outFile`.
+ */
+async function compileTrained(
+  compile: (order: string[]) => unknown,
+  tmp: string,
+  bytecode: boolean,
+  o: Pick<CompileBunOptions, 'train' | 'log' | 'outFile'>,
+): Promise<void> {
+  await compile([]);
+  if (bytecode && o.train) {
+    const order = await o.train(tmp);
+    if (order.length > 0) await compile(order);
+    (o.log ?? defaultLog)(`bun: bytecode laid out by ${order.length} training run(s)`);
+  }
+  renameSync(tmp, o.outFile);
 }
 
 export interface CompileBunModuleOptions {
@@ -454,13 +467,7 @@ export async function compileBunModule(o: CompileBunModuleOptions): Promise<void
     return run(bun, [BUN_BUNDLE_SCRIPT, cfgFile]);
   };
   try {
-    await compile([]);
-    if (bytecode && o.train) {
-      const order = await o.train(tmp);
-      if (order.length > 0) await compile(order);
-      (o.log ?? defaultLog)(`bun: bytecode laid out by ${order.length} training run(s)`);
-    }
-    renameSync(tmp, o.outFile);
+    await compileTrained(compile, tmp, bytecode, o);
   } finally {
     rmSync(tmpDir, { recursive: true, force: true });
     rmSync(cfgFile, { force: true });
