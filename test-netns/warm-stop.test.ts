@@ -3,22 +3,14 @@
 // file is gone.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { cniEnv, createSandbox, eventually, type Sandbox, scaled, sleep } from '@cnikit/testing';
 import { DIST, ensureBuilt } from './dist.ts';
+import { hangFirewallTools, slowIpam as slowIpamIn } from './stuck.ts';
 
 ensureBuilt();
 const WARM = join(DIST, 'warm');
@@ -83,16 +75,11 @@ function serve(name: string, args: string[], env: Record<string, string> = {}) {
   return { socket, proc, log, ready, stopWithin, exited };
 }
 
-/** A CNI_PATH directory whose `slow-ipam` records its pid and sleeps (a delegate that hangs). */
+/** A CNI_PATH directory whose `slow-ipam` hangs (stuck.ts); its pids are killed after the tests. */
 function slowIpam(tag: string): { dir: string; pidfile: string } {
-  const dir = join(scratch, `slow-${tag}`);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'slow-ipam'), '#!/bin/sh\necho $$ >> "$CNIKIT_TEST_PIDFILE"\nexec sleep 30\n', {
-    mode: 0o755,
-  });
-  const pidfile = join(dir, 'pids');
-  pidfiles.push(pidfile);
-  return { dir, pidfile };
+  const s = slowIpamIn(scratch, tag);
+  pidfiles.push(s.pidfile);
+  return s;
 }
 
 describe('cnikit serve stops on SIGTERM within a bound', () => {
@@ -196,19 +183,7 @@ describe('cnikit serve stops on SIGTERM within a bound', () => {
 
   test('SIGTERM while a request is stuck in synchronous code: the watchdog re-execution stops, it does not serve on', async () => {
     const { dir, pidfile } = slowIpam('sync');
-    for (const tool of [
-      'iptables',
-      'ip6tables',
-      'iptables-save',
-      'ip6tables-save',
-      'iptables-restore',
-      'ip6tables-restore',
-      'nft',
-    ]) {
-      writeFileSync(join(dir, tool), '#!/bin/sh\necho $$ >> "$CNIKIT_TEST_PIDFILE"\nexec sleep 30\n', {
-        mode: 0o755,
-      });
-    }
+    hangFirewallTools(dir);
     const s = serve('sync', ['--deadline-ms', '1000'], {
       PATH: `${dir}:${PATH}`,
       CNIKIT_TEST_PIDFILE: pidfile,

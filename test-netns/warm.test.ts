@@ -19,7 +19,6 @@ import {
   renameSync,
   rmSync,
   statSync,
-  writeFileSync,
 } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -38,6 +37,7 @@ import {
   sleep,
 } from '@cnikit/testing';
 import { DIST, distPlugins, ensureBuilt } from './dist.ts';
+import { hangFirewallTools, slowIpam as slowIpamIn } from './stuck.ts';
 
 ensureBuilt();
 const WARM = join(DIST, 'warm');
@@ -666,19 +666,7 @@ describe('warm mode: failures and fallback', () => {
     const sb = sandbox();
     // every firewall tool the bridge's ipMasq could run blocks (spawnSync, well past the deadline)
     const { dir, pidfile } = slowIpam('sync');
-    for (const tool of [
-      'iptables',
-      'ip6tables',
-      'iptables-save',
-      'ip6tables-save',
-      'iptables-restore',
-      'ip6tables-restore',
-      'nft',
-    ]) {
-      writeFileSync(join(dir, tool), '#!/bin/sh\necho $$ >> "$CNIKIT_TEST_PIDFILE"\nexec sleep 30\n', {
-        mode: 0o755,
-      });
-    }
+    hangFirewallTools(dir);
     const socket = join(sockDir, 'sync.sock');
     const stuck = new ServiceProc(socket, ['--deadline-ms', '1000'], {
       PATH: `${dir}:${PATH}`,
@@ -921,14 +909,9 @@ function staleSocket(): string {
   return p;
 }
 
-/** A CNI_PATH directory whose `slow-ipam` records its pid and sleeps (a delegate that hangs). */
+/** A CNI_PATH directory whose `slow-ipam` hangs (stuck.ts). */
 function slowIpam(tag: string): { dir: string; pidfile: string } {
-  const dir = join(scratch, `slow-${tag}`);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'slow-ipam'), '#!/bin/sh\necho $$ >> "$CNIKIT_TEST_PIDFILE"\nexec sleep 30\n', {
-    mode: 0o755,
-  });
-  return { dir, pidfile: join(dir, 'pids') };
+  return slowIpamIn(scratch, tag);
 }
 
 function slowBridge(name: string) {
