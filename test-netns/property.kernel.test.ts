@@ -28,7 +28,7 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { ALL_VERSIONS, invokeInProcess, type Plugin, parseResult, registerInProcess } from '@cnikit/skel';
@@ -37,6 +37,7 @@ import {
   formatDiff,
   type Snapshot,
   sandboxForFile,
+  stableStateFile,
   tempDir,
   timeScale,
 } from '@cnikit/testing';
@@ -556,7 +557,7 @@ function storeState(): Map<string, string> {
       } else {
         out.set(
           r,
-          `${(st.mode & 0o7777).toString(8)} ${st.isFile() ? readFileSync(p, 'latin1') : 'special'}`,
+          `${(st.mode & 0o7777).toString(8)} ${st.isFile() ? stableStateFile(r, readFileSync(p, 'latin1')) : 'special'}`,
         );
       }
     }
@@ -566,7 +567,31 @@ function storeState(): Map<string, string> {
 }
 
 /**
- * Store differences, except a new network directory holding only its empty lock file, and — when `pointer` — a
+ * host-local's listing index (a cache beside the network directories) describing a network directory this ADD
+ * created and that holds only its lock: what a failed ADD that listed the new directory leaves.
+ */
+function isNewDirIndex(k: string, v: string, newDirs: ReadonlySet<string>): boolean {
+  if (!/^\.cnikit-index-[0-9a-f]+$/.test(k)) return false;
+  try {
+    const ix = JSON.parse(v.slice(v.indexOf(' ') + 1)) as {
+      dir?: string;
+      names?: string[];
+      files?: unknown[];
+    };
+    return (
+      typeof ix.dir === 'string' &&
+      newDirs.has(`${relative(DATA, ix.dir)}/`) &&
+      ix.files?.length === 0 &&
+      JSON.stringify(ix.names) === '["lock"]'
+    );
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Store differences (host-local's listing index compared without its directory's device, inode and mtime: a failed
+ * ADD that created and removed a file refreshes the cache's sentinel), except a new network directory holding only its empty lock file, and — when `pointer` — a
  * changed last_reserved_ip.N (see the header).
  */
 function storeDiff(before: Map<string, string>, after: Map<string, string>, pointer: boolean): string[] {
@@ -587,6 +612,7 @@ function storeDiff(before: Map<string, string>, after: Map<string, string>, poin
     }
     const top = `${k.split('/')[0]}/`;
     if (newDirs.has(top) && k === `${top}lock`) continue;
+    if (isNewDirIndex(k, after.get(k)!, newDirs)) continue;
     if (!newDirs.has(top) && !isPointer(k)) diff.push(`+ ${k}: ${show(after.get(k))}`);
   }
   return diff;

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, test } from 'node:test';
 import { ALL_VERSIONS } from '@cnikit/skel';
-import { cniCall, deleteNamedNetns, expectCniError, sandboxForFile } from '@cnikit/testing';
+import { cniCall, deleteNamedNetns, eventually, expectCniError, sandboxForFile } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
 import { plugin } from './index.ts';
 
@@ -301,7 +301,11 @@ describe('ptp ADD/CHECK/DEL on the real kernel (in-process, cnikit host-local)',
     assert.equal(r.code, 0, r.stdout);
     const hostName = r.json.interfaces[0].name;
     deleteNamedNetns(cn);
-    assert.equal(ipj('host', ['link', 'show']).filter((l: J) => l.ifname === hostName).length, 0);
+    // the kernel destroys the namespace (and with it the host-side veth) asynchronously
+    await eventually(
+      () => ipj('host', ['link', 'show']).filter((l: J) => l.ifname === hostName).length === 0,
+      `${hostName} still exists after its namespace was deleted`,
+    );
     for (const netns of [cn.path, '']) {
       const d = await cniCall(plugin, 'DEL', c, { path: DIST, netns, containerId: 'gone' });
       assert.equal(d.code, 0, d.stdout);
