@@ -347,7 +347,7 @@ export class Allocator {
         if (a.existing) continue;
         view.drop(a.record.name);
         await this.store
-          .delete('allocations', a.record.name, a.record.version, a.record.spec)
+          .delete('allocations', a.record.name, a.record.version, a.record.spec, a.record.uid)
           .catch(() => {});
       }
       throw err;
@@ -381,7 +381,9 @@ export class Allocator {
       if (a.existing) continue;
       const before = this.existingBesides(a.pool, owner, view, a.record.name);
       if (!before) continue;
-      if (await this.store.delete('allocations', a.record.name, a.record.version, a.record.spec))
+      if (
+        await this.store.delete('allocations', a.record.name, a.record.version, a.record.spec, a.record.uid)
+      )
         view.drop(a.record.name);
       out[i] = before;
     }
@@ -718,7 +720,7 @@ export class Allocator {
   async release(containerID: string, ifName: string): Promise<string[]> {
     const out: string[] = [];
     for (const r of await this.find(containerID, ifName)) {
-      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec, r.uid)) {
         this.view?.drop(r.name);
         out.push(r.spec.ip);
         continue;
@@ -729,7 +731,7 @@ export class Allocator {
       if (
         now &&
         this.matches(now, containerID, ifName) &&
-        (await this.store.delete('allocations', now.name, now.version, now.spec))
+        (await this.store.delete('allocations', now.name, now.version, now.spec, now.uid))
       )
         out.push(now.spec.ip);
     }
@@ -743,7 +745,7 @@ export class Allocator {
     for (const r of await this.heldRecords({})) {
       if (r.spec.node !== this.conf.node) continue;
       if (keep.has(`${r.spec.containerID}\n${r.spec.ifName}`)) continue;
-      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec, r.uid)) {
         this.view?.drop(r.name);
         out.push(r.spec.ip);
       }
