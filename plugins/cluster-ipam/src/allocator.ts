@@ -140,9 +140,23 @@ const FREE_OWN_ROUNDS = 3;
  * What this node knows of the store: its blocks per pool and the records it holds. Cold: read for one call. Warm:
  * kept by the service (warm.ts) and updated by its own writes.
  */
-export class NodeView {
+/**
+ * What every view of one node and network in one process shares (the warm service: one per store, network and node,
+ * whatever configuration a call brings, warm.ts): the node's blocks per pool, and the lock of the views' reads and
+ * block claims. Two configurations that share a pool (another `ipRanges` list or kubeconfig spelling for the same
+ * network) then claim its blocks one at a time and each sees the other's claim at once: concurrent first ADDs
+ * through both claim one block, without a lost create race.
+ */
+export class NodeBlocks {
   /** Pool key → block base → block name. */
   readonly blocks = new Map<string, Map<bigint, string>>();
+  lock: Promise<unknown> = Promise.resolve();
+}
+
+export class NodeView {
+  /** Pool key → block base → block name (shared with the node's other views: NodeBlocks). */
+  readonly blocks: Map<string, Map<bigint, string>>;
+  readonly #shared: NodeBlocks;
   /** The records this node holds (every pool of the network), by name. */
   readonly held = new Map<string, StoredObject<AllocationSpec>>();
   /** Names a create found taken by someone else (another node borrowed it, or the view lagged). */
@@ -159,11 +173,15 @@ export class NodeView {
   exactTried = false;
   /** That read while it runs. */
   confirming: Promise<void> | undefined;
-  #lock: Promise<unknown> = Promise.resolve();
   /** Counts this view's own changes of `held`; `changed`: name → the count at its last change, while a read runs. */
   #rev = 0;
   #reading = 0;
   readonly #changed = new Map<string, number>();
+
+  constructor(shared = new NodeBlocks()) {
+    this.#shared = shared;
+    this.blocks = shared.blocks;
+  }
 
   /** A record this node now holds (its create succeeded, or a read found it). */
   hold(r: StoredObject<AllocationSpec>): void {
@@ -205,10 +223,13 @@ export class NodeView {
     }
   }
 
-  /** Runs f when no other exclusive work of this view runs (one read, one block claim at a time). */
+  /**
+   * Runs f when no other exclusive work of this view, or of a view sharing its NodeBlocks, runs (one read, one
+   * block claim at a time per node and network). Not reentrant: f never calls exclusive.
+   */
   exclusive<T>(f: () => Promise<T>): Promise<T> {
-    const run = this.#lock.then(f, f);
-    this.#lock = run.catch(() => {});
+    const run = this.#shared.lock.then(f, f);
+    this.#shared.lock = run.catch(() => {});
     return run;
   }
 
