@@ -20,6 +20,7 @@
  * - DEL deletes the records of the attachment with their version as precondition, and is idempotent; GC deletes
  *   this node's records whose attachment is not valid.
  */
+import { startSpan, traced } from '@cnikit/skel';
 import {
   allocatable,
   blockAt,
@@ -228,7 +229,13 @@ export class NodeView {
    * block claim at a time per node and network). Not reentrant: f never calls exclusive.
    */
   exclusive<T>(f: () => Promise<T>): Promise<T> {
-    const run = this.#shared.lock.then(f, f);
+    // traced calls: the wait for the lock is a span of its own (ends when f starts)
+    const wait = startSpan('cluster-ipam lock wait');
+    const g = () => {
+      wait?.end();
+      return f();
+    };
+    const run = this.#shared.lock.then(g, g);
     this.#shared.lock = run.catch(() => {});
     return run;
   }
@@ -291,7 +298,13 @@ export class Allocator {
   }
 
   /** Reads this node's blocks and records into the view (replacing what it had). */
-  async load(view: NodeView, quorum = false): Promise<void> {
+  load(view: NodeView, quorum = false): Promise<void> {
+    return traced('cluster-ipam view read', { 'cnikit.cluster_ipam.node': this.conf.node }, () =>
+      this.#load(view, quorum),
+    );
+  }
+
+  async #load(view: NodeView, quorum: boolean): Promise<void> {
     const opts: ListOptions = quorum ? {} : { cached: true };
     // the node's blocks of every pool and the records it holds: independent reads. A warm view sends them at once
     // (its connection is open); a cold call one after the other, on the one connection it opened (a request sent
@@ -494,7 +507,11 @@ export class Allocator {
         const now = this.existing(p, owner, view) ?? (await this.takeOwn(p, owner, view));
         if (now) return now;
       }
-      return this.claimOrBorrow(p, owner, view);
+      return traced('cluster-ipam block claim', { 'cnikit.cluster_ipam.pool': p.cidr }, async (span) => {
+        const got = await this.claimOrBorrow(p, owner, view);
+        span?.setAttributes({ 'cnikit.cluster_ipam.borrowed': got.record.spec.borrowed });
+        return got;
+      });
     })();
   }
 
@@ -696,7 +713,16 @@ export class Allocator {
     view.pending.add(name);
     let made: StoredObject<AllocationSpec> | undefined;
     try {
-      made = await this.store.create<AllocationSpec>('allocations', name, spec);
+      // the durable write of an ADD (the record's create), a span of its own in a traced call
+      made = await traced(
+        'cluster-ipam durable write',
+        { 'cnikit.cluster_ipam.record': name },
+        async (span) => {
+          const r = await this.store.create<AllocationSpec>('allocations', name, spec);
+          span?.setAttributes({ 'cnikit.cluster_ipam.taken': r === undefined });
+          return r;
+        },
+      );
     } finally {
       view.pending.delete(name);
     }
