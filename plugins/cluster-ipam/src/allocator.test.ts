@@ -6,12 +6,14 @@ import {
   type AllocationSpec,
   Allocator,
   type BlockSpec,
+  NodeBlocks,
   NodeView,
   PoolExhaustedError,
   VIEW_MAX_AGE_MS,
 } from './allocator.ts';
 import { parseConf } from './config.ts';
 import type { Pool } from './pool.ts';
+import type { ListOptions, StoreKind } from './store.ts';
 import { MemoryStore } from './testdata/memory-store.ts';
 
 function pools(ipam: Record<string, unknown>): Pool[] {
@@ -585,5 +587,89 @@ describe('a warm view read while other calls change it (calls beside each other 
     assert.equal(again[0]!.existing, false);
     const stored = (await records(store)).map((r) => r.spec.containerID).sort();
     assert.deepEqual(stored, ['c0', 'c1']);
+  });
+});
+
+describe('N concurrent first ADDs of one node: the blocks claimed', () => {
+  /**
+   * A store whose cached lists lag (the API server's watch cache): objects created in the last `lagMs` are not in
+   * them; creates and gets counted per kind, and the creates that found the name taken.
+   */
+  class LaggingStore extends MemoryStore {
+    readonly born = new Map<string, number>();
+    readonly made = { blocks: 0, allocations: 0 };
+    readonly lost = { blocks: 0, allocations: 0 };
+    readonly gets = { blocks: 0, allocations: 0 };
+    constructor(readonly lagMs: number) {
+      super();
+    }
+    override async list<T>(kind: StoreKind, prefix = '', opts: ListOptions = {}) {
+      const all = await super.list<T>(kind, prefix, opts);
+      if (!opts.cached) return all;
+      const now = Date.now();
+      return all.filter((o) => !((this.born.get(o.name) ?? 0) > now - this.lagMs));
+    }
+    override async create<T>(kind: StoreKind, name: string, spec: T) {
+      await new Promise((r) => setTimeout(r, 2));
+      const r = await super.create(kind, name, spec);
+      if (r) {
+        this.born.set(name, Date.now());
+        this.made[kind]++;
+      } else this.lost[kind]++;
+      return r;
+    }
+    override async get<T>(kind: StoreKind, name: string) {
+      this.gets[kind]++;
+      return super.get<T>(kind, name);
+    }
+  }
+  const N = 12;
+  const adds = (mk: (i: number) => Allocator, tag: string) =>
+    Promise.all(
+      Array.from({ length: N }, (_, i) => mk(i).allocate({ containerID: `${tag}${i}`, ifName: 'e' })),
+    );
+
+  test('cold (a store and view per ADD, the cache lagging): one block; a lost claim costs one GET', async () => {
+    const store = new LaggingStore(50);
+    const p = pools({ range: '10.43.0.0/20' });
+    const got = await adds(() => alloc(store, 'n1', p), 'c');
+    assert.equal(new Set(got.map((g) => g[0]!.ip)).size, N);
+    const blocks = await store.list<BlockSpec>('blocks');
+    assert.equal(blocks.length, 1, blocks.map((b) => b.name).join(' '));
+    for (const g of got) assert.equal(g[0]!.record.spec.block, blocks[0]!.name);
+    // the re-read after a lost create race is the one block it lost to, nothing more
+    assert.ok(store.gets.blocks <= store.lost.blocks, `${store.gets.blocks} GETs, ${store.lost.blocks} lost`);
+  });
+
+  test('warm (one view): one block, claimed by one create', async () => {
+    const store = new LaggingStore(50);
+    const p = pools({ range: '10.44.0.0/20' });
+    const view = new NodeView();
+    const got = await adds(() => alloc(store, 'n1', p, true, 'default', view), 'w');
+    assert.equal(new Set(got.map((g) => g[0]!.ip)).size, N);
+    assert.equal((await store.list<BlockSpec>('blocks')).length, 1);
+    assert.deepEqual([store.made.blocks, store.lost.blocks, store.gets.blocks], [1, 0, 0]);
+  });
+
+  test('warm, two configurations sharing a pool on one node (their views share NodeBlocks): one block of it, one create', async () => {
+    const store = new LaggingStore(50);
+    const a = pools({ range: '10.45.0.0/20' });
+    const ab = pools({ ipRanges: [{ range: '10.45.0.0/20' }, { range: '10.46.0.0/20' }] });
+    assert.equal(a[0]!.key, ab[0]!.key, 'the same pool');
+    const shared = new NodeBlocks();
+    const v1 = new NodeView(shared);
+    const v2 = new NodeView(shared);
+    const [g1, g2] = await Promise.all([
+      adds(() => alloc(store, 'n1', a, true, 'default', v1), 'x'),
+      adds(() => alloc(store, 'n1', ab, true, 'default', v2), 'y'),
+    ]);
+    const ips = [...g1, ...g2].map((g) => g[0]!.ip);
+    assert.equal(new Set(ips).size, 2 * N, 'no duplicate');
+    const blocks = await store.list<BlockSpec>('blocks');
+    const ofA = blocks.filter((b) => b.spec.pool === a[0]!.key);
+    assert.equal(ofA.length, 1, ofA.map((b) => b.name).join(' '));
+    assert.equal(blocks.length, 2, 'one block per pool');
+    // each pool's block claimed by one create: no view lost a race to the other for it
+    assert.deepEqual([store.made.blocks, store.lost.blocks, store.gets.blocks], [2, 0, 0]);
   });
 });

@@ -20,6 +20,7 @@
  * - DEL deletes the records of the attachment with their version as precondition, and is idempotent; GC deletes
  *   this node's records whose attachment is not valid.
  */
+import { startSpan, traced } from '@cnikit/skel';
 import {
   allocatable,
   blockAt,
@@ -140,9 +141,23 @@ const FREE_OWN_ROUNDS = 3;
  * What this node knows of the store: its blocks per pool and the records it holds. Cold: read for one call. Warm:
  * kept by the service (warm.ts) and updated by its own writes.
  */
-export class NodeView {
+/**
+ * What every view of one node and network in one process shares (the warm service: one per store, network and node,
+ * whatever configuration a call brings, warm.ts): the node's blocks per pool, and the lock of the views' reads and
+ * block claims. Two configurations that share a pool (another `ipRanges` list or kubeconfig spelling for the same
+ * network) then claim its blocks one at a time and each sees the other's claim at once: concurrent first ADDs
+ * through both claim one block, without a lost create race.
+ */
+export class NodeBlocks {
   /** Pool key → block base → block name. */
   readonly blocks = new Map<string, Map<bigint, string>>();
+  lock: Promise<unknown> = Promise.resolve();
+}
+
+export class NodeView {
+  /** Pool key → block base → block name (shared with the node's other views: NodeBlocks). */
+  readonly blocks: Map<string, Map<bigint, string>>;
+  readonly #shared: NodeBlocks;
   /** The records this node holds (every pool of the network), by name. */
   readonly held = new Map<string, StoredObject<AllocationSpec>>();
   /** Names a create found taken by someone else (another node borrowed it, or the view lagged). */
@@ -159,11 +174,15 @@ export class NodeView {
   exactTried = false;
   /** That read while it runs. */
   confirming: Promise<void> | undefined;
-  #lock: Promise<unknown> = Promise.resolve();
   /** Counts this view's own changes of `held`; `changed`: name → the count at its last change, while a read runs. */
   #rev = 0;
   #reading = 0;
   readonly #changed = new Map<string, number>();
+
+  constructor(shared = new NodeBlocks()) {
+    this.#shared = shared;
+    this.blocks = shared.blocks;
+  }
 
   /** A record this node now holds (its create succeeded, or a read found it). */
   hold(r: StoredObject<AllocationSpec>): void {
@@ -205,10 +224,19 @@ export class NodeView {
     }
   }
 
-  /** Runs f when no other exclusive work of this view runs (one read, one block claim at a time). */
+  /**
+   * Runs f when no other exclusive work of this view, or of a view sharing its NodeBlocks, runs (one read, one
+   * block claim at a time per node and network). Not reentrant: f never calls exclusive.
+   */
   exclusive<T>(f: () => Promise<T>): Promise<T> {
-    const run = this.#lock.then(f, f);
-    this.#lock = run.catch(() => {});
+    // traced calls: the wait for the lock is a span of its own (ends when f starts)
+    const wait = startSpan('cluster-ipam lock wait');
+    const g = () => {
+      wait?.end();
+      return f();
+    };
+    const run = this.#shared.lock.then(g, g);
+    this.#shared.lock = run.catch(() => {});
     return run;
   }
 
@@ -270,7 +298,13 @@ export class Allocator {
   }
 
   /** Reads this node's blocks and records into the view (replacing what it had). */
-  async load(view: NodeView, quorum = false): Promise<void> {
+  load(view: NodeView, quorum = false): Promise<void> {
+    return traced('cluster-ipam view read', { 'cnikit.cluster_ipam.node': this.conf.node }, () =>
+      this.#load(view, quorum),
+    );
+  }
+
+  async #load(view: NodeView, quorum: boolean): Promise<void> {
     const opts: ListOptions = quorum ? {} : { cached: true };
     // the node's blocks of every pool and the records it holds: independent reads. A warm view sends them at once
     // (its connection is open); a cold call one after the other, on the one connection it opened (a request sent
@@ -347,7 +381,7 @@ export class Allocator {
         if (a.existing) continue;
         view.drop(a.record.name);
         await this.store
-          .delete('allocations', a.record.name, a.record.version, a.record.spec)
+          .delete('allocations', a.record.name, a.record.version, a.record.spec, a.record.uid)
           .catch(() => {});
       }
       throw err;
@@ -381,7 +415,9 @@ export class Allocator {
       if (a.existing) continue;
       const before = this.existingBesides(a.pool, owner, view, a.record.name);
       if (!before) continue;
-      if (await this.store.delete('allocations', a.record.name, a.record.version, a.record.spec))
+      if (
+        await this.store.delete('allocations', a.record.name, a.record.version, a.record.spec, a.record.uid)
+      )
         view.drop(a.record.name);
       out[i] = before;
     }
@@ -471,7 +507,11 @@ export class Allocator {
         const now = this.existing(p, owner, view) ?? (await this.takeOwn(p, owner, view));
         if (now) return now;
       }
-      return this.claimOrBorrow(p, owner, view);
+      return traced('cluster-ipam block claim', { 'cnikit.cluster_ipam.pool': p.cidr }, async (span) => {
+        const got = await this.claimOrBorrow(p, owner, view);
+        span?.setAttributes({ 'cnikit.cluster_ipam.borrowed': got.record.spec.borrowed });
+        return got;
+      });
     })();
   }
 
@@ -673,7 +713,16 @@ export class Allocator {
     view.pending.add(name);
     let made: StoredObject<AllocationSpec> | undefined;
     try {
-      made = await this.store.create<AllocationSpec>('allocations', name, spec);
+      // the durable write of an ADD (the record's create), a span of its own in a traced call
+      made = await traced(
+        'cluster-ipam durable write',
+        { 'cnikit.cluster_ipam.record': name },
+        async (span) => {
+          const r = await this.store.create<AllocationSpec>('allocations', name, spec);
+          span?.setAttributes({ 'cnikit.cluster_ipam.taken': r === undefined });
+          return r;
+        },
+      );
     } finally {
       view.pending.delete(name);
     }
@@ -718,7 +767,7 @@ export class Allocator {
   async release(containerID: string, ifName: string): Promise<string[]> {
     const out: string[] = [];
     for (const r of await this.find(containerID, ifName)) {
-      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec, r.uid)) {
         this.view?.drop(r.name);
         out.push(r.spec.ip);
         continue;
@@ -729,7 +778,7 @@ export class Allocator {
       if (
         now &&
         this.matches(now, containerID, ifName) &&
-        (await this.store.delete('allocations', now.name, now.version, now.spec))
+        (await this.store.delete('allocations', now.name, now.version, now.spec, now.uid))
       )
         out.push(now.spec.ip);
     }
@@ -743,7 +792,7 @@ export class Allocator {
     for (const r of await this.heldRecords({})) {
       if (r.spec.node !== this.conf.node) continue;
       if (keep.has(`${r.spec.containerID}\n${r.spec.ifName}`)) continue;
-      if (await this.store.delete('allocations', r.name, r.version, r.spec)) {
+      if (await this.store.delete('allocations', r.name, r.version, r.spec, r.uid)) {
         this.view?.drop(r.name);
         out.push(r.spec.ip);
       }

@@ -21,6 +21,7 @@ import {
   wantsEtcd,
 } from './etcd-reclaimer.ts';
 import { EtcdStore } from './etcd-store.ts';
+import type { StoreKind } from './store.ts';
 import { startTestEtcd, type TestEtcd } from './testdata/etcd-testenv.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -320,6 +321,108 @@ describe('etcd reclaimer against a real etcd', () => {
       r = await leader.step();
       assert.ok(r);
       assert.deepEqual(r.released, []);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test('a record deleted and created again under its name, or updated, between the run’s list and its delete is kept (compare on mod revision)', async () => {
+    const prefix = '/t-race/';
+    const grace = 3000;
+    const clock = { offset: 0 };
+    const store = new EtcdStore({ ...etcd.clientOptions, prefix });
+    const targets = new Map<string, 'recreate' | 'update'>();
+    const raced: string[] = [];
+    // the leader's store: just before its delete of a target, another writer changes the record
+    class RacingStore extends EtcdStore {
+      override async delete(kind: StoreKind, name: string, version?: string, spec?: unknown) {
+        const what = kind === 'allocations' ? targets.get(name) : undefined;
+        if (what) {
+          targets.delete(name);
+          raced.push(name);
+          const now = await store.get<AllocationSpec>('allocations', name);
+          assert.ok(now);
+          if (what === 'recreate') {
+            // released and handed out again to a pod on a live node: the same key, a new create revision
+            assert.equal(await store.delete('allocations', name, now.version, now.spec), true);
+            assert.ok(
+              await store.create<AllocationSpec>('allocations', name, {
+                ...now.spec,
+                containerID: 'race-new',
+                node: 'node-a',
+                created: new Date().toISOString(),
+              }),
+            );
+          } else
+            assert.ok(await store.update('allocations', name, { ...now.spec, ifName: 'net2' }, now.version));
+        }
+        return super.delete(kind, name, version, spec);
+      }
+    }
+    const leader = new EtcdReclaimer(
+      {
+        node: 'node-a',
+        identity: `node-a_${++seq}`,
+        leaseSeconds: 2,
+        graceMs: grace,
+        intervalMs: 500,
+        prefix,
+        etcd: { etcd_host: etcd.host },
+      },
+      new RacingStore({ ...etcd.clientOptions, prefix }),
+      () => {},
+      () => Date.now() + clock.offset,
+    );
+    made.push(leader);
+    const victim = instance('node-b', prefix, { graceMs: grace });
+    try {
+      await leader.step();
+      await victim.step();
+      assert.equal(leader.leader, true);
+      const pools = parseConf(
+        { name: 'n', cniVersion: '1.0.0', ipam: { type: 'cluster-ipam', range: '10.9.2.0/24' } },
+        { args: '', command: 'ADD', env: { NODENAME: 'x' } },
+        { flatFiles: [] },
+      ).pools;
+      const old = () => new Date(Date.now() - 3_600_000);
+      const b = new Allocator(store, { net: 'default', overlapping: true, pools, node: 'node-b' }, old);
+      const recs = [];
+      for (let i = 0; i < 3; i++)
+        recs.push((await b.allocate({ containerID: `b${i}`, ifName: 'net1' }))[0]!.record);
+      const [recreated, updated, stale] = recs as [
+        (typeof recs)[number],
+        (typeof recs)[number],
+        (typeof recs)[number],
+      ];
+      await victim.stop({ crash: true });
+      let r: Awaited<ReturnType<EtcdReclaimer['step']>>;
+      for (let i = 0; i < 40; i++) {
+        await sleep(250);
+        r = await leader.step();
+        if (r && 'node-b' in r.missing) break;
+      }
+      targets.set(recreated.name, 'recreate');
+      targets.set(updated.name, 'update');
+      clock.offset = grace + 1500;
+      r = await leader.step();
+      assert.ok(r);
+      assert.deepEqual(raced.sort(), [recreated.name, updated.name].sort(), 'both races ran');
+      assert.deepEqual(
+        r.released.map((x) => x.name),
+        [stale.name],
+        'only the record left alone is released',
+      );
+      const now = new Map((await store.list<AllocationSpec>('allocations')).map((x) => [x.name, x]));
+      assert.equal(now.get(recreated.name)?.spec.containerID, 'race-new', 'the record created again is kept');
+      assert.equal(now.get(updated.name)?.spec.ifName, 'net2', 'the updated record is kept');
+      assert.equal(now.has(stale.name), false);
+      // the compare on its own: a delete with the version as listed is refused once the key was written again
+      assert.equal(await store.delete('allocations', updated.name, updated.version, updated.spec), false);
+      assert.equal(
+        await store.delete('allocations', recreated.name, recreated.version, recreated.spec),
+        false,
+      );
+      assert.equal((await store.list('allocations')).length, 2);
     } finally {
       await store.close();
     }

@@ -1,8 +1,10 @@
 /**
  * The Store on the Kubernetes API: one cluster-scoped custom resource per object, group ipam.cnikit.dev
  * (deploy/kubernetes/cluster-ipam-crds.yaml): kind `blocks` → IPAMBlock (ipamblocks), `allocations` → IPAMAllocation
- * (ipamallocations). version = metadata.resourceVersion; update is a PUT carrying it (409 on a conflict), delete
- * sends it as a precondition; create is a POST (409 AlreadyExists when the name is taken).
+ * (ipamallocations). version = metadata.resourceVersion, uid = metadata.uid; update is a PUT carrying the version (409
+ * on a conflict), delete sends both as preconditions (`DeleteOptions.preconditions` {uid, resourceVersion}: 409 when
+ * the object changed, or was deleted and created again, since it was read); create is a POST (409 AlreadyExists when
+ * the name is taken).
  *
  * Prefix listing: the API server selects by label, not by name prefix, so every object carries the labels
  * `ipam.cnikit.dev/p<k>` = its first k dot-separated name segments (a 63-character label value, or `h-` + a hash of
@@ -83,7 +85,7 @@ export interface KubernetesStoreOptions {
 }
 
 interface KubeObject<T> {
-  metadata: { name: string; resourceVersion: string; labels?: Record<string, string> };
+  metadata: { name: string; resourceVersion: string; uid?: string; labels?: Record<string, string> };
   spec: T;
 }
 
@@ -194,7 +196,12 @@ export class KubernetesStore implements Store {
   }
 
   private toStored<T>(o: KubeObject<T>): StoredObject<T> {
-    return { name: o.metadata.name, spec: o.spec, version: o.metadata.resourceVersion };
+    return {
+      name: o.metadata.name,
+      spec: o.spec,
+      version: o.metadata.resourceVersion,
+      ...(o.metadata.uid ? { uid: o.metadata.uid } : {}),
+    };
   }
 
   /**
@@ -341,11 +348,23 @@ export class KubernetesStore implements Store {
     return this.toStored(json as KubeObject<T>);
   }
 
-  async delete(kind: StoreKind, name: string, version?: string): Promise<boolean> {
+  async delete(
+    kind: StoreKind,
+    name: string,
+    version?: string,
+    _spec?: unknown,
+    uid?: string,
+  ): Promise<boolean> {
+    // the object as it was read: its resourceVersion (changed meanwhile → 409) and its uid (deleted and created
+    // again under the same name meanwhile → 409, whatever its resourceVersion)
+    const preconditions = {
+      ...(uid !== undefined ? { uid } : {}),
+      ...(version !== undefined ? { resourceVersion: version } : {}),
+    };
     const body = {
       apiVersion: 'v1',
       kind: 'DeleteOptions',
-      ...(version !== undefined ? { preconditions: { resourceVersion: version } } : {}),
+      ...(Object.keys(preconditions).length > 0 ? { preconditions } : {}),
     };
     const { status, json } = await this.call('DELETE', kind, this.path(kind, name), body);
     if (status === 404 || status === 409) return false;

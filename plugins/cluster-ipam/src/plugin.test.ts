@@ -2,6 +2,7 @@
 // result shape, DEL idempotence, CHECK, GC scope, STATUS 50 on exhaustion, and the codes of store failures.
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import { dispatch, type Recording } from '@cnikit/skel';
 import { cniRunner, expectCniError, expectOk } from '@cnikit/testing';
 import { registerStore } from './backend.ts';
 import { plugin } from './index.ts';
@@ -151,6 +152,60 @@ describe('cluster-ipam in the warm service (its process marked resident)', () =>
 
   // blocks of 16: the calls below stay in the node's first block
   const wide = conf({ range: '192.168.3.0/24', gateway: '192.168.3.1' });
+
+  test('a traced warm ADD: its phases are spans of the call (lock wait, view read, block claim, durable write)', async () => {
+    use(new MemoryStore());
+    mark(true);
+    const recordings: Recording[] = [];
+    const add = (c: string) =>
+      dispatch(plugin, {
+        env: {
+          CNI_COMMAND: 'ADD',
+          CNI_CONTAINERID: c,
+          CNI_NETNS: '/var/run/netns/x',
+          CNI_IFNAME: 'net1',
+          CNI_PATH: '/opt/cni/bin',
+          NODENAME: 'node-a',
+          // a call is traced with a trace context (the runtime's)
+          TRACEPARENT: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        },
+        stdin: () => new TextEncoder().encode(JSON.stringify(wide)),
+        stdout: { write: () => true },
+        stderr: { write: () => true },
+        mode: 'warm',
+        traceEndpoint: 'http://127.0.0.1:9/v1/traces',
+        traceExporter: (r) => {
+          recordings.push(r);
+        },
+      });
+    // two first ADDs at once on a new view: one reads the view and claims, the other waits for the lock
+    assert.deepEqual(await Promise.all([add('t1'), add('t2')]), [0, 0]);
+    assert.equal(recordings.length, 2);
+    const names = recordings.flatMap((r) => r.spans.map((x) => x.name));
+    for (const n of [
+      'cluster-ipam lock wait',
+      'cluster-ipam view read',
+      'cluster-ipam block claim',
+      'cluster-ipam durable write',
+    ])
+      assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
+    for (const r of recordings) {
+      const [call, ...inner] = r.spans;
+      assert.equal(call!.name, 'cluster-ipam ADD');
+      assert.equal(r.spans.filter((x) => x.name === 'cluster-ipam durable write').length, 1);
+      for (const x of inner) {
+        assert.equal(x.traceId, call!.traceId);
+        assert.ok(x.endNs !== undefined && x.startNs >= call!.startNs && x.endNs <= call!.endNs!, x.name);
+      }
+    }
+    // a later ADD of the warm view: only its durable write
+    recordings.length = 0;
+    assert.equal(await add('t3'), 0);
+    assert.deepEqual(
+      recordings[0]!.spans.map((x) => x.name),
+      ['cluster-ipam ADD', 'cluster-ipam durable write'],
+    );
+  });
 
   test('the view stays between calls: an ADD is one create, a DEL one delete; cold again without the mark', async () => {
     const s = new MemoryStore();

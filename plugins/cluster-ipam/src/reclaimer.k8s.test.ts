@@ -11,7 +11,8 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { cniRunner, expectOk } from '@cnikit/testing';
+import { cniRunner, enterNetns, expectOk } from '@cnikit/testing';
+import { kubeconfigConnection } from '@cnikit/warm/kube';
 import { parseAllDocuments } from 'yaml';
 import {
   type ControlPlane,
@@ -22,6 +23,11 @@ import {
 // @ts-expect-error: a JavaScript module of scripts/ without declarations
 import { k8sBinaries } from '../../../scripts/k8s-build.mjs';
 import { distBin } from '../../../test-netns/dist.ts';
+import { type AllocationSpec, Allocator } from './allocator.ts';
+import { parseConf } from './config.ts';
+import { KubernetesStore } from './kubernetes.ts';
+import { Reclaimer } from './reclaimer.ts';
+import type { ListOptions, Store, StoredObject, StoreKind } from './store.ts';
 import { applyClusterIpamCrds } from './testdata/crds.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
@@ -496,5 +502,134 @@ describe('cluster-ipam killed with SIGKILL in the middle of ADDs (cold)', { conc
     const recs = check(done);
     assert.deepEqual([...new Set(recs.map((r) => r.spec.containerID))].sort(), done.map((d) => d.c).sort());
     assert.equal(recs.length, 2 * done.length);
+  });
+});
+
+describe('the reclaimer’s deletes carry preconditions {uid, resourceVersion} (kube-apiserver)', () => {
+  test('a record deleted and created again under its name, or updated, between the run’s list and its delete is kept; a stale uid or resourceVersion is refused', async () => {
+    // this process's connections to https://127.0.0.1:6443 are made in the control plane's namespace
+    const inNs = enterNetns(`/run/netns/${netns}`);
+    const store = new KubernetesStore({ kubeconfig: cp!.kubeconfig, deadlineMs: 120_000 });
+    try {
+      const pools = parseConf(
+        {
+          name: 'n',
+          cniVersion: '1.0.0',
+          ipam: { type: 'cluster-ipam', range: '10.33.0.0/24', block_size: 8 },
+        },
+        { args: '', command: 'ADD', env: { NODENAME: 'x' } },
+        { flatFiles: [] },
+      ).pools;
+      // records of pods that do not exist, older than the grace (the reclaimer releases them)
+      const hourAgo = () => new Date(Date.now() - 3_600_000);
+      const on = new Allocator(store, { net: 'precond', overlapping: true, pools, node: 'node-p' }, hourAgo);
+      const ghost = (i: number) => `00000000-0000-0000-0000-0000000000${String(i).padStart(2, '0')}`;
+      const made = [];
+      for (let i = 0; i < 3; i++)
+        made.push(
+          (
+            await on.allocate({
+              containerID: `precond-${i}`,
+              ifName: 'net1',
+              podNamespace: 'default',
+              podName: `gone-${i}`,
+              podUID: ghost(i),
+            })
+          )[0]!.record,
+        );
+      for (const r of made) assert.match(r.uid ?? '', /^[0-9a-f-]{36}$/, `${r.name} has its uid`);
+      const [recreated, updated, stale] = made as [
+        StoredObject<AllocationSpec>,
+        StoredObject<AllocationSpec>,
+        StoredObject<AllocationSpec>,
+      ];
+      // between the run's list and its delete: the first address released and handed out again to a pod being
+      // created on another node (same name, new uid and resourceVersion), the second record changed
+      const live = uidOf('pa');
+      const raced: string[] = [];
+      const racing: Store = {
+        list: <T>(kind: StoreKind, prefix?: string, o?: ListOptions) => store.list<T>(kind, prefix, o),
+        get: <T>(kind: StoreKind, name: string) => store.get<T>(kind, name),
+        create: (kind, name, spec) => store.create(kind, name, spec),
+        update: (kind, name, spec, version) => store.update(kind, name, spec, version),
+        close: async () => {},
+        async delete(kind, name, version, spec, uid) {
+          if (kind === 'allocations' && name === recreated.name) {
+            raced.push(name);
+            assert.equal(await store.delete('allocations', name), true);
+            assert.ok(
+              await store.create<AllocationSpec>('allocations', name, {
+                ...recreated.spec,
+                containerID: 'precond-new',
+                podName: 'pa',
+                podUID: live,
+                node: 'node-a',
+                created: new Date().toISOString(),
+              }),
+            );
+          }
+          if (kind === 'allocations' && name === updated.name) {
+            raced.push(name);
+            const now = await store.get<AllocationSpec>('allocations', name);
+            assert.ok(
+              await store.update('allocations', name, { ...now!.spec, ifName: 'net2' }, now!.version),
+            );
+          }
+          return store.delete(kind, name, version, spec, uid);
+        },
+      };
+      const rec = new Reclaimer(
+        {
+          leaseNamespace: 'kube-system',
+          leaseName: 'ipamfix-precondition-test',
+          leaseSeconds: 60,
+          graceMs: 30 * 60_000,
+          intervalMs: 60_000,
+          identity: 'precondition-test',
+        },
+        kubeconfigConnection(cp!.kubeconfig),
+        () => {},
+      );
+      assert.equal(await rec.elect(), true, 'the test instance holds its Lease');
+      const report = await rec.reclaim(racing);
+      assert.deepEqual(raced.sort(), [recreated.name, updated.name].sort(), 'both races ran');
+      assert.deepEqual(
+        report.released.map((x) => x.name),
+        [stale.name],
+        'only the record left alone is released',
+      );
+      const now = new Map(
+        (await store.list<AllocationSpec>('allocations', 'precond.')).map((r) => [r.name, r]),
+      );
+      assert.equal(
+        now.get(recreated.name)?.spec.containerID,
+        'precond-new',
+        'the record created again is kept',
+      );
+      assert.notEqual(now.get(recreated.name)?.uid, recreated.uid);
+      assert.equal(now.get(updated.name)?.spec.ifName, 'net2', 'the updated record is kept');
+      assert.equal(now.has(stale.name), false);
+
+      // each precondition on its own, as the API server applies it
+      const x = now.get(updated.name)!;
+      assert.equal(
+        await store.delete('allocations', x.name, x.version, x.spec, recreated.uid),
+        false,
+        'the right resourceVersion with another object’s uid is refused',
+      );
+      assert.equal(
+        await store.delete('allocations', x.name, updated.version, x.spec, x.uid),
+        false,
+        'the right uid with an older resourceVersion is refused',
+      );
+      assert.ok((await store.get('allocations', x.name)) !== undefined);
+      assert.equal(await store.delete('allocations', x.name, x.version, x.spec, x.uid), true);
+      const y = now.get(recreated.name)!;
+      assert.equal(await store.delete('allocations', y.name, y.version, y.spec, y.uid), true);
+      await rec.release();
+    } finally {
+      await store.close();
+      inNs.restore();
+    }
   });
 });

@@ -9,7 +9,8 @@
  *   2. keeps every record younger than the grace period (an ADD of a pod being created), and every record whose pod
  *      UID is a pod that exists (whatever its node);
  *   3. releases the others whose pod UID names no pod, and those without a pod UID whose node is gone; each delete
- *      carries the record's version as precondition (a record changed meanwhile is left for the next run);
+ *      carries the preconditions {uid, resourceVersion} of the record as listed: one changed meanwhile, or deleted
+ *      and created again under the same name (the address handed out anew, to a pod being created), is left;
  *   4. releases the blocks of gone nodes that are older than the grace and hold no record any more.
  *
  * Nothing is released when any list fails, or when this instance's lease is not confirmed within the renew
@@ -362,7 +363,7 @@ export class Reclaimer {
         continue;
       }
       if (!this.holds()) throw new ApiError('the Lease is not confirmed any more: stopping this run');
-      if (await store.delete('allocations', r.name, r.version)) {
+      if (await store.delete('allocations', r.name, r.version, r.spec, r.uid)) {
         report.released.push({ name: r.name, ip: s.ip, reason });
         this.released[reason]++;
         this.#log(
@@ -383,7 +384,7 @@ export class Reclaimer {
       });
       if (used) continue;
       if (!this.holds()) throw new ApiError('the Lease is not confirmed any more: stopping this run');
-      if (await store.delete('blocks', b.name, b.version)) {
+      if (await store.delete('blocks', b.name, b.version, b.spec, b.uid)) {
         report.blocksReleased.push(b.name);
         this.blocksReleased++;
         this.#log(

@@ -11,6 +11,12 @@ export interface StoredObject<T> {
   spec: T;
   /** Opaque; pass back to update/delete as the precondition. */
   version: string;
+  /**
+   * The object's identity where the backend has one (Kubernetes: metadata.uid): a delete that passes it never
+   * removes an object of the same name created again meanwhile. etcd has none (a key created again has a new mod
+   * revision, which the version compare already refuses).
+   */
+  uid?: string;
 }
 
 /** The backend cannot be reached or answered with a server error: the CNI call fails with code 11 (try again). */
@@ -49,9 +55,10 @@ export interface Store {
   /**
    * Remove (only when the version still matches, if given); false when absent or on a conflict. `spec`: the
    * object's spec as read with that version, when the caller has it (the etcd store finds the object's per-node
-   * index entry by it instead of reading the object first).
+   * index entry by it instead of reading the object first). `uid`: the object's uid as read (Kubernetes: sent as a
+   * precondition beside the version).
    */
-  delete(kind: StoreKind, name: string, version?: string, spec?: unknown): Promise<boolean>;
+  delete(kind: StoreKind, name: string, version?: string, spec?: unknown, uid?: string): Promise<boolean>;
   close(): Promise<void>;
   /** A long-lived store (the warm service keeps one): bound the next operation's work to ms from now. */
   rebound?(ms: number): void;

@@ -3,7 +3,9 @@
  * through cnikit-client (docs/warm-mode.md), which runs this plugin in its own long-lived process. There the
  * plugin keeps, from call to call, per datastore: one open store (its connection kept alive; each call bounds it
  * anew with `rebound`), and per network and node: the NodeView (allocator.ts) — this node's blocks and the
- * records it holds, a bitmap in memory kept in sync by the service's own writes. An ADD is then one durable write
+ * records it holds, a bitmap in memory kept in sync by the service's own writes; the views of one node and network
+ * (configurations that differ in their pools or spelling) share its blocks and one lock for reads and block claims
+ * (NodeBlocks: a pool's block claimed once, not once per view). An ADD is then one durable write
  *  (the record's create), a DEL one delete. The view is read from the watch cache (at the first call, when it runs
  * dry, when it is a minute old, after a store failure) and once exactly after its first create, not older than it
  * (what a killed image of the service wrote is seen: allocator.ts confirm). The service runs these calls beside
@@ -11,7 +13,7 @@
  * Without the service (an exec'd plugin, a process that ends with the call) nothing is kept: the cold path.
  */
 import { statSync } from 'node:fs';
-import { NodeView } from './allocator.ts';
+import { NodeBlocks, NodeView } from './allocator.ts';
 import type { ClusterIPAMConf } from './config.ts';
 import { isResident } from './resident.ts';
 import type { Store } from './store.ts';
@@ -24,6 +26,8 @@ interface Entry {
 
 const stores = new Map<string, Entry>();
 const views = new Map<string, NodeView>();
+/** Per store, network and node: the blocks and claim lock every view of them shares (allocator.ts NodeBlocks). */
+const nodes = new Map<string, NodeBlocks>();
 
 function netnsId(): string {
   try {
@@ -36,6 +40,10 @@ function netnsId(): string {
 function storeKey(conf: ClusterIPAMConf): string {
   // the caller's network namespace too: a connection opened in one namespace is not used from another
   return JSON.stringify([conf.datastore, conf.kubernetes, conf.etcd, netnsId()]);
+}
+
+function nodeKey(conf: ClusterIPAMConf): string {
+  return JSON.stringify([storeKey(conf), conf.net, conf.node]);
 }
 
 function viewKey(conf: ClusterIPAMConf): string {
@@ -80,7 +88,13 @@ export function warmUse(conf: ClusterIPAMConf, deadlineMs: number, open: () => S
   const vk = viewKey(conf);
   let view = views.get(vk);
   if (!view) {
-    view = new NodeView();
+    const nk = nodeKey(conf);
+    let shared = nodes.get(nk);
+    if (!shared) {
+      shared = new NodeBlocks();
+      nodes.set(nk, shared);
+    }
+    view = new NodeView(shared);
     views.set(vk, view);
   }
   const store = bounded ?? entry.store;
@@ -103,5 +117,6 @@ export async function dropWarmState(): Promise<void> {
   const all = [...stores.values()];
   stores.clear();
   views.clear();
+  nodes.clear();
   for (const e of all) await e.store.close().catch(() => {});
 }

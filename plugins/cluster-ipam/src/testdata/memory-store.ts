@@ -3,6 +3,7 @@
  * for benchmarks that want the allocator's own cost. Every call yields to the event loop first, so concurrent
  * callers interleave as they would against a server.
  */
+import { randomUUID } from 'node:crypto';
 import type { ListOptions, Store, StoredObject, StoreKind } from '../store.ts';
 
 export class MemoryStore implements Store {
@@ -25,7 +26,12 @@ export class MemoryStore implements Store {
   }
 
   private copy<T>(o: StoredObject<unknown>): StoredObject<T> {
-    return { name: o.name, spec: structuredClone(o.spec) as T, version: o.version };
+    return {
+      name: o.name,
+      spec: structuredClone(o.spec) as T,
+      version: o.version,
+      ...(o.uid ? { uid: o.uid } : {}),
+    };
   }
 
   /** Objects listed per call (the work a server would do for the answer), for tests of the allocator's cost. */
@@ -57,7 +63,7 @@ export class MemoryStore implements Store {
     await this.tick();
     const m = this.of(kind);
     if (m.has(name)) return undefined;
-    const o = { name, spec: structuredClone(spec), version: String(++this.revision) };
+    const o = { name, spec: structuredClone(spec), version: String(++this.revision), uid: randomUUID() };
     m.set(name, o);
     return this.copy<T>(o);
   }
@@ -73,17 +79,24 @@ export class MemoryStore implements Store {
     const m = this.of(kind);
     const o = m.get(name);
     if (!o || o.version !== version) return undefined;
-    const n = { name, spec: structuredClone(spec), version: String(++this.revision) };
+    const n = { name, spec: structuredClone(spec), version: String(++this.revision), uid: o.uid };
     m.set(name, n);
     return this.copy<T>(n);
   }
 
-  async delete(kind: StoreKind, name: string, version?: string): Promise<boolean> {
+  async delete(
+    kind: StoreKind,
+    name: string,
+    version?: string,
+    _spec?: unknown,
+    uid?: string,
+  ): Promise<boolean> {
     this.calls.delete++;
     await this.tick();
     const m = this.of(kind);
     const o = m.get(name);
-    if (!o || (version !== undefined && o.version !== version)) return false;
+    if (!o || (version !== undefined && o.version !== version) || (uid !== undefined && o.uid !== uid))
+      return false;
     m.delete(name);
     return true;
   }
