@@ -10,7 +10,7 @@ import { AttachmentSchema } from './conventions.ts';
 import { CniError, ErrorCode, errorReason } from './errors.ts';
 import type { Writable } from './fdio.ts';
 import { configVersion, goEscapeJSON, goKind, goStringField, parseJsonGo } from './gojson.ts';
-import { type Invoker, setInProcessRunner } from './invoke.ts';
+import type { InProcessRunner, Invoker } from './invoke.ts';
 import { createLogger } from './log.ts';
 import { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
@@ -630,5 +630,10 @@ async function captured<C>(
   return { code, stdout, stderr };
 }
 
-// the Invokers of this program run their in-process plugins through this dispatcher (invoke.ts does not import it)
-setInProcessRunner({ invoke: invokeInProcess, validate: validateInProcess });
+// the Invokers of this program run their in-process plugins through this dispatcher: invoke.ts finds it under this
+// symbol (IN_PROCESS_RUNNER there), and neither module imports the other, so a call that never delegates leaves
+// invoke.ts unloaded
+(globalThis as { [key: symbol]: unknown })[Symbol.for('cnikit.in-process-runner.v1')] = {
+  invoke: invokeInProcess,
+  validate: validateInProcess,
+} satisfies InProcessRunner;

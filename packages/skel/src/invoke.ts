@@ -19,8 +19,8 @@
  * `withDelegateCleanup`), those steps run right after, so a failed ADD changes nothing.
  *
  * This module does not import the plugin dispatcher: a runtime importing it (libcni) does not load the plugin side.
- * In-process plugins run through the `InProcessRunner` the dispatcher registers when it loads (`setInProcessRunner`;
- * a program holding plugin objects has loaded it), or the one in `InvokerOptions.runner`.
+ * In-process plugins run through the `InProcessRunner` the dispatcher leaves under IN_PROCESS_RUNNER when it loads (a
+ * program holding plugin objects has loaded it), or the one of `setInProcessRunner` or `InvokerOptions.runner`.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { basename } from 'node:path';
@@ -73,15 +73,24 @@ declare module './types.ts' {
 let registeredRunner: InProcessRunner | undefined;
 
 /**
- * The dispatcher (dispatch.ts) registers itself here when it loads, so this module does not import the plugin side:
- * a program that has plugin objects has loaded it.
+ * Where the dispatcher (dispatch.ts) leaves its runner when it loads (a global symbol: neither module imports the
+ * other, so a plugin that never delegates does not load this one, and the caller side does not load the dispatcher).
+ */
+export const IN_PROCESS_RUNNER: unique symbol = Symbol.for('cnikit.in-process-runner.v1');
+
+/**
+ * Sets the in-process runner of this program's Invokers (the dispatcher's, found under IN_PROCESS_RUNNER, is the
+ * default): a program that has plugin objects has loaded the dispatcher.
  */
 export function setInProcessRunner(runner: InProcessRunner): void {
   registeredRunner = runner;
 }
 
 function runnerOf(options: InvokerOptions): InProcessRunner {
-  const runner = options.runner ?? registeredRunner;
+  const runner =
+    options.runner ??
+    registeredRunner ??
+    (globalThis as { [IN_PROCESS_RUNNER]?: InProcessRunner })[IN_PROCESS_RUNNER];
   if (!runner) {
     throw new CniError(
       ErrorCode.Internal,
@@ -526,9 +535,19 @@ export const invokeHooks: { isSelf: (path: string) => boolean; retryDelayMs: num
 /** The Invoker of code that passes none: what `registerInProcess` fills and the wrappers below use. */
 export const defaultInvoker: Invoker = new Invoker(invokeHooks);
 
-/** The Invoker a request was dispatched with (`PluginIO.invoker`), else the default one. */
+/**
+ * A stand-in for an Invoker that is made only when a delegation needs it (the multicall executable hands one to every
+ * plugin call, and most plugins never delegate): `invokerOf` calls `[LAZY_INVOKER](Invoker)` once for the real one.
+ */
+export const LAZY_INVOKER: unique symbol = Symbol.for('cnikit.lazy-invoker.v1');
+
+/** The Invoker a request was dispatched with (`PluginIO.invoker`, made now if it is a LAZY_INVOKER), else the default one. */
 export function invokerOf(req: RequestBase): Invoker {
-  return req.invoker ?? defaultInvoker;
+  const h = req.invoker;
+  if (!h) return defaultInvoker;
+  if (h instanceof Invoker) return h;
+  const make = (h as { [LAZY_INVOKER]?: (ctor: typeof Invoker) => Invoker })[LAZY_INVOKER];
+  return typeof make === 'function' ? make(Invoker) : h;
 }
 
 /** `defaultInvoker.register`. */

@@ -65,13 +65,19 @@ function euid(): number {
 
 /** Candidate directories in order of preference. */
 export function candidateDirs(env: Record<string, string | undefined> = process.env): string[] {
+  return [...eachCandidateDir(env)];
+}
+
+/**
+ * The candidate directories one by one: the last resort (under the temporary directory, which needs node:os) is
+ * computed only when every earlier one failed, so a start-up that finds its addon in /run/cnikit never loads node:os.
+ */
+function* eachCandidateDir(env: Record<string, string | undefined>): Generator<string> {
   const uid = euid();
-  const dirs: string[] = [];
-  if (env.CNIKIT_NATIVE_DIR) dirs.push(env.CNIKIT_NATIVE_DIR);
-  if (uid === 0) dirs.push('/run/cnikit');
-  if (env.XDG_RUNTIME_DIR) dirs.push(join(env.XDG_RUNTIME_DIR, 'cnikit'));
-  dirs.push(join(tmpdir(), `cnikit-${uid}`));
-  return dirs;
+  if (env.CNIKIT_NATIVE_DIR) yield env.CNIKIT_NATIVE_DIR;
+  if (uid === 0) yield '/run/cnikit';
+  if (env.XDG_RUNTIME_DIR) yield join(env.XDG_RUNTIME_DIR, 'cnikit');
+  yield join(tmpdir(), `cnikit-${uid}`);
 }
 
 /** Make sure `dir` exists, is a real directory owned by us and private (0700). Throws otherwise. */
@@ -115,7 +121,10 @@ export function verifyFile(file: string, sha256: string): boolean {
 }
 
 /** Return a verified path of the extracted addon, extracting it if needed. Throws with every reason on failure. */
-export function extractNative(src: NativeSource, dirs: string[] = candidateDirs()): string {
+export function extractNative(
+  src: NativeSource,
+  dirs: Iterable<string> = eachCandidateDir(process.env),
+): string {
   if (!/^[0-9a-f]{64}$/.test(src.sha256))
     throw new Error(`bad embedded addon hash ${JSON.stringify(src.sha256)}`);
   const problems: string[] = [];
