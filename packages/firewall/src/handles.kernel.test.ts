@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
 import { jumpRecordPath } from './handles.ts';
-import { setupIPMasq, teardownIPMasq } from './ipmasq.ts';
+import { gcIPMasq, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
 import { formatChainName } from './names.ts';
 
 const env = sandboxForFile({ prefix: 'cnikit-delhandles' });
@@ -152,6 +152,24 @@ describe('ipMasq jump records (iptables-nft)', () => {
     teardownIPMasq({ ...pod(8), ...ns });
     assert.equal(existsSync(recordOf(8)), false);
     assert.ok(postrouting().has(chainOf(1)), 'pod 1 kept');
+  });
+
+  test('GC that removes a stale chain removes its record; the kept pod keeps its record', () => {
+    const a = { ips: ['10.66.1.2/24'], network: 'handles-gc', ifName: 'eth0', containerID: 'gc-a' };
+    const b = { ...a, ips: ['10.66.1.3/24'], containerID: 'gc-b' };
+    setupIPMasq({ backend: 'iptables', ...a, ...ns });
+    setupIPMasq({ backend: 'iptables', ...b, ...ns });
+    const pa = jumpRecordPath(4, 'nat', formatChainName('handles-gc', 'gc-a'), ns)!;
+    const pb = jumpRecordPath(4, 'nat', formatChainName('handles-gc', 'gc-b'), ns)!;
+    assert.ok(existsSync(pa) && existsSync(pb));
+    gcIPMasq('handles-gc', [{ containerID: 'gc-b', ifName: 'eth0' }], ns);
+    assert.equal(existsSync(pa), false, "the GC'd pod's record is gone");
+    assert.equal(existsSync(pb), true, "the valid pod's record stays");
+    assert.equal(postrouting().has(formatChainName('handles-gc', 'gc-a')), false);
+    const r0 = requests();
+    teardownIPMasq({ ...b, ...ns });
+    assert.equal(requests().ruleDumps - r0.ruleDumps, 0, 'the kept record still serves its DEL');
+    assert.equal(existsSync(pb), false);
   });
 });
 

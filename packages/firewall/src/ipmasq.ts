@@ -291,4 +291,5 @@ function gcIPTablesFamily(family: IPFamily, network: string, validIDs: Set<strin
   b.deleteRulesWhere('nat', 'POSTROUTING', (r) => set.has(ruleTarget(r) ?? ''));
   for (const chain of stale) b.deleteChain('nat', chain);
   b.commit();
+  for (const chain of stale) forgetJumps(family, 'nat', chain, opts);
 }

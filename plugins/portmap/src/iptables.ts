@@ -264,6 +264,7 @@ export function gcPortMap(
       b.deleteRulesWhere('nat', HOSTPORT_DNAT_CHAIN, (r) => stale.has(ruleTarget(r) ?? ''));
       for (const c of stale) b.deleteChain('nat', c);
       b.commit();
+      for (const c of stale) forgetJumps(family, 'nat', c, opts);
     } catch (e) {
       if (!(e instanceof ToolNotFoundError) && supportsIPTables(family, opts)) errors.push(e);
     }
