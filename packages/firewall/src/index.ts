@@ -53,6 +53,14 @@ export {
   withFirewalld,
 } from './firewalld.ts';
 export {
+  forgetJumps,
+  handlesDir,
+  jumpRecordPath,
+  type RecordedJump,
+  recalledJumps,
+  rememberJumps,
+} from './handles.ts';
+export {
   type GCAttachment,
   gcIPMasq,
   IPMASQ_NFT_CHAIN,
@@ -83,6 +91,7 @@ export {
   splitRuleText,
   supportsIPTables,
 } from './iptables.ts';
+export type { CreatedRule } from './iptnft.ts';
 export {
   chainName,
   formatChainName,

@@ -14,6 +14,7 @@ import { nftExists } from '@cnikit/netlink';
 import { detectBackend, resolveBackend } from './backend.ts';
 import { type ParsedCidr, parseCidr } from './cidr.ts';
 import { ToolNotFoundError, type ToolOptions } from './exec.ts';
+import { forgetJumps, rememberJumps } from './handles.ts';
 import {
   type IPFamily,
   IptablesBatch,
@@ -108,7 +109,8 @@ function setupIPTables(cidrs: ParsedCidr[], args: IPMasqSetupArgs): void {
       b.appendUnique('nat', chain, ['!', '-d', multicast, '-j', 'MASQUERADE', ...cm]);
       b.appendUnique('nat', 'POSTROUTING', ['-s', c.ip, '-j', chain, ...cm]);
     }
-    b.commit();
+    // the handles of the POSTROUTING jumps, when nf_tables told them: DEL deletes them without listing POSTROUTING
+    rememberJumps(family, 'nat', chain, b.commit().created, args);
   }
 }
 
@@ -196,7 +198,10 @@ export function teardownIPMasq(args: IPMasqTeardownArgs): void {
   const chain = formatChainName(args.network, args.containerID);
   const may = teardownCandidates(chain, args);
   for (const family of [4, 6] as const) {
-    if (!may[family]) continue;
+    if (!may[family]) {
+      forgetJumps(family, 'nat', chain, args); // left by a DEL killed after its transaction
+      continue;
+    }
     if (removeJumpChainsFast(family, 'nat', [{ from: 'POSTROUTING', target: chain }], args)) continue;
     try {
       const b = new IptablesBatch(family, args);
@@ -286,4 +291,5 @@ function gcIPTablesFamily(family: IPFamily, network: string, validIDs: Set<strin
   b.deleteRulesWhere('nat', 'POSTROUTING', (r) => set.has(ruleTarget(r) ?? ''));
   for (const chain of stale) b.deleteChain('nat', chain);
   b.commit();
+  for (const chain of stale) forgetJumps(family, 'nat', chain, opts);
 }

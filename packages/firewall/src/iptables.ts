@@ -7,7 +7,7 @@
 import { nftExists, withNetns, xtablesTableLoaded } from '@cnikit/netlink';
 import { parseCidr } from './cidr.ts';
 import { runTool, ToolError, type ToolOptions } from './exec.ts';
-import { applyRestoreInProcess } from './iptnft.ts';
+import { applyRestoreInProcess, type CreatedRule } from './iptnft.ts';
 
 export type IPFamily = 4 | 6;
 
@@ -351,6 +351,11 @@ export interface CommitResult {
   script: string;
   /** Number of tool executions this commit needed (saves + restores). */
   execs: number;
+  /**
+   * The rules created, with the handles nf_tables assigned, when the script was applied in process (iptnft.ts);
+   * undefined when iptables-restore ran (or nothing had to change): their handles are not known then.
+   */
+  created?: CreatedRule[];
 }
 
 /**
@@ -602,9 +607,10 @@ export class IptablesBatch {
     if (blind === '') return { script: '', execs: 0 };
     if (blind !== undefined) {
       // iptables-nft 1.8.9: the same objects written over nfnetlink in one transaction, no process (iptnft.ts)
-      if (applyRestoreInProcess(this.family, blind, this.opts)) {
+      const created: CreatedRule[] = [];
+      if (applyRestoreInProcess(this.family, blind, this.opts, created)) {
         this.ops = [];
-        return { script: blind, execs };
+        return { script: blind, execs, created };
       }
       const args = ['--noflush', '--wait'];
       const r = runTool(restoreTool(this.family), args, { ...this.opts, input: blind });
@@ -631,9 +637,10 @@ export class IptablesBatch {
         state.set(t, parseSave(text).get(t) ?? { name: t, chains: new Map(), rules: [] });
       const script = this.render(state);
       if (script === '') return { script, execs };
-      if (applyRestoreInProcess(this.family, script, this.opts)) {
+      const created: CreatedRule[] = [];
+      if (applyRestoreInProcess(this.family, script, this.opts, created)) {
         this.ops = [];
-        return { script, execs };
+        return { script, execs, created };
       }
       const args = ['--noflush', '--wait'];
       const r = runTool(restoreTool(this.family), args, { ...this.opts, input: script });

@@ -21,10 +21,12 @@ import {
   NLM_F_ACK,
   NLM_F_APPEND,
   NLM_F_CREATE,
+  NLM_F_ECHO,
   NLM_F_EXCL,
   NLM_F_REQUEST,
   NLMSG_ERROR,
   NlBuilder,
+  parseAttrs,
   parseMessages,
 } from '@cnikit/netlink/wire';
 import { NETLINK_NETFILTER, NetlinkSocket } from '@cnikit/sys';
@@ -49,6 +51,7 @@ const HOOK_NUM = 1;
 const HOOK_PRIORITY = 2;
 const RULE_TABLE = 1;
 const RULE_CHAIN = 2;
+const RULE_HANDLE = 3;
 const RULE_EXPRESSIONS = 4;
 const RULE_COMPAT = 5;
 const RULE_COMPAT_PROTO = 1;
@@ -531,7 +534,30 @@ function splitLine(text: string): string[] {
   return out;
 }
 
-type Fill = { type: number; flags: number; fill: (b: NlBuilder) => void };
+type Fill = {
+  type: number;
+  flags: number;
+  fill: (b: NlBuilder) => void;
+  /** A rule this message creates: where, and the chain it jumps to (`-j CHAIN`, `-g CHAIN`), if any. */
+  rule?: { table: string; chain: string; target?: string };
+};
+
+/** A rule the kernel created for an in-process restore, with the handle it assigned (echoed back, NLM_F_ECHO). */
+export interface CreatedRule {
+  table: string;
+  chain: string;
+  /** The chain the rule jumps or goes to, if any. */
+  target?: string;
+  /** NFTA_RULE_HANDLE as the kernel sent it: 16 hex digits (a big-endian u64). */
+  handle: string;
+}
+
+/** The chain a rule specification jumps or goes to, if any (not a built-in verdict or target extension). */
+function jumpOf(spec: readonly string[]): string | undefined {
+  for (let i = 0; i < spec.length - 1; i++)
+    if ((spec[i] === '-j' || spec[i] === '-g') && !/^[A-Z]+$/.test(spec[i + 1]!)) return spec[i + 1];
+  return undefined;
+}
 
 /** The transaction's messages for a restore script, or Unsupported. Exported for tests. */
 export function planScript(
@@ -631,9 +657,11 @@ export function planScript(
       const { exprs, proto } = encodeRule(family, spec);
       if (BUILTIN[t]![c]) ensureBuiltin(t, c);
       else if (!has(t, c)) no(`chain ${c} does not exist`);
+      const target = jumpOf(spec);
       out.push({
         type: MSG.newrule,
         flags: NLM_F_CREATE | (cmd === '-A' ? NLM_F_APPEND : 0),
+        rule: target === undefined ? { table: t, chain: c } : { table: t, chain: c, target },
         fill: (b) => {
           b.attrStr(RULE_TABLE, t).attrStr(RULE_CHAIN, c);
           b.begin(RULE_EXPRESSIONS, true);
@@ -688,9 +716,11 @@ const nextSeq = () => {
 
 /**
  * Send the messages as ONE transaction: 0 when every message was acknowledged, else the errno of the first error
- * (-1: no answer) — nothing changed then.
+ * (-1: no answer) — nothing changed then. With `created`, each new rule is sent with NLM_F_ECHO: the kernel sends
+ * the rule back as it committed it (the notification, unicast to this socket before the acknowledgements), and the
+ * handle it assigned is pushed to `created` with the rule's place and jump target.
  */
-function transact(family: Family, msgs: readonly Fill[]): number {
+function transact(family: Family, msgs: readonly Fill[], created?: CreatedRule[]): number {
   const sock = NetlinkSocket.open(NETLINK_NETFILTER, { receiveBufferSize: 0 });
   try {
     const nfgen = (b: NlBuilder, fam: number, resId: number) =>
@@ -701,11 +731,14 @@ function transact(family: Family, msgs: readonly Fill[]): number {
         .u8(resId & 0xff);
     const bufs: Buffer[] = [nfgen(new NlBuilder(BATCH_BEGIN, NLM_F_REQUEST, 32), 0, 10).finish(nextSeq())];
     const seqs = new Set<number>();
+    const echoed = new Map<number, NonNullable<Fill['rule']>>();
     for (const m of msgs) {
       const s = nextSeq();
       seqs.add(s);
+      const echo = created !== undefined && m.rule !== undefined;
+      if (echo) echoed.set(s, m.rule!);
       const b = nfgen(
-        new NlBuilder(NFT | m.type, NLM_F_REQUEST | NLM_F_ACK | m.flags, 512),
+        new NlBuilder(NFT | m.type, NLM_F_REQUEST | NLM_F_ACK | m.flags | (echo ? NLM_F_ECHO : 0), 512),
         NFPROTO[family],
         0,
       );
@@ -715,16 +748,24 @@ function transact(family: Family, msgs: readonly Fill[]): number {
     bufs.push(nfgen(new NlBuilder(BATCH_END, NLM_F_REQUEST, 32), 0, 10).finish(nextSeq()));
     sock.send(Buffer.concat(bufs));
     // every message is acknowledged (or the first error aborts the batch and is reported)
+    const got: CreatedRule[] = [];
     while (seqs.size > 0) {
       const buf = sock.recv(5000);
       if (!buf) return -1;
       for (const m of parseMessages(buf)) {
+        const where = echoed.get(m.seq);
+        if (where && m.type === (NFT | MSG.newrule)) {
+          const h = parseAttrs(m.payload, 4).get(RULE_HANDLE);
+          if (h?.length === 8) got.push({ ...where, handle: h.toString('hex') });
+          continue;
+        }
         if (m.type !== NLMSG_ERROR || !seqs.has(m.seq)) continue;
         const err = -m.payload.readInt32LE(0);
         if (err !== 0) return err;
         seqs.delete(m.seq);
       }
     }
+    created?.push(...got);
     return 0;
   } finally {
     closeAfterTask(sock);
@@ -807,9 +848,15 @@ export function inProcessEnabled(): boolean {
 /**
  * Apply an iptables-restore `--noflush` script of `family` in process (in `opts.netns` when given): true when done,
  * false when not attempted or refused by the kernel — nothing was changed then and the caller runs iptables-restore.
+ * `created` (when given) receives the rules the kernel created, with their handles (echoed, see transact).
  * The caller has made sure the tables are not legacy x_tables tables (renderBlind's probe).
  */
-export function applyRestoreInProcess(family: Family, script: string, opts: ToolOptions = {}): boolean {
+export function applyRestoreInProcess(
+  family: Family,
+  script: string,
+  opts: ToolOptions = {},
+  created?: CreatedRule[],
+): boolean {
   if (!inProcessEnabled() || !restoreIsNft189(family, opts)) return false;
   const nfam = family === 4 ? 'ip' : 'ip6';
   const run = () => {
@@ -818,7 +865,7 @@ export function applyRestoreInProcess(family: Family, script: string, opts: Tool
       if (xtablesTableLoaded(family, m[1]!) !== false) no(`legacy x_tables table ${m[1]} is loaded`);
     const plan = planScript(family, script, (table, chain) => nftExists(nfam, table, chain));
     if (plan.length === 0) return 0;
-    return transact(family, plan);
+    return transact(family, plan, created);
   };
   try {
     // traced like the tool it stands for (exec.ts's `exec iptables-restore`), marked in-process

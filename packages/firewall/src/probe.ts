@@ -4,14 +4,17 @@
  */
 import {
   type JumpChain,
+  type KnownJumps,
   nftChainJumps,
   nftExists,
   nftRemoveJumpChains,
+  nftRemoveKnownJumpChains,
   type Sync,
   withNetns,
   xtablesTableLoaded,
 } from '@cnikit/netlink';
 import type { ToolOptions } from './exec.ts';
+import { forgetJumps, recalledJumps } from './handles.ts';
 import type { IPFamily } from './iptables.ts';
 
 /** False only when none of `chains` can exist in the nat table of `family` (legacy x_tables or iptables-nft). */
@@ -34,8 +37,10 @@ export function probeKernel<T>(opts: ToolOptions, probe: () => Sync<T>, fallback
 /**
  * Teardown fast path for iptables-nft: when no legacy x_tables `table` of `family` is loaded (so every iptables rule
  * lives in nf_tables), remove the jumps to each per-container chain and the chain itself in one nf_tables
- * transaction over nfnetlink, without iptables-save/iptables-restore. True when done; false when the caller must use
- * the tools (legacy tables in use, or the kernel did not go along — then nothing was changed).
+ * transaction over nfnetlink, without iptables-save/iptables-restore. When the ADD recorded the jumps' handles
+ * (handles.ts) the rules are fetched by handle and nothing is listed; otherwise (no record, or it does not hold)
+ * the chains holding the jumps are listed. True when done (the records are then removed); false when the caller
+ * must use the tools (legacy tables in use, or the kernel did not go along — then nothing was changed).
  */
 export function removeJumpChainsFast(
   family: IPFamily,
@@ -43,11 +48,24 @@ export function removeJumpChainsFast(
   pairs: readonly JumpChain[],
   opts: ToolOptions,
 ): boolean {
-  return probeKernel(
+  // the records are files: read before entering the namespace (they are keyed by it, not in it)
+  const known: KnownJumps[] = [];
+  const absent: string[] = [];
+  for (const p of pairs) {
+    const jumps = recalledJumps(family, table, p.target, opts);
+    if (jumps?.every((j) => j.from === p.from)) known.push({ target: p.target, jumps });
+    else absent.push(p.target);
+  }
+  const done = probeKernel(
     opts,
-    () => xtablesTableLoaded(family, table) === false && nftRemoveJumpChains(family, table, pairs) === true,
+    () =>
+      xtablesTableLoaded(family, table) === false &&
+      ((known.length > 0 && nftRemoveKnownJumpChains(family, table, known, absent) === true) ||
+        nftRemoveJumpChains(family, table, pairs) === true),
     false,
   );
+  if (done) for (const p of pairs) forgetJumps(family, table, p.target, opts);
+  return done;
 }
 
 /**

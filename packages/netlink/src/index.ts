@@ -93,9 +93,11 @@ export {
 export {
   type ChainJumps,
   type JumpChain,
+  type KnownJumps,
   type NftExpr,
   nftChainJumps,
   nftRemoveJumpChains,
+  nftRemoveKnownJumpChains,
   nftRemoveRulesWhere,
   ruleExprs,
   ruleJumpTarget,

@@ -76,9 +76,17 @@ interface Exchange {
   dump(seq: number, enough?: (sofar: readonly NlMessage[]) => boolean): NlMessage[];
   /** Wait for the ACK (NLMSG_ERROR 0) of every sequence number in `seqs`; an error throws. */
   acks(seqs: readonly number[]): void;
+  /** The answer to the GET `seq` (sent with NLM_F_ACK): its message, or undefined for ENOENT; other errors throw. */
+  get(seq: number): NlMessage | undefined;
 }
 
 class NftError extends Error {}
+
+/**
+ * Test/bench seam (exported by @cnikit/netlink/testing): the nfnetlink rule requests this module sent — `ruleDumps`
+ * (NFT_MSG_GETRULE with NLM_F_DUMP: a chain listed) and `ruleGets` (one rule asked for by handle).
+ */
+export const nftRuleRequests = { ruleDumps: 0, ruleGets: 0 };
 
 function open(): { sock: NetlinkSocket; x: Exchange } {
   const sock = NetlinkSocket.open(NETLINK_NETFILTER, { receiveBufferSize: 0 });
@@ -105,6 +113,22 @@ function open(): { sock: NetlinkSocket; x: Exchange } {
           out.push(m);
         }
         if (enough?.(out)) return out;
+      }
+    },
+    get(seq) {
+      let found: NlMessage | undefined;
+      for (;;) {
+        for (const m of receive()) {
+          if (m.seq !== seq) continue;
+          if (m.type !== NLMSG_ERROR) {
+            found = m;
+            continue;
+          }
+          const err = -m.payload.readInt32LE(0);
+          if (err === 0) return found;
+          if (err === ENOENT) return undefined;
+          throw new NftError(`nf_tables error ${err}`);
+        }
       }
     },
     acks(seqs) {
@@ -208,6 +232,7 @@ function listRules(
   enough?: (sofar: readonly NlMessage[]) => boolean,
 ): Array<{ handle: Buffer; attrs: Attrs }> {
   const seq = nextSeq();
+  nftRuleRequests.ruleDumps++;
   const req = nfgen(new NlBuilder(nftType(NFT_MSG_GETRULE), NLM_F_REQUEST | NLM_F_DUMP, 128), family)
     .attrStr(NFTA_RULE_TABLE, table)
     .attrStr(NFTA_RULE_CHAIN, chain)
@@ -366,5 +391,76 @@ export function nftChainJumps(
       if (t !== undefined) jumps.push(t);
     }
     return { rules: rules.length, jumps };
+  });
+}
+
+/** A per-container chain and the rules of other chains known (by handle) to jump to it. */
+export interface KnownJumps {
+  /** The per-container chain; flushed and deleted. */
+  target: string;
+  /** The rules jumping to it: the chain holding each and its NFTA_RULE_HANDLE (8 bytes, big-endian). */
+  jumps: ReadonlyArray<{ from: string; handle: Buffer }>;
+}
+
+/** The rule `handle` of `table` `chain` — one NFT_MSG_GETRULE without NLM_F_DUMP — or undefined when it is gone. */
+function getRule(
+  x: Exchange,
+  family: number,
+  table: string,
+  chain: string,
+  handle: Buffer,
+): Attrs | undefined {
+  nftRuleRequests.ruleGets++;
+  const seq = nextSeq();
+  x.send([
+    nfgen(new NlBuilder(nftType(NFT_MSG_GETRULE), NLM_F_REQUEST | NLM_F_ACK, 96), family)
+      .attrStr(NFTA_RULE_TABLE, table)
+      .attrStr(NFTA_RULE_CHAIN, chain)
+      .attr(NFTA_RULE_HANDLE, handle)
+      .finish(seq),
+  ]);
+  const m = x.get(seq);
+  if (!m || (m.type & 0xff) !== NFT_MSG_NEWRULE) return undefined;
+  return parseAttrs(m.payload, 4);
+}
+
+/**
+ * nftRemoveJumpChains when the jumps are known by handle (learnt when they were created), without listing any chain:
+ * each rule is fetched by its handle (NFT_MSG_GETRULE with table, chain and handle, no dump) and must still be in
+ * its chain and jump to the container's chain; then, in ONE transaction, those rules are deleted and the chain is
+ * flushed and deleted. The kernel refuses to delete a chain that is still the target of a jump (EBUSY), so a jump
+ * that was not known (made by another writer) aborts the transaction: nothing changes, never another container's
+ * rule. `absent`: chains of `table` that must not exist (checked with one GET each). True when done; undefined when
+ * a rule is gone or is not what was recorded, a chain of `absent` exists, or the kernel did not go along — the
+ * caller then takes nftRemoveJumpChains (or its tools).
+ */
+export function nftRemoveKnownJumpChains(
+  family: 4 | 6,
+  table: string,
+  known: readonly KnownJumps[],
+  absent: readonly string[] = [],
+): true | undefined {
+  if (absent.some((c) => nftExists(family === 4 ? 'ip' : 'ip6', table, c) !== false)) return undefined;
+  const nfproto = family === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+  return withNft((x): true => {
+    const fills: Array<(b: NlBuilder) => NlBuilder> = [];
+    const types: number[] = [];
+    for (const k of known) {
+      for (const j of k.jumps) {
+        const r = getRule(x, nfproto, table, j.from, j.handle);
+        if (!r || str(r, NFTA_RULE_CHAIN) !== j.from || ruleJumpTarget(r) !== k.target)
+          throw new NftError(`rule ${j.handle.toString('hex')} of ${j.from} is not a jump to ${k.target}`);
+        fills.push((b) =>
+          b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, j.from).attr(NFTA_RULE_HANDLE, j.handle),
+        );
+        types.push(NFT_MSG_DELRULE);
+      }
+      fills.push((b) => b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, k.target));
+      types.push(NFT_MSG_DELRULE);
+      fills.push((b) => b.attrStr(NFTA_CHAIN_TABLE, table).attrStr(NFTA_CHAIN_NAME, k.target));
+      types.push(NFT_MSG_DELCHAIN);
+    }
+    if (fills.length) transaction(x, fills, nfproto, types);
+    return true;
   });
 }

@@ -12,6 +12,7 @@
  * mappings (the chain is found by name, the CNI-HOSTPORT-DNAT jumps to it by target).
  */
 import {
+  forgetJumps,
   formatChainNameWithPrefix,
   hasRule,
   type IPFamily,
@@ -21,6 +22,7 @@ import {
   parseCidr,
   probeKernel,
   readTable,
+  rememberJumps,
   removeJumpChainsFast,
   ruleComment,
   ruleTarget,
@@ -162,7 +164,8 @@ function setupIptables(a: PortMapArgs, family: IPFamily): void {
   b.flushChain('nat', d.chain, { create: true });
   for (const r of d.rules) b.append('nat', d.chain, r);
   for (const r of d.entryRules) b.append('nat', HOSTPORT_DNAT_CHAIN, r);
-  b.commit();
+  // the handles of the CNI-HOSTPORT-DNAT jumps, when nf_tables told them: DEL deletes them without listing the chain
+  rememberJumps(family, 'nat', d.chain, b.commit().created, a);
 }
 
 /** Go's `%v` of a [][]string. */
@@ -204,7 +207,10 @@ function teardown(network: string, containerID: string, opts: ToolOptions): unkn
     { ipt4: true, ipt6: true },
   );
   for (const family of [4, 6] as const) {
-    if (!(family === 4 ? may.ipt4 : may.ipt6)) continue;
+    if (!(family === 4 ? may.ipt4 : may.ipt6)) {
+      forgetJumps(family, 'nat', dn, opts); // left by a DEL killed after its transaction
+      continue;
+    }
     const pairs = [
       { from: HOSTPORT_DNAT_CHAIN, target: dn },
       { from: OLD_HOSTPORT_SNAT_CHAIN, target: sn },
@@ -258,6 +264,7 @@ export function gcPortMap(
       b.deleteRulesWhere('nat', HOSTPORT_DNAT_CHAIN, (r) => stale.has(ruleTarget(r) ?? ''));
       for (const c of stale) b.deleteChain('nat', c);
       b.commit();
+      for (const c of stale) forgetJumps(family, 'nat', c, opts);
     } catch (e) {
       if (!(e instanceof ToolNotFoundError) && supportsIPTables(family, opts)) errors.push(e);
     }
