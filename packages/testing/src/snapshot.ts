@@ -120,9 +120,46 @@ function strip(v: unknown, keys: ReadonlySet<string>): unknown {
  * which differ whenever the directory was made anew; they are replaced, the listing it holds is kept.
  */
 export function stableStateFile(path: string, text: string): string {
-  return /(^|\/)\.cnikit-index-[^/]*$/.test(path)
-    ? text.replace(/"(dev|ino|mtimeNs)":"\d+"/g, '"$1":"…"')
-    : text;
+  if (!/(^|\/)\.cnikit-index-[^/]*$/.test(path)) return text;
+  return stableIndex(text) ?? text.replace(/"(dev|ino|mtimeNs)":"\d+"/g, '"$1":"…"');
+}
+
+/**
+ * The listing an index file holds (its snapshot line with the journal lines after it replayed, names sorted), so
+ * that equal listings print equally however they were written; undefined when it does not parse.
+ */
+function stableIndex(text: string): string | undefined {
+  try {
+    const lines = text.split('\n').filter((l) => l !== '');
+    const ix = JSON.parse(lines[0] ?? '') as Record<string, unknown>;
+    const files = new Map(ix.files as [string, string][]);
+    const names = new Set(ix.names as string[]);
+    let symlinks = ix.symlinks as string[];
+    for (const l of lines.slice(1)) {
+      const [op, name, key] = JSON.parse(l) as [string, string, string?];
+      if (op === '+') {
+        names.add(name);
+        if (key !== undefined) files.set(name, key);
+      } else if (op === '-') {
+        names.delete(name);
+        files.delete(name);
+        symlinks = symlinks.filter((x) => x !== name);
+      }
+    }
+    const sorted = <T>(a: T[], k: (x: T) => string) =>
+      a.sort((x, y) => (k(x) < k(y) ? -1 : k(x) > k(y) ? 1 : 0));
+    return JSON.stringify({
+      ...ix,
+      dev: '…',
+      ino: '…',
+      mtimeNs: '…',
+      files: sorted([...files], (f) => f[0]),
+      names: sorted([...names], (n) => n),
+      symlinks: sorted([...symlinks], (n) => n),
+    });
+  } catch {
+    return undefined;
+  }
 }
 
 export function stableJson(v: unknown): string {

@@ -11,12 +11,30 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { cniRunner, tempDir } from '@cnikit/testing';
 import { plugin } from './index.ts';
-import { indexName } from './store.ts';
+import { indexName, parseIndex } from './store.ts';
 import { GO_HOST_LOCAL, ipamEnv, net, ourHostLocal, reservations } from './testenv.ts';
 
 const hl = cniRunner(plugin, { containerId: 'dummy', netns: '/var/run/netns/test', path: '/opt/cni/bin' });
 const SUBNET = { subnet: '10.1.0.0/16' };
 const IDX = indexName('mynet');
+
+/** The index as a call sees it (snapshot and journal replayed): its last sentinel, reservations and line count. */
+function readIx(dataDir: string): {
+  mtimeNs: string;
+  files: [string, string][];
+  names: string[];
+  lines: number;
+} {
+  const text = readFileSync(join(dataDir, IDX), 'utf8');
+  const ix = parseIndex(text);
+  assert.ok(ix, `the index parses: ${JSON.stringify(text.slice(0, 200))}`);
+  return {
+    mtimeNs: ix.sentinel,
+    files: [...ix.files],
+    names: [...ix.names],
+    lines: text.split('\n').length - 1,
+  };
+}
 
 /** `n` reservations of other containers (10.1.0.10 …), written like the reference does. */
 function fill(dir: string, n: number): void {
@@ -37,7 +55,7 @@ describe('listing index', () => {
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(readdirSync(dir).sort(), ['10.1.0.2', 'last_reserved_ip.0', 'lock']);
     assert.deepEqual(readdirSync(tmp.path).sort(), [IDX, 'mynet']);
-    const ix = JSON.parse(readFileSync(join(tmp.path, IDX), 'utf8'));
+    const ix = readIx(tmp.path);
     assert.equal(ix.mtimeNs, String(mtimeNs(dir)), 'the directory mtime is the sentinel the index names');
     assert.ok(
       BigInt(ix.mtimeNs) % 1_000_000_000n === 0n && Number(BigInt(ix.mtimeNs) / 1_000_000n) < Date.now(),
@@ -91,7 +109,7 @@ describe('listing index', () => {
     assert.equal(readFileSync(join(dir, 'last_reserved_ip.0'), 'utf8'), '10.1.0.4');
     assert.equal((await hl.call('CHECK', conf, { containerId: 'b' })).code, 0);
     assert.notEqual((await hl.call('CHECK', conf, { containerId: 'a' })).code, 0);
-    const ix = JSON.parse(readFileSync(join(tmp.path, IDX), 'utf8'));
+    const ix = readIx(tmp.path);
     assert.deepEqual(
       Object.fromEntries(ix.files),
       reservations(dir),
@@ -145,7 +163,7 @@ describe('listing index', () => {
         `index ${bad === undefined ? 'missing' : JSON.stringify(bad.slice(0, 30))}`,
       );
       assert.deepEqual(
-        Object.fromEntries(JSON.parse(readFileSync(join(tmp.path, IDX), 'utf8')).files),
+        Object.fromEntries(readIx(tmp.path).files),
         reservations(dir),
         'the index was rewritten from the directory',
       );
@@ -175,9 +193,134 @@ describe('listing index', () => {
     const left = reservations(dir);
     assert.equal(Object.keys(left).length, 249);
     assert.ok(!Object.values(left).includes('probe\r\neth0'));
-    const ix = JSON.parse(readFileSync(join(tmp.path, IDX), 'utf8'));
+    const ix = readIx(tmp.path);
     assert.equal(ix.mtimeNs, String(mtimeNs(dir)), 'still valid after the DEL');
     assert.deepEqual(Object.fromEntries(ix.files), left);
+  });
+
+  test('a call after a trusted index appends its changes (O(1)), a long journal becomes a new snapshot', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    const conf = net(tmp.path, SUBNET);
+    fill(dir, 100);
+    assert.equal((await hl.call('ADD', conf, { containerId: 'first' })).code, 0);
+    const snap = readFileSync(join(tmp.path, IDX), 'utf8');
+    assert.equal(snap.split('\n').length - 1, 1, 'after a scan: one snapshot line');
+    const ino = statSync(join(tmp.path, IDX)).ino;
+    const stamps: bigint[] = [BigInt(readIx(tmp.path).mtimeNs)];
+    for (let i = 0; i < 10; i++) {
+      const id = `p${i}`;
+      const ip = addr(await hl.call('ADD', conf, { containerId: id }));
+      stamps.push(BigInt(readIx(tmp.path).mtimeNs));
+      const d = await hl.call(
+        'DEL',
+        { ...conf, prevResult: { cniVersion: '1.1.0', ips: [{ address: ip }] } },
+        {
+          containerId: id,
+        },
+      );
+      assert.equal(d.code, 0, d.stdout);
+      stamps.push(BigInt(readIx(tmp.path).mtimeNs));
+    }
+    const text = readFileSync(join(tmp.path, IDX), 'utf8');
+    assert.equal(statSync(join(tmp.path, IDX)).ino, ino, 'the same file, appended to (not renamed over)');
+    assert.ok(text.startsWith(snap), 'the snapshot line is not rewritten');
+    const ix = readIx(tmp.path);
+    assert.ok(ix.lines > 20, `one line per change and one sentinel per call (${ix.lines} lines)`);
+    assert.deepEqual(
+      Object.fromEntries(ix.files),
+      reservations(dir),
+      'the replayed journal lists the directory',
+    );
+    assert.equal(ix.mtimeNs, String(mtimeNs(dir)), 'its last sentinel is the directory mtime');
+    for (let i = 1; i < stamps.length; i++)
+      assert.ok(stamps[i]! > stamps[i - 1]!, `sentinels strictly increase (${stamps[i - 1]} → ${stamps[i]})`);
+    assert.ok(stamps.at(-1)! < BigInt(Math.floor(Date.now() / 1000)) * 1_000_000_000n, 'and lie in the past');
+    // the journal is bounded: beyond max(64, names) lines the next call writes a new snapshot
+    for (let i = 0; i < 40; i++) {
+      const id = `q${i}`;
+      const ip = addr(await hl.call('ADD', conf, { containerId: id }));
+      await hl.call(
+        'DEL',
+        { ...conf, prevResult: { cniVersion: '1.1.0', ips: [{ address: ip }] } },
+        {
+          containerId: id,
+        },
+      );
+    }
+    const after = readIx(tmp.path);
+    assert.ok(after.lines <= 103, `compacted (${after.lines} lines for ${after.names.length} names)`);
+    assert.deepEqual(Object.fromEntries(after.files), reservations(dir));
+    assert.equal(after.mtimeNs, String(mtimeNs(dir)));
+  });
+
+  test('a lost append or a lost snapshot (the directory mtime kept) is not trusted: the directory is listed', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    const conf = net(tmp.path, SUBNET);
+    fill(dir, 5);
+    assert.equal((await hl.call('ADD', conf, { containerId: 'x' })).code, 0);
+    for (const lose of ['append', 'snapshot'] as const) {
+      const id = `lost-${lose}`;
+      let old = readFileSync(join(tmp.path, IDX), 'utf8');
+      if (lose === 'snapshot') {
+        // a trusted index whose journal is full (sentinel lines only): the next change writes a new snapshot
+        old += `${JSON.stringify(['@', readIx(tmp.path).mtimeNs])}\n`.repeat(70);
+        writeFileSync(join(tmp.path, IDX), old);
+      }
+      const ino = statSync(join(tmp.path, IDX)).ino;
+      // same second as the call before: its sentinel must still differ from the one in `old`
+      assert.equal((await hl.call('ADD', conf, { containerId: id })).code, 0);
+      assert.notEqual(readIx(tmp.path).mtimeNs, parseIndex(old)!.sentinel, 'a new sentinel');
+      assert.equal(
+        statSync(join(tmp.path, IDX)).ino !== ino,
+        lose === 'snapshot',
+        lose === 'snapshot' ? 'renamed over' : 'appended to',
+      );
+      // a crash that kept the directory (its reservation and mtime) but lost the index write
+      writeFileSync(join(tmp.path, IDX), old);
+      const dup = await hl.call('ADD', conf, { containerId: id });
+      assert.equal(dup.json.code, 999, `${lose} lost: the duplicate is still seen (${dup.stdout})`);
+      assert.deepEqual(Object.fromEntries(readIx(tmp.path).files), reservations(dir), 'listed again');
+    }
+  });
+
+  test('a torn append (a last line cut short, or not a sentinel) is not trusted', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    const conf = net(tmp.path, SUBNET);
+    fill(dir, 5);
+    assert.equal((await hl.call('ADD', conf, { containerId: 'x' })).code, 0);
+    assert.equal((await hl.call('ADD', conf, { containerId: 'y' })).code, 0);
+    const good = readFileSync(join(tmp.path, IDX), 'utf8');
+    assert.ok(good.split('\n').length - 1 > 1, 'a journal was appended');
+    const lastNl = good.lastIndexOf('\n', good.length - 2);
+    const stamp = good.slice(lastNl + 1);
+    for (const bad of [
+      good.slice(0, -3), // the sentinel line cut short
+      good.slice(0, lastNl + 1), // the sentinel lost, the change kept
+      `${good}["+","10.1.9.9","z\\r\\neth0"]\n`, // a change after the last sentinel
+      good.slice(0, lastNl + 1) + '\0'.repeat(stamp.length), // zeros where the data did not reach the disk
+    ]) {
+      // the directory mtime stays the sentinel of `good`: only the file is damaged
+      writeFileSync(join(tmp.path, IDX), bad);
+      assert.equal(
+        parseIndex(bad)?.sentinel === String(mtimeNs(dir)) && bad !== good,
+        false,
+        JSON.stringify(bad.slice(-40)),
+      );
+      assert.equal(
+        (await hl.call('ADD', conf, { containerId: 'y' })).json.code,
+        999,
+        'the duplicate is seen',
+      );
+      assert.deepEqual(
+        Object.fromEntries(readIx(tmp.path).files),
+        reservations(dir),
+        'the index was rewritten',
+      );
+      writeFileSync(join(tmp.path, IDX), readFileSync(join(tmp.path, IDX)));
+    }
   });
 
   test('the Go plugin and cnikit on one directory: each sees the other’s reservations', async () => {
@@ -220,7 +363,7 @@ describe('listing index: STATUS', () => {
       assert.equal((await hl.call('ADD', conf, { containerId: id })).code, 0);
     const st = await hl.call('STATUS', conf);
     assert.equal(st.json.code, 50, 'the /29 is full');
-    const ix = JSON.parse(readFileSync(join(tmp.path, IDX), 'utf8'));
+    const ix = readIx(tmp.path);
     assert.equal(ix.mtimeNs, String(mtimeNs(dir)), 'still valid after STATUS');
     assert.equal((await hl.call('DEL', conf, { containerId: 'c' })).code, 0);
     assert.equal((await hl.call('STATUS', conf)).code, 0, 'one address free again');

@@ -27,16 +27,30 @@
  *
  * The listing index (cnikit's own, beside the network directory, never in it): reading every reservation file
  * to learn its owner (the duplicate check of ADD, CHECK, GC, STATUS) costs one open and read per container. So
- * after a call that listed or changed the directory, its listing (every name, every reservation's content) is
- * written to `<dataDir>/.cnikit-index-<hash of the network name>` together with a sentinel, and the network
- * directory's mtime is then set to that sentinel: a whole second in the past (integer seconds). Any later change
- * of the directory by anyone (the Go plugin, an operator's rm, a cnikit without the index) sets its mtime to the
- * current time, which differs from the sentinel. The next call, under the lock, reads the index instead of the
- * directory only when the directory's mtime, device and inode are still those the index names; otherwise it lists
- * and reads the directory as before and writes a new index. A crash between the index and the sentinel leaves the
- * mtime of the last change, so the index is not trusted; an index that does not parse is not trusted either. Not
- * noticed: a reservation file rewritten in place (its content changed without creating, removing or renaming a
- * name), which neither implementation does. The directory's own content stays exactly the reference's.
+ * after a call that listed or changed the directory, the network directory's mtime is set to a new sentinel and
+ * its listing (every name, every reservation's content) is written to `<dataDir>/.cnikit-index-<hash of the
+ * network name>` naming that sentinel. A sentinel lies in the past (before the current second: whole seconds, one
+ * second back, when the clock allows; else 2 ms after the last one) and is later than every sentinel the index
+ * file named before; the index names the mtime the filesystem kept (read back). Any later change of the directory
+ * by anyone (the Go plugin, an operator's rm, a cnikit without the index) sets its mtime to the current time, which
+ * no sentinel is. The next call, under the lock, reads the index instead of the directory only when the
+ * directory's mtime, device and inode are still those the index's LAST sentinel names; otherwise it lists and
+ * reads the directory as before and writes a new index. Not noticed: a reservation file rewritten in place (its
+ * content changed without creating, removing or renaming a name), which neither implementation does. The
+ * directory's own content stays exactly the reference's.
+ *
+ * The index file is a snapshot plus a journal, so that a call that changes one name writes O(1), not the whole
+ * listing: line 1 is the snapshot (JSON: version, directory, device, inode, `mtimeNs` the sentinel it was written
+ * with, every name and reservation); each later line is a JSON array, `["+",name,content]` (a reservation linked),
+ * `["+",name]` (a name that is not a reservation: last_reserved_ip.N), `["-",name]` (a name removed) or
+ * `["@",sentinel]`. A call whose listing came from a trusted index appends its changes and one `@` line in ONE
+ * write(2) (O_APPEND); a call that listed the directory, or whose journal would outgrow the listing (more lines than
+ * max(64, names)), writes a new snapshot (temp file, rename): O(1) per call, amortised. Crash safety without fsync:
+ * the index is trusted only when every line parses, the text ends with a complete line and its last line is the
+ * directory's current mtime. Sentinels are never reused, so whichever of the two (mtime, index write) a crash kept,
+ * an index it left names an earlier sentinel than the directory's mtime (a lost append or rename), ends in a line
+ * cut short or zeros (a torn append), or the directory has a real mtime: not trusted, listed again. An earlier
+ * cnikit reads a journaled index as not parsing (it lists the directory and writes its own snapshot).
  */
 import {
   constants as C,
@@ -79,7 +93,14 @@ interface Listing {
   files: Map<string, string>;
   names: Set<string>;
   symlinks: string[];
+  /** The journal's line count when read from the index (undefined: scanned). */
+  journal?: number;
 }
+
+/** One change of the directory, as a journal line records it (see above). */
+type JournalOp = ['+', string] | ['+', string, string] | ['-', string];
+/** Journal lines beyond which the next change writes a new snapshot: max(this, the number of names). */
+const JOURNAL_MIN = 64;
 
 /** A filesystem error worded like Go's `*PathError` (`open /x: permission denied`), as CNI code 5. */
 export function goFsError(op: string, path: string, err: unknown): CniError {
@@ -138,6 +159,85 @@ export function reservationKey(containerID: string, ifName: string): string {
   return containerID.trim() + LINE_BREAK + ifName;
 }
 
+/** A listing index file as parsed: the snapshot with its journal replayed, and the last sentinel (ns, text). */
+export interface ParsedIndex {
+  v: unknown;
+  dir: unknown;
+  dev: unknown;
+  ino: unknown;
+  /** The last sentinel: the last `@` line's, or the snapshot's when there is no journal. */
+  sentinel: string;
+  files: Map<string, string>;
+  names: Set<string>;
+  symlinks: string[];
+  /** Lines after the snapshot. */
+  journal: number;
+}
+
+/**
+ * Parse a listing index file (see the header): undefined when any line does not parse, the text does not end
+ * with a complete line (an earlier cnikit's snapshot alone, without a newline, is complete) or the last journal
+ * line is not a sentinel.
+ */
+export function parseIndex(text: string): ParsedIndex | undefined {
+  try {
+    const nl = text.indexOf('\n');
+    const ix = JSON.parse(nl < 0 ? text : text.slice(0, nl)) as Record<string, unknown>;
+    if (!ix || typeof ix !== 'object' || typeof ix.mtimeNs !== 'string' || !/^\d+$/.test(ix.mtimeNs))
+      return undefined;
+    if (!Array.isArray(ix.files) || !Array.isArray(ix.names) || !Array.isArray(ix.symlinks)) return undefined;
+    // the journal: every line complete (the text ends with a newline), parsed in one JSON.parse
+    let journal: unknown[] = [];
+    if (nl >= 0) {
+      if (!text.endsWith('\n')) return undefined;
+      const body = text.slice(nl + 1, -1);
+      journal = body === '' ? [] : (JSON.parse(`[${body.replaceAll('\n', ',')}]`) as unknown[]);
+    }
+    let sentinel = ix.mtimeNs;
+    const last = journal.at(-1);
+    if (last !== undefined) {
+      if (!Array.isArray(last) || last[0] !== '@' || typeof last[1] !== 'string' || !/^\d+$/.test(last[1]))
+        return undefined;
+      sentinel = last[1];
+    }
+    const files = new Map<string, string>();
+    for (const f of ix.files as unknown[]) {
+      if (!Array.isArray(f) || typeof f[0] !== 'string' || typeof f[1] !== 'string') return undefined;
+      files.set(f[0], f[1]);
+    }
+    if (!(ix.names as unknown[]).every((n) => typeof n === 'string')) return undefined;
+    if (!(ix.symlinks as unknown[]).every((n) => typeof n === 'string')) return undefined;
+    const names = new Set(ix.names as string[]);
+    let symlinks = ix.symlinks as string[];
+    for (const op of journal) {
+      if (!Array.isArray(op) || typeof op[1] !== 'string') return undefined;
+      const name = op[1];
+      if (op[0] === '+' && op.length === 2) names.add(name);
+      else if (op[0] === '+' && op.length === 3 && typeof op[2] === 'string') {
+        names.add(name);
+        files.set(name, op[2]);
+      } else if (op[0] === '-' && op.length === 2) {
+        names.delete(name);
+        files.delete(name);
+        if (symlinks.includes(name)) symlinks = symlinks.filter((x) => x !== name);
+      } else if (op[0] !== '@' || op.length !== 2) return undefined;
+    }
+    return {
+      v: ix.v,
+      dir: ix.dir,
+      dev: ix.dev,
+      ino: ix.ino,
+      sentinel,
+      files,
+      names,
+      symlinks,
+      journal: journal.length,
+    };
+  } catch {
+    return undefined;
+  }
+}
+
 export class Store {
   /** The network directory's path (for messages; every access goes through its descriptor). */
   readonly dir: string;
@@ -155,6 +255,12 @@ export class Store {
   #stale = false;
   /** The directory was changed under this lock while no listing was known: the index cannot be kept. */
   #blind = false;
+  /** The changes made under this lock to a listing read from the index (appended to it at unlock). */
+  #ops: JournalOp[] = [];
+  /** The listing of this lock was scanned (not read from the index): a new snapshot is written at unlock. */
+  #scanned = false;
+  /** The last sentinel of the index file as last read or written (ns); a new one must be later. */
+  #lastStamp: bigint | undefined;
   /** Content of this store's temp files, by name (what tryLink makes a reservation of). */
   readonly #tmpContent = new Map<string, string>();
 
@@ -266,18 +372,21 @@ export class Store {
       this.#listing = undefined;
       this.#stale = false;
       this.#blind = false;
+      this.#ops = [];
+      this.#scanned = false;
       this.#locked = false;
       flock(this.#lockFd, 'un');
     }
   }
 
   /** This store changed the directory (under the lock): the index must follow, or cannot be kept. */
-  #changed(update?: (l: Listing) => void): void {
+  #changed(update?: (l: Listing) => void, op?: JournalOp): void {
     if (!this.#listing) {
       this.#blind = true;
       return;
     }
     update?.(this.#listing);
+    if (op) this.#ops.push(op);
     this.#stale = true;
   }
 
@@ -288,67 +397,105 @@ export class Store {
   }
 
   /**
-   * The listing from the index, when the index describes the directory as it is (its sentinel is still the
-   * directory's mtime, same device and inode); undefined otherwise (no index, another writer changed the directory,
-   * an index that does not parse). Reads nothing else.
+   * The listing from the index, when the index describes the directory as it is (its last sentinel is still the
+   * directory's mtime, same device and inode, every line parses); undefined otherwise (no index, another writer
+   * changed the directory, an index that does not parse). Reads nothing else. Records the index's last sentinel
+   * (trusted or not) in #lastStamp: the next sentinel must be later.
    */
   #readIndex(): Listing | undefined {
     if (!this.#top || !this.#index) return undefined;
     try {
       const data = this.#top.read(this.#index);
       if (!data) return undefined;
-      const ix = JSON.parse(data.toString('utf8')) as {
-        v?: unknown;
-        dev?: unknown;
-        ino?: unknown;
-        mtimeNs?: unknown;
-        files?: unknown;
-        names?: unknown;
-        symlinks?: unknown;
-      };
+      const ix = parseIndex(data.toString('utf8'));
+      if (!ix) return undefined;
+      this.#lastStamp = BigInt(ix.sentinel);
       const now = this.#dirStamp();
-      if (ix.v !== INDEX_VERSION || ix.dev !== now.dev || ix.ino !== now.ino || ix.mtimeNs !== now.mtimeNs)
+      if (ix.v !== INDEX_VERSION || ix.dev !== now.dev || ix.ino !== now.ino || ix.sentinel !== now.mtimeNs)
         return undefined;
-      if (!Array.isArray(ix.files) || !Array.isArray(ix.names) || !Array.isArray(ix.symlinks))
-        return undefined;
-      const files = new Map<string, string>();
-      for (const f of ix.files as unknown[]) {
-        if (!Array.isArray(f) || typeof f[0] !== 'string' || typeof f[1] !== 'string') return undefined;
-        files.set(f[0], f[1]);
-      }
-      if (!(ix.names as unknown[]).every((n) => typeof n === 'string')) return undefined;
-      if (!(ix.symlinks as unknown[]).every((n) => typeof n === 'string')) return undefined;
-      return { files, names: new Set(ix.names as string[]), symlinks: ix.symlinks as string[] };
+      return { files: ix.files, names: ix.names, symlinks: ix.symlinks, journal: ix.journal };
     } catch {
       return undefined;
     }
   }
 
   /**
-   * Write the index for `l` with a sentinel a second in the past, then set the directory's mtime to it (in that
-   * order: a crash in between leaves a real mtime, which no index names). Best effort: on any failure the next call
+   * Set the directory's mtime to a new sentinel: in the past (before the current second, so no later change by
+   * anyone can have it) and later than the index's last one (#lastStamp), so that no index written before names
+   * it. Whole seconds when the clock allows (a second in the past), else 2 ms after the last one. Returns the
+   * mtime the filesystem kept (read back: the index names exactly that), or undefined when no such sentinel could
+   * be set (the directory then has a real mtime, which no index names).
+   */
+  #setSentinel(): string | undefined {
+    // the index's last sentinel, read now if this lock has not (a call that changed the directory blind)
+    if (this.#lastStamp === undefined) this.#readIndex();
+    const nowS = Math.floor(Date.now() / 1000) - 1;
+    const prev = this.#lastStamp;
+    const NS = 1_000_000_000n;
+    let target: number; // seconds
+    if (prev === undefined || BigInt(nowS) * NS > prev) target = nowS;
+    else {
+      const ms = prev / 1_000_000n + 2n;
+      if (ms / 1000n > BigInt(nowS)) return undefined; // a thousand changes in one second: nothing set
+      target = Number(ms) / 1000;
+    }
+    futimesSync(this.#d.fd, Date.now() / 1000, target);
+    const got = BigInt(this.#dirStamp().mtimeNs);
+    if ((prev !== undefined && got <= prev) || got >= BigInt(nowS + 1) * NS) {
+      // the filesystem could not keep a new sentinel (coarse timestamps): a real mtime, which no index names
+      const t = Date.now() / 1000;
+      futimesSync(this.#d.fd, t, t);
+      return undefined;
+    }
+    this.#lastStamp = got;
+    return String(got);
+  }
+
+  /**
+   * Set a new sentinel on the directory (#setSentinel), then write the index naming it: this call's changes
+   * appended to the index read under this lock (one write), or a new snapshot (temp file, rename) after a scan or
+   * when the journal would outgrow the listing. In either order a crash between the two leaves an index whose last
+   * sentinel is not the directory's mtime (sentinels are never reused). Best effort: on any failure the next call
    * lists the directory.
    */
   #writeIndex(l: Listing): void {
     if (!this.#top || !this.#index) return;
     try {
-      const sentinel = Math.floor(Date.now() / 1000) - 1;
+      const stamp = this.#setSentinel();
+      if (stamp === undefined) return;
+      if (
+        !this.#scanned &&
+        l.journal !== undefined &&
+        l.journal + this.#ops.length + 1 <= Math.max(JOURNAL_MIN, l.names.size)
+      ) {
+        // O(1): this call's changes and the new sentinel appended in one write(2)
+        const lines = `${[...this.#ops, ['@', stamp]].map((op) => JSON.stringify(op)).join('\n')}\n`;
+        const fd = this.#top.openFile(this.#index, C.O_WRONLY | C.O_APPEND);
+        try {
+          const data = Buffer.from(lines, 'utf8');
+          // a short write leaves a last line that is not this sentinel (or does not parse): not trusted
+          writeSync(fd, data, 0, data.length);
+        } finally {
+          closeSync(fd);
+        }
+        return;
+      }
       const st = this.#dirStamp();
       const body = JSON.stringify({
         v: INDEX_VERSION,
         dir: this.dir,
         dev: st.dev,
         ino: st.ino,
-        mtimeNs: String(BigInt(sentinel) * 1_000_000_000n),
+        mtimeNs: stamp,
         files: [...l.files],
         names: [...l.names],
         symlinks: l.symlinks,
       });
-      // no fsync: an index lost or torn by a crash does not parse or names another mtime, and is not trusted
+      // no fsync: an index lost or torn by a crash does not parse or names an earlier sentinel, and is not trusted
       const tmp = `${TMP_PREFIX}${process.pid}-index-${++this.#tmpSeq}.tmp`;
       const fd = this.#top.openFile(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL, 0o600);
       try {
-        const data = Buffer.from(body, 'utf8');
+        const data = Buffer.from(`${body}\n`, 'utf8');
         let off = 0;
         while (off < data.length) off += writeSync(fd, data, off, data.length - off);
       } finally {
@@ -360,7 +507,6 @@ export class Store {
         this.#top.remove(tmp);
         throw err;
       }
-      futimesSync(this.#d.fd, Date.now() / 1000, sentinel);
     } catch {
       // the index is an optimisation: a directory it does not describe is listed by the next call
     }
@@ -457,6 +603,7 @@ export class Store {
         this.#listing = this.#scanDir(); // taken after those changes: it describes the directory as it is
         this.#blind = false;
         this.#stale = true;
+        this.#scanned = true;
       }
     }
     const l = this.#listing;
@@ -545,11 +692,14 @@ export class Store {
     try {
       this.#d.link(tmp, name);
       const key = this.#tmpContent.get(tmp);
-      this.#changed((l) => {
-        l.names.add(name);
-        if (key === undefined) this.#blind = true;
-        else l.files.set(name, key);
-      });
+      this.#changed(
+        (l) => {
+          l.names.add(name);
+          if (key === undefined) this.#blind = true;
+          else l.files.set(name, key);
+        },
+        key === undefined ? undefined : ['+', name, key],
+      );
       return true;
     } catch (err) {
       if (isSysError(err) && err.code === 'EEXIST') return false;
@@ -589,7 +739,7 @@ export class Store {
   removeLastReservedIP(rangeID: number): void {
     try {
       if (this.#d.remove(LAST_IP_PREFIX + rangeID))
-        this.#changed((l) => l.names.delete(LAST_IP_PREFIX + rangeID));
+        this.#changed((l) => l.names.delete(LAST_IP_PREFIX + rangeID), ['-', LAST_IP_PREFIX + rangeID]);
     } catch (err) {
       this.#blind = true;
       throw isSysError(err) ? storeError(err) : err;
@@ -605,7 +755,7 @@ export class Store {
       // the temp name is ours (.cnikit-…), so the next locked scan removes it if this process is killed meanwhile
       const tmp = `${TMP_PREFIX}${process.pid}-last-${++this.#tmpSeq}.tmp`;
       this.#d.writeAtomic(LAST_IP_PREFIX + rangeID, formatIP(ip), 0o600, tmp);
-      this.#changed((l) => l.names.add(LAST_IP_PREFIX + rangeID));
+      this.#changed((l) => l.names.add(LAST_IP_PREFIX + rangeID), ['+', LAST_IP_PREFIX + rangeID]);
     } catch (err) {
       this.#blind = true;
       throw isSysError(err) ? storeError(err) : err;
@@ -616,11 +766,14 @@ export class Store {
   remove(name: string): void {
     try {
       if (this.#d.remove(name))
-        this.#changed((l) => {
-          l.names.delete(name);
-          l.files.delete(name);
-          l.symlinks = l.symlinks.filter((s) => s !== name);
-        });
+        this.#changed(
+          (l) => {
+            l.names.delete(name);
+            l.files.delete(name);
+            l.symlinks = l.symlinks.filter((s) => s !== name);
+          },
+          ['-', name],
+        );
     } catch (err) {
       this.#blind = true;
       throw storeError(err);
