@@ -15,6 +15,7 @@ import {
   type Sandbox,
   SNAPSHOT_SECTIONS,
   type Snapshot,
+  stableStateFile,
 } from '@cnikit/testing';
 
 /**
@@ -45,7 +46,10 @@ export interface WorldDiff {
   added: string[];
 }
 
-/** Every file below `dir` as `path sha256` (sorted); a missing directory has none. */
+/**
+ * Every file below `dir` as `path sha256` (sorted; host-local's listing index hashed as stableStateFile prints it); a
+ * missing directory has none.
+ */
 export function stateFiles(dir: string): string[] {
   const out: string[] = [];
   const walk = (rel: string) => {
@@ -70,7 +74,12 @@ export function stateFiles(dir: string): string[] {
       } else {
         let sum = '?';
         try {
-          sum = createHash('sha256').update(readFileSync(full)).digest('hex').slice(0, 16);
+          // host-local's listing index (cnikit's cache beside the network directories) by the listing it
+          // describes: a failed ADD rolled back by a DEL journals both and leaves the same listing
+          sum = createHash('sha256')
+            .update(stableStateFile(r, readFileSync(full, 'latin1')), 'latin1')
+            .digest('hex')
+            .slice(0, 16);
         } catch {
           // unreadable: the path alone
         }

@@ -198,6 +198,29 @@ describe('listing index', () => {
     assert.deepEqual(Object.fromEntries(ix.files), left);
   });
 
+  test('a failed ADD that reserved and rolled back changes no file: the index and the directory mtime stay as they were', async () => {
+    using tmp = tempDir();
+    const dir = join(tmp.path, 'mynet');
+    const conf = net(tmp.path, SUBNET);
+    assert.equal((await hl.call('ADD', conf, { containerId: 'a' })).code, 0);
+    const before = {
+      ix: readFileSync(join(tmp.path, IDX)),
+      mtime: mtimeNs(dir),
+      names: readdirSync(dir).sort(),
+    };
+    tick();
+    // an address for the range set is reserved, then the requested one outside it fails the ADD: rolled back
+    const r = await hl.call('ADD', { ...conf, args: { cni: { ips: ['10.99.0.1'] } } }, { containerId: 'b' });
+    assert.notEqual(r.code, 0, r.stdout);
+    assert.match(r.json.msg, /failed to allocate all requested IPs: 10\.99\.0\.1/);
+    assert.deepEqual(readdirSync(dir).sort(), before.names);
+    assert.equal(mtimeNs(dir), before.mtime, 'the directory mtime is the sentinel again');
+    assert.deepEqual(readFileSync(join(tmp.path, IDX)), before.ix, 'the index is unchanged');
+    // and still trusted: the next ADD appends to it (a scan would write a one-line snapshot)
+    assert.equal((await hl.call('ADD', conf, { containerId: 'c' })).code, 0);
+    assert.ok(readIx(tmp.path).lines > before.ix.toString('utf8').split('\n').length - 1);
+  });
+
   test('a call after a trusted index appends its changes (O(1)), a long journal becomes a new snapshot', async () => {
     using tmp = tempDir();
     const dir = join(tmp.path, 'mynet');

@@ -50,7 +50,10 @@
  * directory's current mtime. Sentinels are never reused, so whichever of the two (mtime, index write) a crash kept,
  * an index it left names an earlier sentinel than the directory's mtime (a lost append or rename), ends in a line
  * cut short or zeros (a torn append), or the directory has a real mtime: not trusted, listed again. An earlier
- * cnikit reads a journaled index as not parsing (it lists the directory and writes its own snapshot).
+ * cnikit reads a journaled index as not parsing (it lists the directory and writes its own snapshot). A call whose
+ * changes cancelled out on a trusted listing (a failed ADD that reserved and rolled back) writes no index: it sets
+ * the directory's mtime back to the index's last sentinel, which again describes the directory exactly (a crash
+ * before that leaves a real mtime: listed again).
  */
 import {
   constants as C,
@@ -261,6 +264,8 @@ export class Store {
   #scanned = false;
   /** The last sentinel of the index file as last read or written (ns); a new one must be later. */
   #lastStamp: bigint | undefined;
+  /** Each name this lock changed, as the listing had it before the first change (present, reservation content). */
+  readonly #before = new Map<string, { had: boolean; key: string | undefined }>();
   /** Content of this store's temp files, by name (what tryLink makes a reservation of). */
   readonly #tmpContent = new Map<string, string>();
 
@@ -367,8 +372,10 @@ export class Store {
   unlock(): void {
     if (!this.#locked) return;
     try {
-      if (this.#listing && this.#stale && !this.#blind) this.#writeIndex(this.#listing);
+      if (this.#listing && this.#stale && !this.#blind && !this.#restoreSentinel(this.#listing))
+        this.#writeIndex(this.#listing);
     } finally {
+      this.#before.clear();
       this.#listing = undefined;
       this.#stale = false;
       this.#blind = false;
@@ -385,9 +392,33 @@ export class Store {
       this.#blind = true;
       return;
     }
+    if (op && !this.#before.has(op[1]))
+      this.#before.set(op[1], { had: this.#listing.names.has(op[1]), key: this.#listing.files.get(op[1]) });
     update?.(this.#listing);
     if (op) this.#ops.push(op);
     this.#stale = true;
+  }
+
+  /**
+   * A call whose changes cancelled out (a failed ADD that reserved, then rolled back) on a listing read from the
+   * trusted index: the directory holds again exactly what the index describes, so its mtime is set back to the
+   * index's last sentinel and the index is left as it is (a failed ADD changes no file). False when the changes
+   * did not cancel out, the listing was scanned, or the filesystem did not keep that mtime (the index is then
+   * written as after any change).
+   */
+  #restoreSentinel(l: Listing): boolean {
+    if (this.#scanned || l.journal === undefined || this.#lastStamp === undefined) return false;
+    for (const [name, b] of this.#before) {
+      if (l.names.has(name) !== b.had || l.files.get(name) !== b.key) return false;
+    }
+    try {
+      const ms = this.#lastStamp / 1_000_000n;
+      futimesSync(this.#d.fd, Date.now() / 1000, Number(ms) / 1000);
+      if (BigInt(this.#dirStamp().mtimeNs) === this.#lastStamp) return true;
+    } catch {
+      // written below
+    }
+    return false;
   }
 
   /** The directory's identity and mtime (ns), as the index records them. */
