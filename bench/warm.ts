@@ -5,12 +5,14 @@
  * touched). The service runs on a socket in a temporary directory for the duration of the run.
  *
  *   node --conditions=cnikit-source --import tsx bench/warm.ts [--runs=30] [--chain-runs=15] [--json]
- *        [--restore-exec] [--chain-only]
+ *        [--restore-exec] [--chain-only] [--baseline=DIR]
  *
  * --restore-exec adds a column `warmx`: the same warm clients against a second service started with
  * CNIKIT_IPTABLES_RESTORE=exec (every iptables write by iptables-restore instead of the in-process iptables-nft
  * writer), alternating with the others: the before/after of that writer from one run. --chain-only times only the
- * kubelet chain. The load average is printed before and after.
+ * kubelet chain. The load average is printed before and after. --baseline=DIR adds a column `base`: another build's
+ * warm clients (DIR/warm/<plugin>) against its own service (DIR/cnikit serve, a second socket), alternating with the
+ * others: old build vs new build vs Go from one run (e.g. a copy of dist-bin made before a change).
  *
  * Per call: VERSION, loopback ADD and DEL, bridge + host-local ADD and DEL; the kubelet-style chain (bridge +
  * host-local, tuning, portmap, bandwidth) ADD and DEL. Medians (p90) and ratios to Go. Each plugin is started by a
@@ -36,16 +38,24 @@ const CHAIN_RUNS = Number(arg('chain-runs', '15'));
 const JSON_OUT = process.argv.includes('--json');
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 
-type Impl = 'warm' | 'cold' | 'go' | 'warmx';
+type Impl = 'warm' | 'cold' | 'go' | 'warmx' | 'base';
+const BASELINE = arg('baseline', '');
 const DIRS: Record<Impl, string> = {
   warm: join(ROOT, 'dist-bin', 'warm'),
   cold: join(ROOT, 'dist-bin'),
   go: '/usr/lib/cni',
   warmx: join(ROOT, 'dist-bin', 'warm'),
+  base: join(BASELINE, 'warm'),
 };
 const RESTORE_EXEC = process.argv.includes('--restore-exec');
 const CHAIN_ONLY = process.argv.includes('--chain-only');
-const IMPLS: Impl[] = RESTORE_EXEC ? ['warm', 'warmx', 'cold', 'go'] : ['warm', 'cold', 'go'];
+const IMPLS: Impl[] = [
+  'warm',
+  ...(RESTORE_EXEC ? (['warmx'] as const) : []),
+  ...(BASELINE ? (['base'] as const) : []),
+  'cold',
+  'go',
+];
 
 for (const impl of IMPLS) {
   for (const p of ['loopback', 'bridge', 'host-local', 'tuning', 'portmap', 'bandwidth']) {
@@ -67,15 +77,20 @@ const runDir = join(scratch, 'run');
 mkdirSync(runDir, { mode: 0o700 });
 const SOCK = join(runDir, 'cnikit.sock');
 const SOCKX = join(runDir, 'cnikit-restore-exec.sock');
+const SOCKB = join(runDir, 'cnikit-baseline.sock');
 
 const chain = (impl: string): Conf[] =>
   kubeletChain({ bridge: 'cnibw0', subnet: '10.78.0.0/16', dir: join(scratch, impl), hostPort: 18081 });
 const bridge = (impl: string): Conf => chain(impl)[0] as Conf;
 
-function startService(sock = SOCK, extra: Record<string, string> = {}): ChildProcess {
+function startService(
+  sock = SOCK,
+  extra: Record<string, string> = {},
+  exe = join(ROOT, 'dist-bin', 'cnikit'),
+): ChildProcess {
   const fd = openSync(join(scratch, 'service.log'), 'a');
   try {
-    return spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', sock], {
+    return spawn(exe, ['serve', '--socket', sock], {
       stdio: ['ignore', 'ignore', fd],
       env: { PATH, ...extra },
     });
@@ -95,12 +110,13 @@ try {
 
 const service = startService();
 const serviceX = RESTORE_EXEC ? startService(SOCKX, { CNIKIT_IPTABLES_RESTORE: 'exec' }) : undefined;
+const serviceB = BASELINE ? startService(SOCKB, {}, join(BASELINE, 'cnikit')) : undefined;
 const load0 = loadavg();
 const sb = createSandbox();
 const inHost = enterNetns(sb.host.path);
 try {
   const check = () =>
-    [SOCK, ...(serviceX ? [SOCKX] : [])].every(
+    [SOCK, ...(serviceX ? [SOCKX] : []), ...(serviceB ? [SOCKB] : [])].every(
       (sock) =>
         spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', sock], {
           encoding: 'utf8',
@@ -118,7 +134,7 @@ try {
     CNI_NETNS: sb.container.path,
     CNI_IFNAME: 'eth0',
     CNI_PATH: DIRS[impl],
-    CNIKIT_SOCKET: impl === 'warmx' ? SOCKX : SOCK,
+    CNIKIT_SOCKET: impl === 'warmx' ? SOCKX : impl === 'base' ? SOCKB : SOCK,
     PATH,
   });
   /** One exec; returns wall ms and the parsed stdout. */
@@ -154,7 +170,7 @@ try {
     target: number | undefined,
     once: (impl: Impl) => number | number[],
   ) => {
-    const samples: Record<Impl, number[][]> = { warm: [], cold: [], go: [], warmx: [] };
+    const samples: Record<Impl, number[][]> = { warm: [], cold: [], go: [], warmx: [], base: [] };
     for (let n = 0; n < 2; n++) for (const impl of IMPLS) once(impl); // warm-up
     for (let n = 0; n < runs; n++) {
       const order = n % 2 ? [...IMPLS].reverse() : IMPLS;
@@ -174,12 +190,14 @@ try {
           cold: quantile(col('cold'), 0.5),
           go: quantile(col('go'), 0.5),
           ...(RESTORE_EXEC ? { warmx: quantile(col('warmx'), 0.5) } : {}),
+          ...(BASELINE ? { base: quantile(col('base'), 0.5) } : {}),
         },
         p90: {
           warm: quantile(col('warm'), 0.9),
           cold: quantile(col('cold'), 0.9),
           go: quantile(col('go'), 0.9),
           ...(RESTORE_EXEC ? { warmx: quantile(col('warmx'), 0.9) } : {}),
+          ...(BASELINE ? { base: quantile(col('base'), 0.9) } : {}),
         },
         target,
       });
@@ -243,8 +261,12 @@ try {
         r.ms.warmx === undefined
           ? ''
           : `   warmx (iptables-restore) ${r.ms.warmx.toFixed(2)} ms (${r.p90.warmx?.toFixed(2)}) warmx/go ${(r.ms.warmx / r.ms.go).toFixed(2)}×`;
+      const b =
+        r.ms.base === undefined
+          ? ''
+          : `   base (${BASELINE}) ${r.ms.base.toFixed(2)} ms (${r.p90.base?.toFixed(2)}) base/go ${(r.ms.base / r.ms.go).toFixed(2)}× warm/base ${(r.ms.warm / r.ms.base).toFixed(2)}×`;
       console.log(
-        `  ${r.op.padEnd(w)} warm ${r.ms.warm.toFixed(2)} ms (${r.p90.warm.toFixed(2)})${x}   cold ${r.ms.cold.toFixed(1)} ms (${r.p90.cold.toFixed(1)})   go ${r.ms.go.toFixed(1)} ms (${r.p90.go.toFixed(1)})   warm/go ${ratio.toFixed(2)}×   cold/go ${(r.ms.cold / r.ms.go).toFixed(2)}×${ok}`,
+        `  ${r.op.padEnd(w)} warm ${r.ms.warm.toFixed(2)} ms (${r.p90.warm.toFixed(2)})${x}${b}   cold ${r.ms.cold.toFixed(1)} ms (${r.p90.cold.toFixed(1)})   go ${r.ms.go.toFixed(1)} ms (${r.p90.go.toFixed(1)})   warm/go ${ratio.toFixed(2)}×   cold/go ${(r.ms.cold / r.ms.go).toFixed(2)}×${ok}`,
       );
     }
     console.log('peak RSS of the process the runtime starts (GNU time %M, median of 5):');
@@ -265,6 +287,7 @@ try {
   inHost.restore();
   service.kill('SIGTERM');
   serviceX?.kill('SIGTERM');
+  serviceB?.kill('SIGTERM');
   sb.destroy();
   rmSync(scratch, { recursive: true, force: true });
 }

@@ -797,7 +797,7 @@ describe('warm mode: failures and fallback', () => {
     sb.runInHost(() => {
       for (let i = 0; i < 100; i++) round();
     });
-    await sleep(800); // idle: the service collects its garbage
+    await sleep(1500); // idle (500 ms without a connection): the service collects its garbage
     const fd0 = fds();
     const rss0 = rss();
     const served0 = svc.served();
@@ -806,7 +806,7 @@ describe('warm mode: failures and fallback', () => {
       for (let i = 0; i < 1000; i++) round();
     });
     const ms = performance.now() - t0;
-    await sleep(800);
+    await sleep(1500);
     const fd1 = fds();
     const rss1 = rss();
     await svc.waitServed(served0 + 2000);

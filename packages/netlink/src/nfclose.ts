@@ -5,18 +5,20 @@ import type { NetlinkSocket } from '@cnikit/sys';
  * Close an nfnetlink socket once the current task is done (setImmediate), not
  * now: the kernel frees the objects of an nf_tables transaction after an RCU grace period, and the first release of
  * an nfnetlink socket after a commit waits for that (milliseconds, tens of them on a loaded machine). A warm service
- * has answered its client by then; a process that exits first closes it at exit, as before.
+ * has answered its client by then; a process that exits first closes it at exit, as before. The close itself runs on
+ * the native layer's background thread (closeInBackground): done on the main thread it made the warm service's next
+ * call wait for that grace period (the call after a portmap DEL: 5–8 ms).
  */
 export function closeAfterTask(sock: NetlinkSocket): void {
   // a synchronous loop over many objects keeps at most a few descriptors open
   if (deferred.length >= 16) {
-    sock.close();
+    sock.closeInBackground();
     return;
   }
   deferred.push(sock);
   if (deferred.length === 1)
     setImmediate(() => {
-      for (const s of deferred.splice(0)) s.close();
+      for (const s of deferred.splice(0)) s.closeInBackground();
     });
 }
 const deferred: NetlinkSocket[] = [];

@@ -154,6 +154,19 @@ export class NetlinkSocket {
     this.#fd = -1;
     closeFd(fd);
   }
+
+  /**
+   * Closes the socket on a background thread (the descriptor is this object's no more): for a release that may wait
+   * in the kernel, such as the first one after an nf_tables commit (an RCU grace period). Closing twice is a no-op.
+   */
+  closeInBackground(): void {
+    const fd = this.#fd;
+    if (fd < 0) return;
+    this.#fd = -1;
+    const n = loadNative();
+    if (n.closeFdLater) call(() => n.closeFdLater?.(fd));
+    else closeFd(fd);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

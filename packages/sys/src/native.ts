@@ -28,6 +28,8 @@ export interface NativeAddon {
   flock(fd: number, op: 0 | 1 | 2, nonBlocking: boolean): boolean;
   gettid(): number;
   closeFd(fd: number): void;
+  /** Absent from an addon built before it. */
+  closeFdLater?(fd: number): void;
   nlOpen(protocol: number, rcvbuf: number): [number, number];
   nlSetOpt(fd: number, option: number, value: number): void;
   nlSend(fd: number, msg: Uint8Array, portId?: number): void;

@@ -20,6 +20,9 @@
 //   nlRecv(fd, timeoutMs)             -> Buffer | null (null on timeout; <0 waits forever)
 //   nlSetOpt(fd, option, value)       -> undefined (setsockopt SOL_NETLINK, int value)
 //   closeFd(fd)                       -> undefined
+//   closeFdLater(fd)                  -> undefined (the close(2) done by a background thread, started once: for a
+//                                        descriptor whose release may wait in the kernel, e.g. an nfnetlink socket
+//                                        after an nf_tables commit; the caller never uses the number again)
 //   errnoName(errno) / errnoMessage(errno) -> string
 //   Unix stream sockets (the warm-mode service, @cnikit/warm):
 //   listenUnix(path, backlog)         -> fd       (socket+bind+listen, SOCK_CLOEXEC)
@@ -302,6 +305,56 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   if (!arg_int(env, argv, argc, 0, &fd, "close: fd must be a number")) return NULL;
   // Linux always releases the descriptor, even when close reports EINTR: never retry.
   if (close(fd) != 0 && errno != EINTR) return throw_errno(env, "close", errno);
+  return make_undefined(env);
+}
+
+// The background closer: one detached thread, started on first use, with signals blocked (they stay the main
+// thread's). A descriptor it cannot take (thread not startable, queue full) is closed at once.
+static pthread_mutex_t bc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bc_cv = PTHREAD_COND_INITIALIZER;
+static int bc_fds[256];
+static int bc_len = 0;
+static int bc_state = 0;  // 0 not started, 1 running, -1 cannot start
+
+static void *bc_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&bc_mu);
+  for (;;) {
+    while (bc_len == 0) pthread_cond_wait(&bc_cv, &bc_mu);
+    int fd = bc_fds[--bc_len];
+    pthread_mutex_unlock(&bc_mu);
+    close(fd);
+    pthread_mutex_lock(&bc_mu);
+  }
+  return NULL;
+}
+
+static napi_value js_close_later(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  int32_t fd;
+  if (!arg_int(env, argv, argc, 0, &fd, "closeFdLater: fd must be a number")) return NULL;
+  bool queued = false;
+  pthread_mutex_lock(&bc_mu);
+  if (bc_state == 0) {
+    pthread_attr_t ta;
+    pthread_attr_init(&ta);
+    pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&ta, 64 * 1024);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);  // the new thread inherits the mask
+    pthread_t t;
+    bc_state = pthread_create(&t, &ta, bc_main, NULL) == 0 ? 1 : -1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&ta);
+  }
+  if (bc_state == 1 && bc_len < (int)(sizeof(bc_fds) / sizeof(bc_fds[0]))) {
+    bc_fds[bc_len++] = fd;
+    queued = true;
+    pthread_cond_signal(&bc_cv);
+  }
+  pthread_mutex_unlock(&bc_mu);
+  if (!queued && close(fd) != 0 && errno != EINTR) return throw_errno(env, "close", errno);
   return make_undefined(env);
 }
 
@@ -1173,6 +1226,7 @@ NAPI_MODULE_INIT() {
       {"flock", NULL, js_flock, NULL, NULL, NULL, napi_enumerable, NULL},
       {"gettid", NULL, js_gettid, NULL, NULL, NULL, napi_enumerable, NULL},
       {"closeFd", NULL, js_close, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"closeFdLater", NULL, js_close_later, NULL, NULL, NULL, napi_enumerable, NULL},
       {"nlOpen", NULL, js_nl_open, NULL, NULL, NULL, napi_enumerable, NULL},
       {"nlSetOpt", NULL, js_nl_set_opt, NULL, NULL, NULL, napi_enumerable, NULL},
       {"nlSend", NULL, js_nl_send, NULL, NULL, NULL, napi_enumerable, NULL},

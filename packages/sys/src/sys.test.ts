@@ -1,7 +1,7 @@
 // Addon + loader tests that need no root (the addon must be built: npm run build:native).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -118,6 +118,24 @@ describe('netlink transport (no namespace switch)', () => {
       () => NetlinkSocket.open(31),
       (e: unknown) => isSysError(e) && e.syscall === 'socket' && e.code === 'EPROTONOSUPPORT',
     );
+  });
+
+  test('closeInBackground: the socket is unusable at once and its descriptor closed soon after', async () => {
+    const socks = Array.from({ length: 3 }, () => NetlinkSocket.open(0));
+    const fds = socks.map((s) => s.fd);
+    const open = (fd: number) => existsSync(`/proc/self/fd/${fd}`);
+    assert.ok(fds.every(open));
+    for (const s of socks) s.closeInBackground();
+    assert.ok(socks.every((s) => s.fd === -1));
+    socks[0]?.closeInBackground(); // twice: a no-op
+    assert.throws(
+      () => socks[0]?.recv(0),
+      (e: unknown) => isSysError(e) && e.code === 'EBADF',
+    );
+    for (let i = 0; fds.some(open); i++) {
+      assert.ok(i < 200, `descriptors ${fds.filter(open).join(', ')} still open after 2 s`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
   });
 
   test('two sockets get different port ids', () => {

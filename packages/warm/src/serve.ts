@@ -113,6 +113,12 @@ const REQUEST_READ_MS = 5_000;
 const IDLE_POLL_MS = 250;
 /** The same while the metrics server or the trace export may need the event loop. */
 const BUSY_POLL_MS = 25;
+/**
+ * How long the service must have been idle (no connection since the last answer) before it collects the garbage of
+ * the requests served: longer than the gap between the plugin calls of one chain (the runtime starts the next
+ * plugin when the previous one exits), so a full collection does not land in the middle of a pod's chain.
+ */
+const GC_IDLE_MS = 500;
 /** How long after the deadline the watchdog replaces a process whose main thread is stuck in synchronous code. */
 const WATCHDOG_GRACE_MS = 2_000;
 /** Set across a re-exec when the socket file is the service's own (not systemd's). */
@@ -344,6 +350,8 @@ export class Service {
   #exe: FileId | undefined;
   #served = 0;
   #sinceGc = 0;
+  /** When the last request was answered (performance.now()). */
+  #lastAnswer = 0;
   #watchdog = false;
   #routes = new Map<string, { stamp: string; names: Set<string> }>();
   /** Counters and histograms of the requests, served on opts.metrics. */
@@ -534,13 +542,15 @@ export class Service {
         await Promise.race([new Promise((r) => setTimeout(r, BESIDE_POLL_MS)), ...this.#beside]);
         continue;
       }
-      if (!c && this.#sinceGc > 0) {
+      if (!c && this.#sinceGc > 0 && performance.now() - this.#lastAnswer >= GC_IDLE_MS) {
         // idle: collect the garbage of the requests served since the last collection, so the resident size
         // returns to its steady state between bursts (Bun.gc under Bun; global gc() only when Node exposes it)
         this.#sinceGc = 0;
         const g = globalThis as { Bun?: { gc?: (sync: boolean) => void }; gc?: () => void };
+        const t0 = performance.now();
         if (g.Bun?.gc) g.Bun.gc(true);
         else g.gc?.();
+        if (this.opts.verbose) log(`idle: garbage collected in ${(performance.now() - t0).toFixed(1)} ms`);
       }
       if (c) {
         if (c.uid !== 0) {
@@ -603,13 +613,21 @@ export class Service {
     return m.render() + (this.#gc?.render() ?? '');
   }
 
-  /** Tells the watchdog thread what to exec: this image with the counters as they are now (reason: watchdog). */
+  /**
+   * Tells the watchdog thread what to exec: this image with the counters as they are now (reason: watchdog). Done
+   * before every request: the service's own environment is taken once (the watchdog's copy of it), only the
+   * counters are new each time.
+   */
   setWatchdog(): void {
-    const { argv, envp } = this.reexecCommand('watchdog');
+    this.#watchdogEnv ??= this.ownEnv();
+    const { argv, envp } = this.reexecCommand('watchdog', this.#watchdogEnv);
     watchdogSet(process.execPath, argv, envp, this.#listenFd);
   }
 
-  reexecCommand(reason?: ReexecReason): { argv: string[]; envp: string[] } {
+  #watchdogEnv: string[] | undefined;
+
+  /** The service's environment as a new image gets it, without the entries each exec sets itself. */
+  ownEnv(): string[] {
     const envp: string[] = [];
     for (const [k, v] of Object.entries(process.env)) {
       if (
@@ -619,6 +637,11 @@ export class Service {
         envp.push(`${k}=${v}`);
       }
     }
+    return envp;
+  }
+
+  reexecCommand(reason?: ReexecReason, own?: readonly string[]): { argv: string[]; envp: string[] } {
+    const envp: string[] = [...(own ?? this.ownEnv())];
     envp.push('LISTEN_FDS=1', `LISTEN_PID=${process.pid}`);
     if (!this.#activated) envp.push(`${OWNED_ENV}=1`);
     if (this.#stopping) envp.push(`${STOPPING_ENV}=1`);
@@ -762,6 +785,7 @@ export class Service {
       metrics.observe(req.name, req.env.CNI_COMMAND ?? '', resultCode(reply), (tRun - tRequest) / 1000);
       this.#served++;
       this.#sinceGc++;
+      this.#lastAnswer = performance.now();
       conn.send(encodeReply(reply), 5000);
       if (this.opts.verbose) {
         log(
