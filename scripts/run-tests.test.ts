@@ -42,8 +42,16 @@ test('without skips the same run passes: exit 0, skipped 0, no complaint', () =>
 });
 
 test('each file is announced on stderr when it ends, in completion order, with its mark and the count', () => {
-  // the slow file is listed first and ends last
-  const r = run(fixture('slow'), fixture('fail'), fixture('pass'));
+  // the slow file is listed first and ends last (it waits for the other two processes to be gone)
+  const pids = mkdtempSync(join(tmpdir(), 'cnikit-fixture-pids-'));
+  process.env.CNIKIT_FIXTURE_PIDS = pids;
+  let r: ReturnType<typeof run>;
+  try {
+    r = run(fixture('slow'), fixture('fail'), fixture('pass'));
+  } finally {
+    delete process.env.CNIKIT_FIXTURE_PIDS;
+    rmSync(pids, { recursive: true, force: true });
+  }
   assert.equal(r.status, 1, r.stdout + r.stderr);
   const lines = r.stderr.split('\n').filter((l) => l.startsWith('▸ file '));
   assert.equal(lines.length, 3, r.stderr);
