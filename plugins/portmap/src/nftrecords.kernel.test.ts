@@ -3,13 +3,15 @@
 // listing and no `nft` process; a stale or foreign record, a killed ADD and rules written without cnikit still end
 // with exactly that container's rules removed; GC removes the records (and rules) of containers no longer valid.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { markNftRulesPending, nftRulesRecordPath } from '@cnikit/firewall';
 import { execStats } from '@cnikit/firewall/testing';
 import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
+import { distBin } from '../../../test-netns/dist.ts';
 import type { PortMapArgs } from './mapping.ts';
 import { gcNftRecords, HOSTPORT_NFT_TABLE, nftables } from './nftables.ts';
 
@@ -173,5 +175,79 @@ describe('portmap nftables rule records', () => {
     for (const id of ['c0', 'c8'])
       assert.deepEqual(nftables.teardown(id === 'c8' ? 'othernet' : NET, id, ns), []);
     assert.deepEqual([...ownRules().keys()], []);
+  });
+  test('the compiled portmap (backend nftables): DEL starts no process and sends GETRULEs by handle, no dump (strace)', () => {
+    const bin = join(distBin(), 'portmap');
+    assert.ok(existsSync(bin), `${bin} not built (npm run build)`);
+    assert.ok(existsSync('/usr/bin/strace'), 'strace is needed (apt-get install strace)');
+    const dir = join(env.dir, 'handles-bin');
+    const a = pm(9);
+    const conf = JSON.stringify({
+      cniVersion: '1.0.0',
+      name: NET,
+      type: 'portmap',
+      backend: 'nftables',
+      snat: true,
+      runtimeConfig: { portMappings: a.mappings },
+      prevResult: {
+        cniVersion: '1.0.0',
+        interfaces: [{ name: 'eth0', sandbox: '/run/netns/x' }],
+        ips: [{ address: a.containerIP, interface: 0 }],
+      },
+    });
+    const call = (cmd: 'ADD' | 'DEL') => {
+      const out = join(env.dir, `strace-nft.${cmd}`);
+      const r = spawnSync(
+        'ip',
+        [
+          'netns',
+          'exec',
+          env.sb.host.name,
+          'strace',
+          '-f',
+          '-qq',
+          '-e',
+          'trace=execve,sendto,sendmsg',
+          '-o',
+          out,
+          bin,
+        ],
+        {
+          input: conf,
+          encoding: 'utf8',
+          env: {
+            ...process.env,
+            CNIKIT_NFT_HANDLES_DIR: dir,
+            CNI_COMMAND: cmd,
+            CNI_CONTAINERID: 'c9',
+            CNI_NETNS: '/run/netns/none',
+            CNI_IFNAME: 'eth0',
+            CNI_PATH: distBin(),
+          },
+        },
+      );
+      assert.equal(r.status, 0, `portmap ${cmd}: ${r.stdout}${r.stderr}`);
+      return readFileSync(out, 'utf8');
+    };
+    nftables.setup({ ...pm(0), ...ns }, 4); // another pod in the table
+    const add = call('ADD');
+    assert.equal(readdirSync(dir).length, 1, 'ADD wrote one record');
+    assert.equal(ownRules().get('c9')?.length, RULES_PER_POD);
+    assert.doesNotMatch(add, /execve\("[^"]*nft", \[[^\]]*"list"/, 'ADD listed nothing with nft');
+    const del = call('DEL');
+    const execs = del.match(/execve\("[^"]+"/g) ?? [];
+    assert.equal(execs.length, 1, `DEL started no process besides itself: ${execs.join(' ')}`);
+    const gets = del.match(/NFT_MSG_GETRULE, nlmsg_flags=[A-Z_|]+/g) ?? [];
+    assert.deepEqual(
+      gets,
+      Array(RULES_PER_POD).fill('NFT_MSG_GETRULE, nlmsg_flags=NLM_F_REQUEST|NLM_F_ACK'),
+      del,
+    );
+    assert.doesNotMatch(del, /NLM_F_DUMP/);
+    assert.match(del, /NFT_MSG_DELRULE/);
+    assert.equal(ownRules().has('c9'), false, 'c9 removed');
+    assert.equal(ownRules().get('c0')?.length, RULES_PER_POD, 'c0 kept');
+    assert.deepEqual(readdirSync(dir), [], 'DEL removed the record');
+    assert.deepEqual(nftables.teardown(NET, 'c0', ns), []);
   });
 });
