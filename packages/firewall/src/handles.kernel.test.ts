@@ -7,9 +7,10 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
-import { jumpRecordPath } from './handles.ts';
+import { execStats } from './exec.ts';
+import { jumpRecordPath, markNftRulesPending, nftRulesRecordPath } from './handles.ts';
 import { gcIPMasq, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
-import { formatChainName } from './names.ts';
+import { formatChainName, nftInstanceComment } from './names.ts';
 
 const env = sandboxForFile({ prefix: 'cnikit-delhandles' });
 let ns: { netns: string };
@@ -180,3 +181,95 @@ function readRecordSafe(i: number) {
     return [{ from: 'POSTROUTING', handle: '0000000000000001' }];
   }
 }
+
+describe('ipMasq rule records (nftables backend)', () => {
+  const NNET = 'handles-nft';
+  const npod = (i: number) => ({
+    ips: [`10.69.0.${i + 2}/24`, `fd69::${i + 2}/64`],
+    network: NNET,
+    ifName: 'eth0',
+    containerID: `npod-${i}`,
+  });
+  const commentOf = (i: number) => nftInstanceComment(NNET, 'eth0', `npod-${i}`);
+  const nrecordOf = (i: number) => nftRulesRecordPath('inet', 'cni_plugins_masquerade', commentOf(i), ns)!;
+  /** masq_checks' rules: comment → sorted handles. */
+  function masqChecks(): Map<string, string[]> {
+    const out = new Map<string, string[]>();
+    const text = env.sb.exec('nft', [
+      '-a',
+      'list',
+      'chain',
+      'inet',
+      'cni_plugins_masquerade',
+      'masq_checks',
+    ]).stdout;
+    for (const m of text.matchAll(/comment "([^"]*)" # handle (\d+)/g))
+      out.set(m[1]!, [...(out.get(m[1]!) ?? []), m[2]!].sort());
+    return out;
+  }
+  const recorded = (i: number) =>
+    (JSON.parse(readFileSync(nrecordOf(i), 'utf8')) as { rules: Array<{ handle: string }> }).rules
+      .map((r) => String(BigInt(`0x${r.handle}`)))
+      .sort();
+  const counters = () => ({
+    execs: execStats.count,
+    dumps: nftRuleRequests.ruleDumps,
+    gets: nftRuleRequests.ruleGets,
+  });
+
+  test("ADD records its rules' handles; re-ADD and DEL use them: no listing (DEL: no nft process either)", () => {
+    for (let i = 0; i < 4; i++) setupIPMasq({ backend: 'nftables', ...npod(i), ...ns });
+    const before = masqChecks();
+    for (let i = 0; i < 4; i++) {
+      assert.equal(before.get(commentOf(i))?.length, 2, 'one rule per address');
+      assert.deepEqual(recorded(i), before.get(commentOf(i)));
+    }
+    let c = counters();
+    setupIPMasq({ backend: 'nftables', ...npod(0), ...ns });
+    assert.deepEqual(
+      {
+        execs: execStats.count - c.execs,
+        dumps: nftRuleRequests.ruleDumps - c.dumps,
+        gets: nftRuleRequests.ruleGets - c.gets,
+      },
+      { execs: 1, dumps: 0, gets: 2 },
+      're-ADD: the earlier rules checked by handle, one nft -f -',
+    );
+    assert.equal(masqChecks().get(commentOf(0))?.length, 2, 'replaced, not duplicated');
+    c = counters();
+    teardownIPMasq({ ...npod(1), ...ns });
+    assert.equal(execStats.count - c.execs, 0, 'no tool process');
+    assert.equal(nftRuleRequests.ruleDumps - c.dumps, 0, 'no chain listed');
+    const left = masqChecks();
+    assert.equal(left.has(commentOf(1)), false);
+    assert.equal(existsSync(nrecordOf(1)), false);
+    for (const i of [2, 3]) assert.deepEqual(left.get(commentOf(i)), before.get(commentOf(i)));
+  });
+
+  test('a foreign or pending record falls back to the listing; GC removes the records of invalid attachments', () => {
+    const before = masqChecks();
+    writeFileSync(
+      nrecordOf(2),
+      readFileSync(nrecordOf(3), 'utf8').replace(JSON.stringify(commentOf(3)), JSON.stringify(commentOf(2))),
+    );
+    teardownIPMasq({ ...npod(2), ...ns });
+    let left = masqChecks();
+    assert.equal(left.has(commentOf(2)), false, 'npod-2 removed by the listing');
+    assert.deepEqual(left.get(commentOf(3)), before.get(commentOf(3)), 'npod-3 kept');
+    // a killed ADD: pending record and a rule of its transaction; the next ADD lists and replaces
+    assert.ok(markNftRulesPending('inet', 'cni_plugins_masquerade', commentOf(5), ns));
+    env.sb.exec('nft', [
+      `add rule inet cni_plugins_masquerade masq_checks ip saddr 10.69.0.7 masquerade comment "${commentOf(5)}"`,
+    ]);
+    setupIPMasq({ backend: 'nftables', ...npod(5), ...ns });
+    assert.equal(masqChecks().get(commentOf(5))?.length, 2, "the killed ADD's rule replaced");
+    gcIPMasq(NNET, [{ containerID: 'npod-0', ifName: 'eth0' }], ns);
+    left = masqChecks();
+    assert.deepEqual([...left.keys()], [commentOf(0)]);
+    assert.equal(existsSync(nrecordOf(3)), false, 'GC removed the record of npod-3');
+    assert.equal(existsSync(nrecordOf(5)), false);
+    assert.equal(existsSync(nrecordOf(0)), true);
+    teardownIPMasq({ ...npod(0), ...ns });
+    assert.deepEqual([...masqChecks().keys()], []);
+  });
+});

@@ -20,11 +20,14 @@
  * every use and a missing or unreadable one only costs the listing, while the fsync costs every ADD a journal commit
  * where /run is not a tmpfs (~9 ms wall measured on ext4). Nothing of the reference's directories or formats.
  */
+
+import { createHash } from 'node:crypto';
 import {
   constants as C,
   closeSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   statSync,
@@ -162,3 +165,158 @@ function forgetPath(path: string): void {
     unlinkSync(path);
   } catch {}
 }
+
+// ---- records of the nftables backends (tables written with `nft -f -`: portmap's cni_hostport, ipmasq's
+// cni_plugins_masquerade): the rules one ADD created with one comment (a container's), learnt from the kernel's
+// notifications (nftcommit.ts). One file per namespace, family, table and comment:
+// `<netns dev>-<netns inode>.nft-<family>.<table>.<32 hex of sha256(comment)>` holding
+// `{"v":1,"comment":…,"network":…,"rules":[{"chain":…,"handle":…}]}` — or `{"v":1,"comment":…,"pending":true}`
+// while an ADD's transaction runs (an ADD killed then leaves it, and the next call lists the chains). No file at
+// all means that no cnikit ADD committed rules with that comment in that namespace since the directory was made.
+
+const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const NFT_FAMILY = /^(ip|ip6|inet|bridge|arp|netdev)$/;
+
+function nftRecordPath(
+  family: string,
+  table: string,
+  comment: string,
+  opts: ToolOptions,
+): string | undefined {
+  if (!NFT_FAMILY.test(family) || !TABLE.test(table)) return undefined;
+  const ns = netnsKey(opts);
+  if (ns === undefined) return undefined;
+  const h = createHash('sha256').update(comment).digest('hex').slice(0, 32);
+  return join(handlesDir(), `${ns}.nft-${family}.${table}.${h}`);
+}
+
+/** The path of the record of `comment`'s rules in `family` `table` (tests), or undefined. */
+export const nftRulesRecordPath = (family: string, table: string, comment: string, opts: ToolOptions = {}) =>
+  nftRecordPath(family, table, comment, opts);
+
+export interface NftRulesRecord {
+  comment: string;
+  network?: string;
+  /** Undefined: pending or unreadable (the rules are not known: list them). */
+  rules?: Array<{ chain: string; handle: Buffer }>;
+}
+
+function parseNftRecord(text: string): NftRulesRecord | undefined {
+  try {
+    const rec = JSON.parse(text) as { v?: unknown; comment?: unknown; network?: unknown; rules?: unknown };
+    if (rec.v !== 1 || typeof rec.comment !== 'string') return undefined;
+    const network = typeof rec.network === 'string' ? rec.network : undefined;
+    if (!Array.isArray(rec.rules)) return { comment: rec.comment, network };
+    const rules: Array<{ chain: string; handle: Buffer }> = [];
+    for (const r of rec.rules as Array<{ chain?: unknown; handle?: unknown }>) {
+      if (typeof r.chain !== 'string' || !TABLE.test(r.chain)) return { comment: rec.comment, network };
+      if (typeof r.handle !== 'string' || !/^[0-9a-f]{16}$/.test(r.handle))
+        return { comment: rec.comment, network };
+      rules.push({ chain: r.chain, handle: Buffer.from(r.handle, 'hex') });
+    }
+    return { comment: rec.comment, network, rules };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The record of `comment` in `family` `table`: undefined when there is none (no cnikit ADD left rules with it),
+ * `{ rules: undefined }` when it is pending or unreadable (rules may exist, unknown: list), else the rules.
+ */
+export function recallNftRules(
+  family: string,
+  table: string,
+  comment: string,
+  opts: ToolOptions = {},
+): NftRulesRecord | undefined {
+  const path = nftRecordPath(family, table, comment, opts);
+  if (path === undefined) return { comment };
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? undefined : { comment };
+  }
+  const rec = parseNftRecord(text);
+  return rec && rec.comment === comment ? rec : { comment };
+}
+
+/**
+ * Before an ADD's transaction: the record says "pending" (rules may be created, their handles not yet known).
+ * False when that could not be written: the caller must then not trust an absent record either (it lists).
+ */
+export function markNftRulesPending(
+  family: string,
+  table: string,
+  comment: string,
+  opts: ToolOptions = {},
+): boolean {
+  const path = nftRecordPath(family, table, comment, opts);
+  if (path === undefined) return false;
+  try {
+    mkdirSync(handlesDir(), { recursive: true, mode: 0o700 });
+    replaceUnsynced(path, JSON.stringify({ v: 1, comment, pending: true }));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** After the transaction: the rules created with `comment` (undefined: not known, the record stays pending). */
+export function rememberNftRules(
+  family: string,
+  table: string,
+  comment: string,
+  rules: ReadonlyArray<{ chain: string; handle: Buffer }> | undefined,
+  opts: ToolOptions & { network?: string } = {},
+): void {
+  if (rules === undefined) return;
+  const path = nftRecordPath(family, table, comment, opts);
+  if (path === undefined) return;
+  const body = {
+    v: 1,
+    comment,
+    network: opts.network,
+    rules: rules.map((r) => ({ chain: r.chain, handle: r.handle.toString('hex') })),
+  };
+  try {
+    replaceUnsynced(path, JSON.stringify(body));
+  } catch {}
+}
+
+/** Remove the record (after every rule with that comment was deleted); a missing record is fine. */
+export function forgetNftRules(family: string, table: string, comment: string, opts: ToolOptions = {}): void {
+  const path = nftRecordPath(family, table, comment, opts);
+  if (path !== undefined) forgetPath(path);
+}
+
+/** The records of `family` `table` in the namespace (GC), each with its path. */
+export function nftRulesRecords(
+  family: string,
+  table: string,
+  opts: ToolOptions = {},
+): Array<NftRulesRecord & { path: string }> {
+  const ns = netnsKey(opts);
+  if (ns === undefined || !NFT_FAMILY.test(family) || !TABLE.test(table)) return [];
+  const prefix = `${ns}.nft-${family}.${table}.`;
+  let names: string[];
+  try {
+    names = readdirSync(handlesDir());
+  } catch {
+    return [];
+  }
+  const out: Array<NftRulesRecord & { path: string }> = [];
+  for (const n of names) {
+    if (!n.startsWith(prefix)) continue;
+    const path = join(handlesDir(), n);
+    try {
+      const rec = parseNftRecord(readFileSync(path, 'utf8'));
+      if (rec) out.push({ ...rec, path });
+    } catch {}
+  }
+  return out;
+}
+
+/** Remove a record found by nftRulesRecords. */
+export const forgetNftRecordAt = (path: string): void => forgetPath(path);

@@ -54,10 +54,17 @@ export {
 } from './firewalld.ts';
 export {
   forgetJumps,
+  forgetNftRecordAt,
+  forgetNftRules,
   handlesDir,
   jumpRecordPath,
+  markNftRulesPending,
+  type NftRulesRecord,
+  nftRulesRecordPath,
+  nftRulesRecords,
   type RecordedJump,
   recalledJumps,
+  recallNftRules,
   rememberJumps,
 } from './handles.ts';
 export {
@@ -124,6 +131,7 @@ export {
   parseNftJson,
   supportsNFTables,
 } from './nftables.ts';
+export { commitRecorded, deleteRecorded, earlierRules, handleNumber } from './nftcommit.ts';
 export { natChainsInPlace, natChainsMayExist, probeKernel, removeJumpChainsFast } from './probe.ts';
 export {
   gcSpoofCheck,

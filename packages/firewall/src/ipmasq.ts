@@ -14,7 +14,7 @@ import { nftExists } from '@cnikit/netlink';
 import { detectBackend, resolveBackend } from './backend.ts';
 import { type ParsedCidr, parseCidr } from './cidr.ts';
 import { ToolNotFoundError, type ToolOptions } from './exec.ts';
-import { forgetJumps, rememberJumps } from './handles.ts';
+import { forgetJumps, forgetNftRecordAt, forgetNftRules, nftRulesRecords, rememberJumps } from './handles.ts';
 import {
   type IPFamily,
   IptablesBatch,
@@ -32,6 +32,7 @@ import {
   parseComment,
 } from './names.ts';
 import { NftBatch, nftListRules, supportsNFTables } from './nftables.ts';
+import { commitRecorded, deleteRecorded, earlierRules, handleNumber } from './nftcommit.ts';
 import { natChainsMayExist, probeKernel, removeJumpChainsFast } from './probe.ts';
 
 export const IPMASQ_NFT_TABLE = 'cni_plugins_masquerade';
@@ -122,8 +123,11 @@ function findNftRules(prefix: string, opts: ToolOptions) {
 
 function setupNFTables(cidrs: ParsedCidr[], args: IPMasqSetupArgs): void {
   const T = IPMASQ_NFT_TABLE;
-  const stale = findNftRules(nftInstanceHash(args.network, args.ifName, args.containerID), args);
+  const hash = nftInstanceHash(args.network, args.ifName, args.containerID);
   const comment = nftInstanceComment(args.network, args.ifName, args.containerID);
+  // the rules of an earlier ADD of this attachment: by handle from its record, else found in a listing
+  const known = earlierRules('inet', T, comment, (c) => c?.startsWith(hash) === true, args);
+  const stale = known?.map((r) => ({ handle: handleNumber(r.handle) })) ?? findNftRules(hash, args);
   const tx = new NftBatch(args);
   tx.addTable('inet', T, { comment: NFT_TABLE_COMMENT });
   tx.addChain({ family: 'inet', table: T, name: IPMASQ_NFT_CHAIN, comment: NFT_CHAIN_COMMENT });
@@ -152,7 +156,7 @@ function setupNFTables(cidrs: ParsedCidr[], args: IPMasqSetupArgs): void {
       },
     );
   }
-  tx.commit();
+  commitRecorded(tx, 'inet', T, comment, cidrs.length, { ...args, network: args.network });
 }
 
 /** Errors of a teardown/GC, reported together after every step was attempted. */
@@ -212,15 +216,24 @@ export function teardownIPMasq(args: IPMasqTeardownArgs): void {
       if (!(e instanceof ToolNotFoundError) && supportsIPTables(family, args)) errors.push(e);
     }
   }
+  const hash = nftInstanceHash(args.network, args.ifName, args.containerID);
+  const comment = nftInstanceComment(args.network, args.ifName, args.containerID);
   if (!may.nft) {
+    forgetNftRules('inet', IPMASQ_NFT_TABLE, comment, args); // left by a DEL killed after its transaction
+    if (errors.length) throw new IPMasqError(errors);
+    return;
+  }
+  // by handle when the ADD recorded the rules (no listing, no nft process), else found by comment in a listing
+  if (deleteRecorded('inet', IPMASQ_NFT_TABLE, comment, (c) => c?.startsWith(hash) === true, args)) {
     if (errors.length) throw new IPMasqError(errors);
     return;
   }
   try {
-    const rules = findNftRules(nftInstanceHash(args.network, args.ifName, args.containerID), args);
+    const rules = findNftRules(hash, args);
     const tx = new NftBatch(args);
     for (const r of rules) tx.deleteRule('inet', IPMASQ_NFT_TABLE, IPMASQ_NFT_CHAIN, r.handle);
     tx.commit();
+    forgetNftRules('inet', IPMASQ_NFT_TABLE, comment, args);
   } catch (e) {
     if (!(e instanceof ToolNotFoundError) && supportsNFTables(args)) errors.push(e);
   }
@@ -263,6 +276,10 @@ export function gcIPMasq(
     for (const r of rules)
       if (!valid.has(r.comment!)) tx.deleteRule('inet', IPMASQ_NFT_TABLE, IPMASQ_NFT_CHAIN, r.handle);
     tx.commit();
+    // the records of this network's attachments that are not valid any more (their rules were just deleted)
+    const netHash = nftNetworkHash(network);
+    for (const rec of nftRulesRecords('inet', IPMASQ_NFT_TABLE, opts))
+      if (rec.comment.startsWith(netHash) && !valid.has(rec.comment)) forgetNftRecordAt(rec.path);
   } catch (e) {
     if (!(e instanceof ToolNotFoundError) && supportsNFTables(opts)) errors.push(e);
   }

@@ -464,3 +464,159 @@ export function nftRemoveKnownJumpChains(
     return true;
   });
 }
+
+// ---- rules of nft-written tables (nftables backends: `nft -f -` writes, nfnetlink reads and deletes by handle) ----
+
+const NFTA_RULE_USERDATA = 7;
+const NFTNL_UDATA_RULE_COMMENT = 0;
+const NETLINK_ADD_MEMBERSHIP = 1;
+const NFNLGRP_NFTABLES = 7;
+const NFPROTO_OF: Record<string, number> = { inet: 1, ip: 2, arp: 3, netdev: 5, bridge: 7, ip6: 10 };
+
+/** The comment `nft` stored with a rule (NFTA_RULE_USERDATA, libnftnl's TLV NFTNL_UDATA_RULE_COMMENT), if any. */
+export function nftRuleComment(rule: Attrs): string | undefined {
+  const u = rule.get(NFTA_RULE_USERDATA);
+  if (!u) return undefined;
+  for (let off = 0; off + 2 <= u.length; ) {
+    const type = u[off] as number;
+    const len = u[off + 1] as number;
+    if (off + 2 + len > u.length) return undefined;
+    if (type === NFTNL_UDATA_RULE_COMMENT) {
+      const v = u.subarray(off + 2, off + 2 + len);
+      const nul = v.indexOf(0);
+      return v.toString('utf8', 0, nul < 0 ? v.length : nul);
+    }
+    off += 2 + len;
+  }
+  return undefined;
+}
+
+/** A rule known by its chain and NFTA_RULE_HANDLE (8 bytes, big-endian). */
+export interface NftRuleRef {
+  chain: string;
+  handle: Buffer;
+}
+
+/** What nftWatchRules hands back: the rules created since it was opened, and its closing. */
+export interface NftRuleWatch {
+  /**
+   * The rules of `family` `table` whose comment `comment` picks that the kernel announced as created since the
+   * watch was opened (its NFT_MSG_NEWRULE notifications, already queued once the writer's commit returned), or
+   * undefined when some notifications were lost (a full receive buffer) or could not be read.
+   */
+  created(
+    family: string,
+    table: string,
+    comment: (c: string | undefined) => boolean,
+  ): NftRuleRef[] | undefined;
+  close(): void;
+}
+
+/**
+ * In the calling thread's network namespace: a socket that listens to nf_tables' change notifications
+ * (NFNLGRP_NFTABLES), opened before a `nft -f -` commit so that the handles of the rules it created are learnt
+ * from the kernel without listing anything (`nft --echo` reads the whole table to print them). Undefined when it
+ * cannot be opened.
+ */
+export function nftWatchRules(): NftRuleWatch | undefined {
+  let sock: NetlinkSocket | undefined;
+  try {
+    sock = NetlinkSocket.open(NETLINK_NETFILTER);
+    sock.setOption(NETLINK_ADD_MEMBERSHIP, NFNLGRP_NFTABLES);
+  } catch {
+    sock?.close();
+    return undefined;
+  }
+  const s = sock;
+  return {
+    created(family, table, comment) {
+      const nfproto = NFPROTO_OF[family];
+      const out: NftRuleRef[] = [];
+      try {
+        for (;;) {
+          const buf = s.recv(0);
+          if (!buf) return out;
+          for (const m of parseMessages(buf)) {
+            if (m.type !== nftType(NFT_MSG_NEWRULE) || m.payload[0] !== nfproto) continue;
+            const a = parseAttrs(m.payload, 4);
+            if (str(a, NFTA_RULE_TABLE) !== table || !comment(nftRuleComment(a))) continue;
+            const chain = str(a, NFTA_RULE_CHAIN);
+            const h = a.get(NFTA_RULE_HANDLE);
+            if (chain !== undefined && h?.length === 8) out.push({ chain, handle: Buffer.from(h) });
+          }
+        }
+      } catch {
+        return undefined;
+      }
+    },
+    close() {
+      closeAfterTask(s);
+    },
+  };
+}
+
+/** Each rule fetched by handle (no dump): it must be in its chain and carry a comment that `comment` accepts. */
+function holding(
+  x: Exchange,
+  nfproto: number,
+  table: string,
+  rules: readonly NftRuleRef[],
+  comment: (c: string | undefined) => boolean,
+): void {
+  for (const r of rules) {
+    const a = getRule(x, nfproto, table, r.chain, r.handle);
+    if (!a || str(a, NFTA_RULE_CHAIN) !== r.chain || !comment(nftRuleComment(a)))
+      throw new NftError(`rule ${r.handle.toString('hex')} of ${r.chain} is not the one recorded`);
+  }
+}
+
+/**
+ * In the calling thread's network namespace: true when every rule of `rules` still exists in `family` `table` (any
+ * nftables family) with a comment that `comment` accepts — one NFT_MSG_GETRULE by handle each, no listing;
+ * undefined when one is gone or different, or the kernel did not answer.
+ */
+export function nftKnownRulesHold(
+  family: string,
+  table: string,
+  rules: readonly NftRuleRef[],
+  comment: (c: string | undefined) => boolean,
+): true | undefined {
+  const nfproto = NFPROTO_OF[family];
+  if (nfproto === undefined) return undefined;
+  return withNft((x): true => {
+    holding(x, nfproto, table, rules, comment);
+    return true;
+  });
+}
+
+/**
+ * nftKnownRulesHold, then those rules deleted in ONE nf_tables transaction (no `nft` process, no listing). True when
+ * done (also for an empty list); undefined when a rule does not hold or the kernel did not go along: nothing was
+ * changed then, and the caller lists the chains as before.
+ */
+export function nftDeleteKnownRules(
+  family: string,
+  table: string,
+  rules: readonly NftRuleRef[],
+  comment: (c: string | undefined) => boolean,
+): true | undefined {
+  const nfproto = NFPROTO_OF[family];
+  if (nfproto === undefined) return undefined;
+  if (rules.length === 0) return true;
+  return withNft((x): true => {
+    holding(x, nfproto, table, rules, comment);
+    transaction(
+      x,
+      rules.map(
+        (r) => (b: NlBuilder) =>
+          b
+            .attrStr(NFTA_RULE_TABLE, table)
+            .attrStr(NFTA_RULE_CHAIN, r.chain)
+            .attr(NFTA_RULE_HANDLE, r.handle),
+      ),
+      nfproto,
+      rules.map(() => NFT_MSG_DELRULE),
+    );
+    return true;
+  });
+}

@@ -25,7 +25,7 @@ import {
 import { containerIPs, type PortMapConf, parseConf } from './config.ts';
 import { gcPortMap, iptables } from './iptables.ts';
 import { type PortMapArgs, type PortMapBackend, PortMapError } from './mapping.ts';
-import { nftables } from './nftables.ts';
+import { gcNftRecords, nftables } from './nftables.ts';
 
 const BACKENDS: Record<PortMapConf['backend'], PortMapBackend> = { iptables, nftables };
 
@@ -177,6 +177,7 @@ function gc(req: Request<PortMapConf>): void {
   const valid = new Set((req.validAttachments ?? []).map((a) => a.containerID));
   try {
     gcPortMap(conf.name, valid);
+    gcNftRecords(conf.name, valid);
   } catch (err) {
     throw internalError(`could not garbage-collect port mappings: ${errorReason(err)}`, err);
   }

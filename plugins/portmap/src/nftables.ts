@@ -3,15 +3,24 @@
  * hostip_hostports, hostports_all, base chains prerouting/output (nat, -100, `fib daddr type local jump
  * hostports_all`) and masquerading (nat postrouting 100); one dnat rule per mapping and the masquerade rules,
  * comment = container ID. Unlike the reference, a re-ADD replaces the container's rules and teardown needs no
- * mappings (rules are found by comment).
+ * mappings (rules are found by comment). ADD records the handles of the container's rules and DEL deletes them by
+ * handle (@cnikit/firewall's commitRecorded / deleteRecorded): neither lists the table unless the record is missing
+ * or does not hold.
  */
 
 import {
+  commitRecorded,
+  deleteRecorded,
+  earlierRules,
+  forgetNftRecordAt,
+  forgetNftRules,
   goQuote,
+  handleNumber,
   type IPFamily,
   NftBatch,
   type NftRule,
   nftList,
+  nftRulesRecords,
   parseCidr,
   probeKernel,
   supportsNFTables,
@@ -37,7 +46,11 @@ function setupNftables(a: PortMapArgs, family: IPFamily): void {
   const ip = parseCidr(a.containerIP);
   const fam = nftFamily(family);
   const T = HOSTPORT_NFT_TABLE;
-  const stale = nftOwnRules(family, a.containerID, a);
+  const own = (c: string | undefined) => c === a.containerID;
+  const known = earlierRules(fam, T, a.containerID, own, a);
+  const stale = known
+    ? known.map((r) => ({ chain: r.chain, handle: handleNumber(r.handle) }))
+    : nftOwnRules(family, a.containerID, a);
   const tx = new NftBatch(a);
   tx.addTable(fam, T, { comment: NFT_TABLE_COMMENT });
   tx.addChain({ family: fam, table: T, name: 'hostports' });
@@ -66,8 +79,10 @@ function setupNftables(a: PortMapArgs, family: IPFamily): void {
     });
   for (const r of stale) tx.deleteRule(fam, T, r.chain, r.handle);
   const comment = { comment: a.containerID };
+  let created = 0;
   for (const m of a.mappings) {
     if (!sameFamily(m, family)) continue;
+    created++;
     const dst = unspecified(m.hostIP) ? '' : `${fam} daddr ${m.hostIP} `;
     tx.addRule(
       fam,
@@ -80,11 +95,13 @@ function setupNftables(a: PortMapArgs, family: IPFamily): void {
   if (a.snat) {
     const src = a.masqAll ? (family === 6 ? '::/0' : '0.0.0.0/0') : ip.ip;
     tx.addRule(fam, T, 'masquerading', `${fam} saddr ${src} ${fam} daddr ${ip.ip} masquerade`, comment);
+    created++;
     if (family === 4 && !a.masqAll) {
+      created++;
       tx.addRule(fam, T, 'masquerading', `${fam} saddr 127.0.0.1 ${fam} daddr ${ip.ip} masquerade`, comment);
     }
   }
-  tx.commit();
+  commitRecorded(tx, fam, T, a.containerID, created, { ...a, network: a.network });
 }
 
 /** CHECK of one container address with the reference's messages (throws Error). */
@@ -101,9 +118,17 @@ function check(a: PortMapArgs, family: IPFamily): void {
   }
 }
 
-/** Delete the container's rules (found by comment) from the table of each family where it may exist. */
+/**
+ * Delete the container's rules from the table of each family where they may exist: by handle when the ADD recorded
+ * them, else found by comment in a listing of the table.
+ */
 function teardown(_network: string, containerID: string, opts: ToolOptions): unknown[] {
   const errors: unknown[] = [];
+  const own = (c: string | undefined) => c === containerID;
+  const listed = ([4, 6] as const).filter(
+    (f) => !deleteRecorded(nftFamily(f), HOSTPORT_NFT_TABLE, containerID, own, opts),
+  );
+  if (listed.length === 0) return errors;
   const may = probeKernel(
     opts,
     () => ({
@@ -112,7 +137,7 @@ function teardown(_network: string, containerID: string, opts: ToolOptions): unk
     }),
     { nft4: true, nft6: true },
   );
-  const families = ([4, 6] as const).filter((f) => (f === 4 ? may.nft4 : may.nft6));
+  const families = listed.filter((f) => (f === 4 ? may.nft4 : may.nft6));
   if (families.length) {
     try {
       const tx = new NftBatch(opts);
@@ -123,9 +148,27 @@ function teardown(_network: string, containerID: string, opts: ToolOptions): unk
       tx.commit();
     } catch (e) {
       if (!(e instanceof ToolNotFoundError) && supportsNFTables(opts)) errors.push(e);
+      return errors;
     }
   }
+  for (const f of listed) forgetNftRules(nftFamily(f), HOSTPORT_NFT_TABLE, containerID, opts);
   return errors;
 }
 
 export const nftables: PortMapBackend = { setup: setupNftables, check, teardown };
+
+/**
+ * GC of the records (handles.ts) of this network's containers that are not valid any more: their recorded rules are
+ * deleted by handle (each checked to still carry the container ID) and the record removed. Rules without a record
+ * (the Go plugin's) cannot be attributed to a network (their comment is only the container ID) and are left to DEL.
+ */
+export function gcNftRecords(network: string, valid: ReadonlySet<string>, opts: ToolOptions = {}): void {
+  for (const f of [4, 6] as const) {
+    const fam = nftFamily(f);
+    for (const rec of nftRulesRecords(fam, HOSTPORT_NFT_TABLE, opts)) {
+      if (rec.network !== network || valid.has(rec.comment)) continue;
+      const id = rec.comment;
+      if (!deleteRecorded(fam, HOSTPORT_NFT_TABLE, id, (c) => c === id, opts)) forgetNftRecordAt(rec.path);
+    }
+  }
+}
