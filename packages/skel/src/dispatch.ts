@@ -12,7 +12,7 @@ import type { Writable } from './fdio.ts';
 import { configVersion, goEscapeJSON, goKind, goStringField, parseJsonGo } from './gojson.ts';
 import type { InProcessRunner, Invoker } from './invoke.ts';
 import { createLogger } from './log.ts';
-import { convertResult, formatResult, parseResult, toCurrent } from './result.ts';
+import { formatConverted, parseResult, toCurrent } from './result.ts';
 import { decode, foldKey, s } from './schema.ts';
 import {
   currentSpan,
@@ -501,7 +501,7 @@ async function handle<C>(
     };
     let text: string;
     try {
-      text = formatResult(convertResult(result, configVersion));
+      text = formatConverted(result, configVersion);
     } catch (e) {
       await rollback();
       throw e;

@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { convertResult, formatResult, parseResult, resultFamily, toCurrent } from './result.ts';
+import {
+  convertResult,
+  formatConverted,
+  formatResult,
+  parseResult,
+  resultFamily,
+  toCurrent,
+} from './result.ts';
 import type { AnyResult } from './types.ts';
 import { ALL_VERSIONS } from './types.ts';
 
@@ -116,6 +123,10 @@ describe('conversion: every version pair', () => {
         // and it prints as Go does: 0.x always has dns, every family omits empty lists
         const printed = JSON.parse(formatResult(got));
         assert.deepEqual(printed, { cniVersion: to, ...want });
+        // the dispatcher's single-parse path prints the same bytes, also for a loosely typed handler result
+        assert.equal(formatConverted(src, to), formatResult(got));
+        const loose = JSON.parse(JSON.stringify({ ...src, extra: 1, dns: { extra: 2 } })) as AnyResult;
+        assert.equal(formatConverted(loose, to), formatResult(convertResult(loose, to)));
       });
     }
   }

@@ -363,15 +363,28 @@ function from100to040(r: Result, to: string): Result040 {
  * `cannot convert: no valid IP addresses`, `no converter for CNI result version X to Y`.
  */
 export function convertResult(result: AnyResult, toVersion: string): AnyResult {
+  return convert(result, toVersion).result;
+}
+
+/**
+ * convertResult, telling also whether the converted result is what parseResult returns for it (parsed, and at most
+ * its cniVersion changed within its family, which every family's parse ignores), so printing needs no second parse.
+ */
+function convert(result: AnyResult, toVersion: string): { result: AnyResult; parsed: boolean } {
   const to = toVersion === '' ? '0.1.0' : toVersion;
   const fromVersion = versionOfTyped(result);
   const src = parseResult({ ...result, cniVersion: fromVersion }, fromVersion);
-  if (src.cniVersion === to) return src;
+  if (src.cniVersion === to) return { result: src, parsed: true };
   const fromFam = resultFamily(src.cniVersion)!;
   const toFam = resultFamily(to);
   if (!toFam) {
     throw new Error(`no converter for CNI result version ${src.cniVersion} to ${to}`);
   }
+  if (fromFam === toFam) return { result: { ...src, cniVersion: to } as AnyResult, parsed: true };
+  return { result: convertAcross(src, fromFam, toFam, to), parsed: false };
+}
+
+function convertAcross(src: AnyResult, fromFam: Family, toFam: Family, to: string): AnyResult {
   switch (`${fromFam}>${toFam}`) {
     case '020>020':
       return { ...(src as Result020), cniVersion: to };
@@ -408,7 +421,16 @@ export function toCurrent(result: AnyResult): Result {
  */
 export function formatResult(result: AnyResult): string {
   const v = versionOfTyped(result);
-  const norm = parseResult({ ...result, cniVersion: v }, v);
+  return printParsed(parseResult({ ...result, cniVersion: v }, v));
+}
+
+/** formatResult(convertResult(result, toVersion)), without parsing the converted result again when it is parsed. */
+export function formatConverted(result: AnyResult, toVersion: string): string {
+  const c = convert(result, toVersion);
+  return c.parsed ? printParsed(c.result) : formatResult(c.result);
+}
+
+function printParsed(norm: AnyResult): string {
   const doc = resultFamily(norm.cniVersion) === '100' ? sortKeysDeep(norm) : norm;
   return goEscapeJSON(JSON.stringify(doc, null, 4));
 }

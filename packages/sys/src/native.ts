@@ -7,8 +7,9 @@
 //        the environment variable CNIKIT_NATIVE_PATH.
 //      A single-file executable (node SEA or `bun build --compile`) embeds the .node bytes, writes them once to a
 //      root-owned, content-addressed path (e.g. /var/lib/cnikit/native/<sha256>.node, written to a temp name
-//      then renamed; reused when the hash matches), sets globalThis.__CNIKIT_NATIVE_PATH__ to it, then runs the
-//      plugin. When an override is set, no other location is tried: a wrong override is an error, not a fallback.
+//      then renamed; reused when the hash matches: hashed once, later trusted by the fstat identity stamped next
+//      to it, see packages/build/src/runtime/native.ts), sets globalThis.__CNIKIT_NATIVE_PATH__ to it, then runs
+//      the plugin. When an override is set, no other location is tried: a wrong override is an error, not a fallback.
 //   2. The prebuilt addon shipped in the npm package: <package>/prebuilds/<platform>-<arch>/cnikit_sys.node
 //      (linux-x64), found relative to this file (src/ or dist/: import.meta.url, or __dirname in a CommonJS
 //      bundle). One that exists but does not load (another libc, a foreign ABI) is skipped for the next one.

@@ -2,20 +2,24 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
+  fstatSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   rmSync,
   statSync,
   symlinkSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { ensurePrivateDir, extractNative, verifyFile } from './native.ts';
+import { ensurePrivateDir, extractNative, stampPath, verifyFile } from './native.ts';
 
 describe('embedded addon extraction', () => {
   const base = mkdtempSync(join(tmpdir(), 'cnikit-native-test-'));
@@ -41,7 +45,57 @@ describe('embedded addon extraction', () => {
     const before = reads;
     assert.equal(extractNative(src, [dir]), p);
     assert.equal(reads, before, 'verified existing file is reused without reading the embedded copy');
-    assert.deepEqual(readdirSync(dir), [`${sha}.node`]);
+    assert.deepEqual(readdirSync(dir).sort(), [`${sha}.node`, `${sha}.stamp`]);
+    assert.equal(statSync(stampPath(p)).mode & 0o777, 0o400);
+  });
+
+  // what a stamp for `file` holds (the format verifyFile writes)
+  const identityOf = (file: string): string => {
+    const fd = openSync(file, 'r');
+    try {
+      const st = fstatSync(fd, { bigint: true });
+      return `cnikit-addon-stamp 1 ${st.dev} ${st.ino} ${st.size} ${st.mtimeNs} ${st.ctimeNs}\n`;
+    } finally {
+      closeSync(fd);
+    }
+  };
+
+  test('the hash is checked once: a file matching its stamp is trusted, any change to it is hashed again', () => {
+    const dir = join(base, 's');
+    const p = extractNative(src, [dir]);
+    assert.equal(readFileSync(stampPath(p), 'latin1'), identityOf(p));
+    // same size, mtime set back: the ctime still changed, so the stamp no longer matches and the hash runs
+    const st = statSync(p);
+    chmodSync(p, 0o600);
+    writeFileSync(p, Buffer.alloc(bytes.length, 0x41));
+    chmodSync(p, 0o500);
+    utimesSync(p, st.atime, st.mtime);
+    assert.notEqual(readFileSync(stampPath(p), 'latin1'), identityOf(p));
+    assert.equal(verifyFile(p, sha, true), false);
+    assert.equal(extractNative(src, [dir]), p);
+    assert.deepEqual(readFileSync(p), bytes, 'replaced');
+    assert.equal(readFileSync(stampPath(p), 'latin1'), identityOf(p), 're-stamped');
+    // a stamp equal to the file's identity is what skips the hash: forge one (only our euid can) for wrong content
+    chmodSync(p, 0o600);
+    writeFileSync(p, 'evil');
+    chmodSync(p, 0o500);
+    chmodSync(stampPath(p), 0o600);
+    writeFileSync(stampPath(p), identityOf(p));
+    assert.equal(verifyFile(p, sha), false, 'without stamps the hash decides');
+    assert.equal(verifyFile(p, sha, true), true, 'a matching stamp is trusted without hashing');
+    // ... but not a group/other-writable stamp, nor a symlink to a matching one
+    chmodSync(stampPath(p), 0o622);
+    assert.equal(verifyFile(p, sha, true), false);
+    const elsewhere = join(base, 'stamp-elsewhere');
+    writeFileSync(elsewhere, identityOf(p));
+    rmSync(stampPath(p));
+    symlinkSync(elsewhere, stampPath(p));
+    assert.equal(verifyFile(p, sha, true), false);
+    // a stamp that does not match is replaced after a successful full check
+    const good = extractNative(src, [dir]);
+    assert.deepEqual(readFileSync(good), bytes);
+    assert.ok(lstatSync(stampPath(good)).isFile());
+    assert.equal(readFileSync(stampPath(good), 'latin1'), identityOf(good));
   });
 
   test('a tampered file is replaced', () => {

@@ -15,6 +15,15 @@
  * - before use the final file is opened with O_NOFOLLOW and checked through the open descriptor: regular file,
  *   owned by our euid, not writable by group/other, size and SHA-256 equal to the embedded bytes.
  * A file that fails the checks is replaced (rename over it) once; if it still fails, we refuse to load it.
+ *
+ * The SHA-256 is computed once per extracted file, not on every call: after a file passed the full check, its
+ * identity as fstat reports it through the open descriptor (device, inode, size, mtime and ctime in nanoseconds) is
+ * written next to it as `<sha256>.stamp` (same private directory, same atomic write, 0400). A later call that finds
+ * the file still regular, ours and not group/other-writable, and a stamp (a regular file of ours, not
+ * group/other-writable, opened with O_NOFOLLOW) equal to the file's identity, uses it without reading it. Any
+ * change to the file — a write, chmod, chown, new link, or a rename over it — changes its ctime (which no system
+ * call sets back) or its inode, so the stamp no longer matches and the full check runs again (and re-stamps or
+ * replaces the file). Only our euid can write in the private directory, so the trust is the same as before.
  */
 import {
   closeSync,
@@ -96,8 +105,41 @@ export function ensurePrivateDir(dir: string): void {
   }
 }
 
-/** True if `file` is a regular file we own, not group/other-writable, whose content hashes to `sha256`. */
-export function verifyFile(file: string, sha256: string): boolean {
+/** The identity of an open file that any change to it alters (ctime cannot be set back by a system call). */
+function identity(st: import('node:fs').BigIntStats): string {
+  return `cnikit-addon-stamp 1 ${st.dev} ${st.ino} ${st.size} ${st.mtimeNs} ${st.ctimeNs}\n`;
+}
+
+/** The stamp's path for an extracted addon `<dir>/<sha256>.node`. */
+export function stampPath(file: string): string {
+  return file.endsWith('.node') ? `${file.slice(0, -'.node'.length)}.stamp` : `${file}.stamp`;
+}
+
+/** The content of the stamp at `path`, if it is a regular file we own and not group/other-writable. */
+function readStamp(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return undefined;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.uid !== euid() || (st.mode & 0o022) !== 0 || st.size > 256) return undefined;
+    const buf = Buffer.allocUnsafe(256);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return buf.toString('latin1', 0, n);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * True if `file` is a regular file we own, not group/other-writable, whose content hashes to `sha256`. With
+ * `stamp` set, a file whose identity equals its stamp (`<sha256>.stamp`, see the top of this file) is trusted
+ * without hashing, and a file that passes the full check is stamped.
+ */
+export function verifyFile(file: string, sha256: string, stamp = false): boolean {
   let fd: number;
   try {
     fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -105,16 +147,26 @@ export function verifyFile(file: string, sha256: string): boolean {
     return false;
   }
   try {
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.uid !== euid() || (st.mode & 0o022) !== 0) return false;
+    const st = fstatSync(fd, { bigint: true });
+    if (!st.isFile() || st.uid !== BigInt(euid()) || (st.mode & 0o022n) !== 0n) return false;
+    const id = stamp ? identity(st) : '';
+    if (stamp && readStamp(stampPath(file)) === id) return true;
     const hash = createHash('sha256');
-    const buf = Buffer.allocUnsafe(Math.min(Math.max(st.size, 1), 1 << 20));
+    const buf = Buffer.allocUnsafe(Math.min(Math.max(Number(st.size), 1), 1 << 20));
     for (;;) {
       const n = readSync(fd, buf, 0, buf.length, null);
       if (n === 0) break;
       hash.update(buf.subarray(0, n));
     }
-    return hash.digest('hex') === sha256;
+    if (hash.digest('hex') !== sha256) return false;
+    if (stamp) {
+      try {
+        writeFileAtomic(stampPath(file), id, 0o400);
+      } catch {
+        // no stamp: the next call hashes again
+      }
+    }
+    return true;
   } finally {
     closeSync(fd);
   }
@@ -133,13 +185,13 @@ export function extractNative(
     try {
       ensurePrivateDir(dir);
       const final = join(dir, `${src.sha256}.node`);
-      if (verifyFile(final, src.sha256)) return final;
+      if (verifyFile(final, src.sha256, true)) return final;
       bytes ??= src.read();
       const got = createHash('sha256').update(bytes).digest('hex');
       if (got !== src.sha256)
         throw new Error(`embedded addon is corrupt (sha256 ${got}, expected ${src.sha256})`);
       writeFileAtomic(final, bytes, 0o500);
-      if (verifyFile(final, src.sha256)) return final;
+      if (verifyFile(final, src.sha256, true)) return final;
       throw new Error(`${final} failed verification after writing it`);
     } catch (err) {
       problems.push(`${dir}: ${(err as Error).message}`);
