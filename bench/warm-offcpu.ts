@@ -6,7 +6,7 @@
  * block attributed to the kernel function it waited in (synchronize_rcu / synchronize_net / rcu_barrier during a
  * link's unregistration, netdev_wait_allrefs, an fsync's journal commit, a futex between the service's threads, the
  * epoll wait for the client's bytes), and what the client spends outside the service's handling.
- *   node --conditions=cnikit-source --import tsx bench/warm-offcpu.ts [--runs=10] [--json]
+ *   node --conditions=cnikit-source --import tsx bench/warm-offcpu.ts [--runs=10] [--json] [--dist=DIR]
  * Needs tracefs (mounted on a private directory if /sys/kernel/tracing is not) and dist-bin/warm.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -34,7 +34,9 @@ const arg = (name: string, def: string) =>
 const RUNS = Number(arg('runs', '10'));
 const JSON_OUT = process.argv.includes('--json');
 const PATH = process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
-const WARM = join(ROOT, 'dist-bin', 'warm');
+/** --dist=DIR: another build's dist-bin (e.g. a copy made before a change), profiled the same way. */
+const DIST = arg('dist', join(ROOT, 'dist-bin'));
+const WARM = join(DIST, 'warm');
 
 if (!existsSync(join(WARM, 'bridge'))) {
   console.error('warm-offcpu: needs dist-bin/warm (npm run build)');
@@ -175,14 +177,14 @@ let service: ChildProcess | undefined;
 const mono = () => Number(process.hrtime.bigint()) / 1e9;
 try {
   const fd = openSync(join(scratch, 'service.log'), 'a');
-  service = spawn(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--socket', SOCK], {
+  service = spawn(join(DIST, 'cnikit'), ['serve', '--socket', SOCK], {
     stdio: ['ignore', 'ignore', fd],
     // BUN_OPTIONS (e.g. "--cpu-prof --cpu-prof-dir=DIR") passed through: a JavaScript profile of the service
     env: process.env.BUN_OPTIONS ? { PATH, BUN_OPTIONS: process.env.BUN_OPTIONS } : { PATH },
   });
   closeSync(fd);
   for (let i = 0; ; i++) {
-    const r = spawnSync(join(ROOT, 'dist-bin', 'cnikit'), ['serve', '--check', '--socket', SOCK], {
+    const r = spawnSync(join(DIST, 'cnikit'), ['serve', '--check', '--socket', SOCK], {
       env: { PATH },
     });
     if (r.status === 0) break;
