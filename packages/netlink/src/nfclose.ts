@@ -7,7 +7,9 @@ import type { NetlinkSocket } from '@cnikit/sys';
  * an nfnetlink socket after a commit waits for that (milliseconds, tens of them on a loaded machine). A warm service
  * has answered its client by then; a process that exits first closes it at exit, as before. The close itself runs on
  * the native layer's background thread (closeInBackground): done on the main thread it made the warm service's next
- * call wait for that grace period (the call after a portmap DEL: 5–8 ms).
+ * call wait for that grace period (the call after a portmap DEL: 5–8 ms). That thread first waits for a grace period
+ * itself: the release waits holding the namespace's nf_tables commit mutex, which every link creation or deletion
+ * in that namespace takes too (the next bridge ADD's veth waited 1.5–2.5 ms for it).
  */
 export function closeAfterTask(sock: NetlinkSocket): void {
   // a synchronous loop over many objects keeps at most a few descriptors open

@@ -20,9 +20,10 @@
 //   nlRecv(fd, timeoutMs)             -> Buffer | null (null on timeout; <0 waits forever)
 //   nlSetOpt(fd, option, value)       -> undefined (setsockopt SOL_NETLINK, int value)
 //   closeFd(fd)                       -> undefined
-//   closeFdLater(fd)                  -> undefined (the close(2) done by a background thread, started once: for a
-//                                        descriptor whose release may wait in the kernel, e.g. an nfnetlink socket
-//                                        after an nf_tables commit; the caller never uses the number again)
+//   closeFdLater(fd)                  -> undefined (the close(2) done by a background thread, started once, after
+//                                        an RCU grace period: for a descriptor whose release may wait in the
+//                                        kernel, e.g. an nfnetlink socket after an nf_tables commit; the caller
+//                                        never uses the number again)
 //   errnoName(errno) / errnoMessage(errno) -> string
 //   Unix stream sockets (the warm-mode service, @cnikit/warm):
 //   listenUnix(path, backlog)         -> fd       (socket+bind+listen, SOCK_CLOEXEC)
@@ -316,14 +317,31 @@ static int bc_fds[256];
 static int bc_len = 0;
 static int bc_state = 0;  // 0 not started, 1 running, -1 cannot start
 
+// Before closing, the thread waits for one RCU grace period (membarrier MEMBARRIER_CMD_GLOBAL is synchronize_rcu()
+// in the kernel), once per batch of descriptors. The reason: releasing an nfnetlink socket runs nf_tables'
+// NETLINK_URELEASE handler, which takes the namespace's nf_tables commit mutex and, while holding it, waits for the
+// freeing of the last commit's objects (an RCU grace period) when that is still pending; every link created or
+// deleted in that namespace meanwhile (its NETDEV_REGISTER/UNREGISTER notifier takes the same mutex, under rtnl)
+// waited for it: the warm service's bridge ADD after a DEL chain, 1.5-2.5 ms in its veth creation. After a grace
+// period started after the commit, that freeing is done (or nearly): the release takes the mutex only briefly.
+// Without membarrier (ENOSYS, or EINVAL on nohz_full machines) the descriptors are closed at once, as before.
+#ifndef MEMBARRIER_CMD_GLOBAL
+#define MEMBARRIER_CMD_GLOBAL 1
+#endif
 static void *bc_main(void *arg) {
   (void)arg;
+  int batch[sizeof(bc_fds) / sizeof(bc_fds[0])];
   pthread_mutex_lock(&bc_mu);
   for (;;) {
     while (bc_len == 0) pthread_cond_wait(&bc_cv, &bc_mu);
-    int fd = bc_fds[--bc_len];
     pthread_mutex_unlock(&bc_mu);
-    close(fd);
+    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+    pthread_mutex_lock(&bc_mu);
+    int n = bc_len;
+    memcpy(batch, bc_fds, (size_t)n * sizeof(int));
+    bc_len = 0;
+    pthread_mutex_unlock(&bc_mu);
+    for (int i = 0; i < n; i++) close(batch[i]);
     pthread_mutex_lock(&bc_mu);
   }
   return NULL;

@@ -138,6 +138,29 @@ describe('netlink transport (no namespace switch)', () => {
     }
   });
 
+  test('closeInBackground: a burst of descriptors queued while the thread waits is closed as one batch, all of them', async () => {
+    // the background thread waits for an RCU grace period before each batch: every descriptor queued meanwhile
+    // must still be closed (none lost, none closed twice: a reused number would be closed under its new owner)
+    const socks = Array.from({ length: 40 }, () => NetlinkSocket.open(0));
+    const fds = socks.map((s) => s.fd);
+    const open = (fd: number) => existsSync(`/proc/self/fd/${fd}`);
+    for (const s of socks.slice(0, 20)) s.closeInBackground();
+    await new Promise((r) => setImmediate(r));
+    for (const s of socks.slice(20)) s.closeInBackground();
+    for (let i = 0; fds.some(open); i++) {
+      assert.ok(i < 300, `descriptors ${fds.filter(open).join(', ')} still open after 3 s`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    // a socket opened now may get one of those numbers; it stays open (no late second close of the old number)
+    const after = NetlinkSocket.open(0);
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      assert.ok(open(after.fd), `descriptor ${after.fd} of a new socket was closed`);
+    } finally {
+      after.close();
+    }
+  });
+
   test('two sockets get different port ids', () => {
     const a = NetlinkSocket.open(0);
     const b = NetlinkSocket.open(0);
