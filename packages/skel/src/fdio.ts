@@ -3,9 +3,11 @@
  * writes to fd 1/2, and telling a closed stdin from a /dev/null one. Module-internal (not exported from the package
  * index); process.ts wires it to `dispatch`.
  */
-import { fstatSync, readFileSync, readlinkSync, readSync, writeSync } from 'node:fs';
-import { isatty } from 'node:tty';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { CniError, ErrorCode } from './errors.ts';
+import { readAll, writeAll } from './fdraw.ts';
+
+export { devMajor, stdinIsTerminal } from './fdraw.ts';
 
 /** Where a plugin's output goes (a file descriptor, a captured string). */
 export interface Writable {
@@ -22,33 +24,15 @@ const STRERROR: Record<string, string> = {
   ENOTCONN: 'transport endpoint is not connected',
 };
 
-function sleepMs(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-/** Read a file descriptor to EOF synchronously (handles non-blocking pipes). */
+/** Read a file descriptor to EOF synchronously (handles non-blocking pipes); a failure is the reference's CNI error. */
 export function readFdFully(fd: number): Uint8Array {
-  const chunks: Uint8Array[] = [];
-  let buf = new Uint8Array(65536);
-  for (;;) {
-    let n: number;
-    try {
-      n = readSync(fd, buf, 0, buf.length, null);
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EINTR') {
-        sleepMs(1);
-        continue;
-      }
-      if (code === 'EOF') break;
-      const text = (code && STRERROR[code]) ?? (e instanceof Error ? e.message : String(e));
-      throw new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
-    }
-    if (n === 0) break;
-    chunks.push(buf.subarray(0, n));
-    buf = new Uint8Array(n === buf.length ? buf.length * 2 : buf.length);
+  try {
+    return readAll(fd);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const text = (code && STRERROR[code]) ?? (e instanceof Error ? e.message : String(e));
+    throw new CniError(ErrorCode.IOFailure, `error reading from stdin: read /dev/stdin: ${text}`);
   }
-  return concatBytes(chunks);
 }
 
 /** Join byte chunks (no copy for a single chunk). */
@@ -70,20 +54,7 @@ export function concatBytes(chunks: Uint8Array[]): Uint8Array {
 export function fdWriter(fd: number): Writable {
   return {
     write(s: string) {
-      const data = new TextEncoder().encode(s);
-      let off = 0;
-      while (off < data.length) {
-        try {
-          off += writeSync(fd, data, off, data.length - off);
-        } catch (e) {
-          const code = (e as NodeJS.ErrnoException).code;
-          if (code === 'EAGAIN' || code === 'EINTR') {
-            sleepMs(1);
-            continue;
-          }
-          throw e; // EPIPE included: the reader is gone, the caller must know the data was not delivered
-        }
-      }
+      writeAll(fd, s);
       return true;
     },
   };
@@ -114,28 +85,4 @@ export function readStdin(): Uint8Array {
     throw new CniError(ErrorCode.IOFailure, 'error reading from stdin: read /dev/stdin: bad file descriptor');
   }
   return readFdFully(0);
-}
-
-/**
- * Whether fd 0 is a terminal. A terminal is a character device, and never one of Linux's memory devices (major 1:
- * /dev/null, /dev/zero, /dev/urandom …), so a pipe, a file or /dev/null (what a runtime gives) is told apart with one
- * fstat, and node:tty (whose module pulls in the stream classes: milliseconds of a Bun start-up) is loaded only for
- * another character device.
- */
-export function stdinIsTerminal(fd = 0): boolean {
-  try {
-    const st = fstatSync(fd);
-    if (!st.isCharacterDevice() || devMajor(st.rdev) === MEM_MAJOR) return false;
-  } catch {
-    return false; // a closed or unusable descriptor is no terminal (isatty says the same)
-  }
-  return isatty(fd);
-}
-
-/** Linux's major number of the memory character devices (drivers/char/mem.c). */
-const MEM_MAJOR = 1;
-
-/** The major number of a device number as glibc encodes it (gnu_dev_major). */
-export function devMajor(rdev: number): number {
-  return ((rdev >>> 8) & 0xfff) | (Math.floor(rdev / 2 ** 32) & ~0xfff);
 }

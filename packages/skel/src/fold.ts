@@ -1,7 +1,24 @@
 /**
- * Go's case folding for JSON keys (simple Unicode folding ≈ lower-casing; U+017F long s folds to
- * 's' and U+212A Kelvin to 'k', as in Go).
+ * The small rules of Go's encoding/json that the VERSION answer needs, with no imports (the start-up path of an
+ * executable loads this module and nothing else of the SDK's JSON code): Go's case folding for JSON keys (simple
+ * Unicode folding ≈ lower-casing; U+017F long s folds to 's' and U+212A Kelvin to 'k', as in Go) and its escaping of
+ * HTML characters in marshalled text.
  */
 export function foldKey(s: string): string {
-  return s.toLowerCase().replace(/\u017f/g, 's');
+  const l = s.toLowerCase();
+  return l.indexOf('\u017f') < 0 ? l : l.replace(/\u017f/g, 's');
+}
+
+/** What encoding/json does to `<`, `>`, `&`, U+2028 and U+2029 in marshalled text (`\u003c` …). */
+export function goEscapeJSON(text: string): string {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x3c || c === 0x3e || c === 0x26 || c === 0x2028 || c === 0x2029) {
+      return text.replace(
+        /[<>&\u2028\u2029]/g,
+        (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
+      );
+    }
+  }
+  return text;
 }

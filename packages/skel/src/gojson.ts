@@ -7,7 +7,10 @@
  * strings), `goMarshal` (json.Marshal of a decoded value). The one home of these helpers: skel, libcni and the
  * plugins import them from here (`@cnikit/skel/go`).
  */
-import { foldKey } from './fold.ts';
+import { foldKey, goEscapeJSON } from './fold.ts';
+
+/** Go's json encoder escapes <, >, & and U+2028/U+2029 inside strings (./fold.ts: the start-up path uses it). */
+export { goEscapeJSON };
 
 enum Ctx {
   ObjectKey,
@@ -282,11 +285,6 @@ export function sortKeysDeep(v: unknown): unknown {
     return out;
   }
   return v;
-}
-
-/** Go's json encoder escapes <, >, & and U+2028/U+2029 inside strings. */
-export function goEscapeJSON(text: string): string {
-  return text.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** Go `json.Marshal` of a value decoded into interface{}: sorted keys, compact, HTML characters escaped. */

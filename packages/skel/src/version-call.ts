@@ -1,11 +1,12 @@
 /**
  * VERSION (spec §5): the answer to `CNI_COMMAND=VERSION`, which reads nothing of a plugin but its supported versions.
  * The dispatcher answers with it, and so does a compiled executable's start-up path (@cnikit/build's runtime) without
- * loading the rest of the SDK or the plugin's module, so the two answers are the same bytes by construction.
+ * loading the rest of the SDK or the plugin's module, so the two answers are the same bytes by construction. It imports
+only modules without imports of their own (fold, types, fdraw): the start-up path loads nothing else.
  */
 
-import { foldKey } from './fold.ts';
-import { goEscapeJSON, parseJsonGo } from './gojson.ts';
+import { readAll, stdinIsTerminal } from './fdraw.ts';
+import { foldKey, goEscapeJSON } from './fold.ts';
 import { CURRENT_VERSION } from './types.ts';
 
 /** The config bytes: given, or read by the reader (which may throw). */
@@ -34,9 +35,10 @@ export function requestedVersion(
 ): string | undefined {
   try {
     if (typeof stdin === 'function' && stdinIsTerminal?.()) return undefined;
-    const r = parseJsonGo(toBytes(stdin));
-    if (!r.ok || !r.value || typeof r.value !== 'object' || Array.isArray(r.value)) return undefined;
-    const v = findKey(r.value as Record<string, unknown>, 'cniVersion');
+    // as parseJsonGo decodes (a BOM stays and fails the parse); any syntax error means the current version
+    const value: unknown = JSON.parse(new TextDecoder('utf-8', { ignoreBOM: true }).decode(toBytes(stdin)));
+    if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
+    const v = findKey(value as Record<string, unknown>, 'cniVersion');
     return typeof v === 'string' && v !== '' ? v : undefined;
   } catch {
     return undefined;
@@ -50,4 +52,20 @@ export function versionText(supported: readonly string[], requested: string | un
   return `${goEscapeJSON(JSON.stringify(obj))}\n`;
 }
 
+/**
+ * The VERSION answer of this process: fd 0 read to EOF for the requested cniVersion unless a terminal is on it. A stdin
+ * that cannot be read (a closed fd 0 included, which reads as an empty /dev/null) gets the current version, as the
+ * dispatcher answers with the process's stdin reader.
+ */
+export function processVersionText(supported: readonly string[]): string {
+  return versionText(
+    supported,
+    requestedVersion(
+      () => readAll(0),
+      () => stdinIsTerminal(),
+    ),
+  );
+}
+
+export { writeAll } from './fdraw.ts';
 export { ALL_VERSIONS } from './types.ts';

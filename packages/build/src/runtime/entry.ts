@@ -9,7 +9,7 @@
 import type { AnyPlugin } from '@cnikit/skel';
 import type { PluginMeta } from './multicall.ts';
 import type { EntryConfig } from './options.ts';
-import { main } from './startup.ts';
+import { answerVersion, runMulticall } from './startup.ts';
 
 export { ADDON_KEY, BUN_ADDON_PREFIX } from './keys.ts';
 
@@ -28,14 +28,24 @@ export type { EntryConfig };
 
 /** Run the executable: `main` with the plugins; an error that escapes it is printed to stderr, exit code 1. */
 export function start(c: EntryConfig): void {
-  // the addon source and the rest of main's options are made on the multicall path only (not for a VERSION)
-  const run = () =>
-    main(c.plugins, { ...(c.name ? { name: c.name } : {}) }, () =>
-      import('./options.ts').then((m) => m.mainOptions(c)),
-    ).catch((err) => {
-      process.stderr.write(`cnikit: ${err?.stack ? err.stack : err}\n`);
-      process.exitCode = 1;
-    });
+  const fail = (err: { stack?: string } | undefined) => {
+    process.stderr.write(`cnikit: ${err?.stack ? err.stack : err}\n`);
+    process.exitCode = 1;
+  };
+  // a VERSION is answered synchronously, before any promise; the addon source and the rest of main's options are
+  // made on the multicall path only
+  const run = () => {
+    const opts = c.name ? { name: c.name } : {};
+    let answered: boolean;
+    try {
+      answered = answerVersion(c.plugins, opts);
+    } catch (err) {
+      fail(err as Error);
+      return;
+    }
+    if (!answered)
+      runMulticall(c.plugins, () => import('./options.ts').then((m) => m.mainOptions(c))).catch(fail);
+  };
   if (c.snapshot) {
     for (const p of c.plugins) p.load();
     const v8 = process.getBuiltinModule('node:v8') as typeof import('node:v8');

@@ -30,9 +30,9 @@ export function toolArgs(
   return undefined;
 }
 
-export interface Selection {
+export interface Selection<P extends { name: string } = AnyPlugin> {
   /** The selected plugin, or undefined when the name is unknown / missing. */
-  plugin?: AnyPlugin;
+  plugin?: P;
   /** The name that was looked up (for messages). */
   name: string;
   /** True when selected through `cnikit <plugin>`. */
@@ -47,28 +47,33 @@ export function basenameOf(p: string | undefined): string {
   return i >= 0 ? p.slice(i + 1) : p;
 }
 
+/** The plugin of that name (the last one, should two share it), by a plain loop: the start-up path runs this once. */
+function byName<P extends { name: string }>(plugins: readonly P[], name: string | undefined): P | undefined {
+  for (let i = plugins.length - 1; i >= 0; i--) if (plugins[i]!.name === name) return plugins[i];
+  return undefined;
+}
+
 /**
  * Pick the plugin for an invocation. `args` are the user arguments (process.argv.slice(2) in both back-ends).
  */
-export function selectPlugin(
-  plugins: readonly AnyPlugin[],
+export function selectPlugin<P extends { name: string } = AnyPlugin>(
+  plugins: readonly P[],
   argv0: string | undefined,
   execPath: string | undefined,
   args: readonly string[],
   self: string = MULTICALL_NAME,
-): Selection {
-  const byName = new Map(plugins.map((p) => [p.name, p]));
+): Selection<P> {
   const invoked = basenameOf(argv0);
-  const direct = byName.get(invoked);
+  const direct = byName(plugins, invoked);
   if (direct) return { plugin: direct, name: invoked, explicit: false, rest: [...args] };
   // A symlink resolves to its target in execPath, so argv0 comes first; when argv0 is not a plugin name (e.g.
   // `exec -a`), the hard link the kernel executed is the next best evidence.
   const exe = basenameOf(execPath);
-  const viaExe = byName.get(exe);
+  const viaExe = byName(plugins, exe);
   if (viaExe) return { plugin: viaExe, name: exe, explicit: false, rest: [...args] };
   const first = args[0];
   if (first !== undefined && !first.startsWith('-')) {
-    return { plugin: byName.get(first), name: first, explicit: true, rest: args.slice(1) };
+    return { plugin: byName(plugins, first), name: first, explicit: true, rest: args.slice(1) };
   }
   const unknown = invoked === self || invoked === MULTICALL_NAME || invoked === '' ? '' : invoked;
   return { plugin: undefined, name: unknown, explicit: false, rest: [...args] };

@@ -1,5 +1,10 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { describe, test } from 'node:test';
+import { invokeInProcess } from '@cnikit/skel';
+import { distBin } from '../../../../test-netns/dist.ts';
 import type { LazyPlugin } from './multicall.ts';
 import { versionOnly } from './startup.ts';
 
@@ -40,5 +45,78 @@ describe('the start-up path (runtime/startup.ts): which invocations it answers w
       ),
       undefined,
     );
+  });
+});
+
+/** The modules a module loads at run time (static imports and re-exports, `import type` left out), resolved. */
+function runtimeImports(file: string): string[] {
+  const src = readFileSync(file, 'utf8');
+  const out: string[] = [];
+  for (const m of src.matchAll(/^(?:import|export)\s+(?!type\b)[^;]*?from\s+'([^']+)'/gms)) {
+    const spec = m[1]!;
+    if (spec.startsWith('node:')) out.push(spec);
+    else if (spec.startsWith('.')) out.push(join(dirname(file), spec));
+    else if (spec === '@cnikit/skel/version-call') out.push(join(SKEL, 'version-call.ts'));
+    else if (spec === '@cnikit/sys/names') out.push(join(ROOT, 'packages/sys/src/names.ts'));
+    else out.push(spec); // any other package: the assertion below names it
+  }
+  return out;
+}
+const ROOT = join(import.meta.dirname, '..', '..', '..', '..');
+const SKEL = join(ROOT, 'packages/skel/src');
+
+describe('what the start-up path loads', () => {
+  test('startup.ts reaches only select/names and the dependency-free VERSION modules of skel, and node:fs', () => {
+    const seen = new Set<string>();
+    const walk = (f: string) => {
+      if (seen.has(f)) return;
+      seen.add(f);
+      if (!f.startsWith('node:') && f.startsWith('/')) for (const i of runtimeImports(f)) walk(i);
+    };
+    walk(join(import.meta.dirname, 'startup.ts'));
+    const rel = [...seen].map((f) => (f.startsWith('/') ? relative(ROOT, f) : f)).sort();
+    // each further module is bytecode the cold VERSION call executes (docs/benchmarks.md, Cold start-up)
+    assert.deepEqual(rel, [
+      'node:fs',
+      'packages/build/src/runtime/select.ts',
+      'packages/build/src/runtime/startup.ts',
+      'packages/skel/src/fdraw.ts',
+      'packages/skel/src/fold.ts',
+      'packages/skel/src/types.ts',
+      'packages/skel/src/version-call.ts',
+      'packages/sys/src/names.ts',
+    ]);
+  });
+});
+
+describe('the compiled start-up path answers VERSION as the dispatcher does', () => {
+  test('byte for byte: echoed, case-folded, HTML-escaped, broken, BOM, empty, closed and non-object stdins', async () => {
+    const exe = join(distBin(), 'loopback');
+    const stdins = [
+      '{"cniVersion":"1.0.0"}',
+      '{"CNIVERSION":"0.4.0","cniVersion":null}',
+      '{"cniVersion":"<&>\u2028"}',
+      '{"cniVersion":"0.3.1"} trailing',
+      '\ufeff{"cniVersion":"1.0.0"}',
+      '',
+      '[1]',
+      '{"cniVersion":""}',
+      `{"x":"${'a'.repeat(200_000)}","cniVersion":"0.4.0"}`,
+    ];
+    // loopback records no versions: the dispatcher answers with every version then
+    const p = { name: 'loopback', add: async () => ({}), del: async () => {}, check: async () => {} };
+    for (const input of stdins) {
+      const want = await invokeInProcess(p as never, { CNI_COMMAND: 'VERSION' }, input);
+      const r = spawnSync(exe, [], { input, env: { CNI_COMMAND: 'VERSION' }, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, want.stdout, input.slice(0, 40));
+    }
+    // a closed stdin (fd 0 reopened read-write on /dev/null by the runtime) gets the current version
+    const closed = spawnSync('sh', ['-c', `exec "$0" <&-`, exe], {
+      env: { CNI_COMMAND: 'VERSION' },
+      encoding: 'utf8',
+    });
+    assert.equal(closed.status, 0, closed.stderr);
+    assert.equal(JSON.parse(closed.stdout).cniVersion, '1.1.0');
   });
 });

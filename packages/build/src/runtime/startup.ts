@@ -5,9 +5,7 @@
  * multicall entry (./multicall.ts: the SDK, then only the selected plugin's module) and runs it. With Bun's code
  * splitting (../bun-bundle.ts) this module's static imports are all a start-up loads.
  */
-import type { AnyPlugin } from '@cnikit/skel';
-import { fdWriter, readStdin, stdinIsTerminal } from '@cnikit/skel/fdio';
-import { ALL_VERSIONS, requestedVersion, versionText } from '@cnikit/skel/version-call';
+import { ALL_VERSIONS, processVersionText, writeAll } from '@cnikit/skel/version-call';
 import type { LazyPlugin, MainOptions, PluginSource } from './multicall.ts';
 import {
   basenameOf,
@@ -30,6 +28,14 @@ export async function main(
   full: () => MainOptions | Promise<MainOptions> = () => opts,
 ): Promise<void> {
   if (answerVersion(sources, opts)) return;
+  await runMulticall(sources, full);
+}
+
+/** The multicall entry's `main` with the options `full` makes: every invocation `answerVersion` did not answer. */
+export async function runMulticall(
+  sources: readonly PluginSource[],
+  full: () => MainOptions | Promise<MainOptions>,
+): Promise<void> {
   const [multicall, options] = await Promise.all([import('./multicall.ts'), full()]);
   await multicall.main(sources, options);
 }
@@ -48,19 +54,25 @@ export function versionOnly(
   const { argv0, execPath, args } = proc;
   if (toolArgs(argv0, execPath, args)) return undefined;
   const self = basenameOf(argv0) === MULTICALL_NAME || basenameOf(execPath) === MULTICALL_NAME;
-  if (self && [SERVE_WORD, CONFORMANCE_WORD, INSTALL_CNI_WORD, TOOL_WORD].includes(args[0] ?? ''))
+  const word = args[0];
+  if (
+    self &&
+    (word === SERVE_WORD || word === CONFORMANCE_WORD || word === INSTALL_CNI_WORD || word === TOOL_WORD)
+  )
     return undefined;
-  const names = sources.map((p) => ({ name: p.name }) as AnyPlugin);
-  const picked =
-    sources.length === 1 ? names[0] : selectPlugin(names, argv0, execPath, args, opts.name).plugin;
-  const source = picked && sources.find((p) => p.name === picked.name);
+  // plain comparisons and loops: each built-in a start-up calls for the first time costs it (callgrind)
+  const source =
+    sources.length === 1 ? sources[0] : selectPlugin(sources, argv0, execPath, args, opts.name).plugin;
   return source && typeof (source as LazyPlugin).load === 'function'
     ? (source as LazyPlugin).meta
     : undefined;
 }
 
-/** Answers VERSION from the recorded metadata; false when this invocation is not one (see versionOnly). */
-function answerVersion(sources: readonly PluginSource[], opts: Pick<MainOptions, 'name'>): boolean {
+/**
+ * Answers VERSION from the recorded metadata; false when this invocation is not one (see versionOnly). Synchronous
+ * and before any promise: the entry calls it first.
+ */
+export function answerVersion(sources: readonly PluginSource[], opts: Pick<MainOptions, 'name'>): boolean {
   const meta = versionOnly(sources, opts, {
     env: process.env,
     argv0: process.argv0,
@@ -69,12 +81,9 @@ function answerVersion(sources: readonly PluginSource[], opts: Pick<MainOptions,
   });
   if (!meta) return false;
   // as the dispatcher answers it: stdin read for the requested cniVersion unless a terminal is on it
-  const text = versionText(
-    meta.versions ?? ALL_VERSIONS,
-    requestedVersion(readStdin, () => stdinIsTerminal()),
-  );
+  const text = processVersionText(meta.versions ?? ALL_VERSIONS);
   try {
-    fdWriter(1).write(text);
+    writeAll(1, text);
   } catch {
     // stdout refused the answer: the full path reports it as the dispatcher does (error object, stderr, exit 1)
     return false;
