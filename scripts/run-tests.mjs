@@ -22,7 +22,8 @@
 // does this (its test processes get CNIKIT_TEST_RUN=1); CNIKIT_TEST_HOST_NETNS=PATH points it at another namespace
 // (scripts/run-tests.kernel.test.ts uses a private one).
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { Writable } from 'node:stream';
 import { ensureDist } from './dist-sources.mjs';
@@ -143,8 +144,21 @@ const nodeTestArgs = (list) => [
   '--test-reporter-destination=stderr',
   ...list,
 ];
+// The firewall code's rule-handle records (default /run/cnikit/nft-handles, the machine's own) of every test that
+// passes its environment on go to a directory of this run, removed at its end: a test that deletes a namespace
+// without a DEL leaves no record on the machine.
+const handlesDir =
+  process.env.CNIKIT_NFT_HANDLES_DIR === undefined && process.env.CNIKIT_TEST_RUN !== '1'
+    ? mkdtempSync(join(tmpdir(), 'cnikit-test-nft-handles-'))
+    : undefined;
+if (handlesDir) process.on('exit', () => rmSync(handlesDir, { recursive: true, force: true }));
 // CNIKIT_TEST_RUN: a run-tests started by a test is not the top-level run (no host-state check of its own)
-const testEnv = { ...process.env, NODE_OPTIONS: nodeOptions, CNIKIT_TEST_RUN: '1' };
+const testEnv = {
+  ...process.env,
+  ...(handlesDir ? { CNIKIT_NFT_HANDLES_DIR: handlesDir } : {}),
+  NODE_OPTIONS: nodeOptions,
+  CNIKIT_TEST_RUN: '1',
+};
 const envFor = (list) => ({ ...testEnv, CNIKIT_TEST_FILES: String(list.length) });
 
 // Kernel lab (docs/kernel-lab.md): a file whose top comment says `// cnikit-kernel-features: a b` runs on this
