@@ -7,7 +7,7 @@
  * recorded with its exact environment and stdin for the report.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { CniConfig, confListFromObject, type RuntimeConf } from '@cnikit/libcni';
@@ -398,6 +398,10 @@ export class Harness {
       ]);
       nsExec(sb, 'host', 'ip', ['link', 'set', host, 'master', cl.master, 'up']);
       nsExec(sb, ns, 'ip', ['link', 'set', this.ifName, 'up']);
+      settleLink(sb, 'host', host, this.timeoutMs);
+      settleLink(sb, ns, this.ifName, this.timeoutMs);
+      // the master's own carrier (and link-local address) follows its first forwarding port
+      settleLink(sb, 'host', cl.master, Math.min(this.timeoutMs, 5000));
     }
     return ns;
   }
@@ -650,6 +654,43 @@ export class Harness {
 }
 
 /** No IPv6 duplicate address detection in a sandbox namespace (stable snapshots). */
+/**
+ * Waits (up to `ms`) until the kernel is done bringing up a link the kit just set up: the carrier change reaches the
+ * stack through linkwatch, later under load (operstate, a bridge port's state, the IPv6 link-local address all
+ * follow it). A snapshot taken before would see the fixture's own link change during the plugin's call and count it
+ * as the plugin's doing.
+ */
+export function settleLink(sb: Sandbox, ns: NamedNetns | 'host', ifname: string, ms: number): void {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const r = nsExec(sb, ns, 'ip', ['-json', '-details', 'address', 'show', 'dev', ifname], { check: false });
+    const [l] = (r.status === 0 && r.stdout.trim() ? JSON.parse(r.stdout) : []) as {
+      operstate?: string;
+      linkinfo?: { info_slave_kind?: string; info_slave_data?: { state?: string } };
+      addr_info?: { family: string; scope?: string; tentative?: boolean }[];
+    }[];
+    const ipv6 = readSysctlIn(sb, ns, `net/ipv6/conf/${ifname}/disable_ipv6`) !== '1';
+    const settled =
+      l !== undefined &&
+      l.operstate === 'UP' &&
+      (l.linkinfo?.info_slave_kind !== 'bridge' || l.linkinfo.info_slave_data?.state === 'forwarding') &&
+      (!ipv6 || (l.addr_info ?? []).some((a) => a.family === 'inet6' && a.scope === 'link' && !a.tentative));
+    if (settled || Date.now() >= deadline) return;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+  }
+}
+
+function readSysctlIn(sb: Sandbox, ns: NamedNetns | 'host', name: string): string | undefined {
+  const path = ns === 'host' ? sb.host.path : ns.path;
+  return withNetns(path, () => {
+    try {
+      return readFileSync(`/proc/sys/${name}`, 'utf8').trim();
+    } catch {
+      return undefined;
+    }
+  });
+}
+
 function quiet(_sb: Sandbox, ns: NamedNetns): void {
   withNetns(ns.path, () => {
     for (const k of ['all', 'default']) writeFileSync(`/proc/sys/net/ipv6/conf/${k}/accept_dad`, '0');
