@@ -42,8 +42,17 @@ const cnikit = join(p.binDir, 'cnikit');
 function state(): Record<string, string> {
   const out: Record<string, string> = {};
   for (const d of [store, results])
-    for (const f of readdirSync(d))
-      out[`${d === store ? `networks/${NET}` : 'results'}/${f}`] = readFileSync(join(d, f), 'utf8');
+    for (const f of readdirSync(d)) {
+      // a GC running beside (the service's periodic one) may remove a file between the listing and the read
+      let text: string;
+      try {
+        text = readFileSync(join(d, f), 'utf8');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw e;
+      }
+      out[`${d === store ? `networks/${NET}` : 'results'}/${f}`] = text;
+    }
   return out;
 }
 
