@@ -176,6 +176,9 @@ function forgetPath(path: string): void {
 
 const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 const NFT_FAMILY = /^(ip|ip6|inet|bridge|arp|netdev)$/;
+/** A chain name as nft's text syntax takes it (nftables.ts checkNftIdentifier): the spoof check's per-port chains
+ * carry the refID `<containerID>-<ifName>`. */
+const NFT_CHAIN = /^[A-Za-z_][A-Za-z0-9_./-]{0,254}$/;
 
 function nftRecordPath(
   family: string,
@@ -209,7 +212,7 @@ function parseNftRecord(text: string): NftRulesRecord | undefined {
     if (!Array.isArray(rec.rules)) return { comment: rec.comment, network };
     const rules: Array<{ chain: string; handle: Buffer }> = [];
     for (const r of rec.rules as Array<{ chain?: unknown; handle?: unknown }>) {
-      if (typeof r.chain !== 'string' || !TABLE.test(r.chain)) return { comment: rec.comment, network };
+      if (typeof r.chain !== 'string' || !NFT_CHAIN.test(r.chain)) return { comment: rec.comment, network };
       if (typeof r.handle !== 'string' || !/^[0-9a-f]{16}$/.test(r.handle))
         return { comment: rec.comment, network };
       rules.push({ chain: r.chain, handle: Buffer.from(r.handle, 'hex') });
