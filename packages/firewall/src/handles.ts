@@ -288,6 +288,29 @@ export function rememberNftRules(
   } catch {}
 }
 
+/**
+ * After an ADD that wrote nothing in `family` `table` (a v4-only container's ip6 table): a record of no rules, so
+ * that its DEL neither lists that table (which holds the other containers' rules) nor asks whether it exists. Only
+ * where there is no record yet (a pending or earlier one stays: rules may exist). Never throws.
+ */
+export function rememberNoNftRules(
+  family: string,
+  table: string,
+  comment: string,
+  opts: ToolOptions & { network?: string } = {},
+): void {
+  const path = nftRecordPath(family, table, comment, opts);
+  if (path === undefined) return;
+  try {
+    statSync(path);
+    return;
+  } catch {}
+  try {
+    mkdirSync(handlesDir(), { recursive: true, mode: 0o700 });
+    replaceUnsynced(path, JSON.stringify({ v: 1, comment, network: opts.network, rules: [] }));
+  } catch {}
+}
+
 /** Remove the record (after every rule with that comment was deleted); a missing record is fine. */
 export function forgetNftRules(family: string, table: string, comment: string, opts: ToolOptions = {}): void {
   const path = nftRecordPath(family, table, comment, opts);
