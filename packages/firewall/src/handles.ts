@@ -176,6 +176,9 @@ function forgetPath(path: string): void {
 
 const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 const NFT_FAMILY = /^(ip|ip6|inet|bridge|arp|netdev)$/;
+/** A chain name as nft's text syntax takes it (nftables.ts checkNftIdentifier): the spoof check's per-port chains
+ * carry the refID `<containerID>-<ifName>`. */
+const NFT_CHAIN = /^[A-Za-z_][A-Za-z0-9_./-]{0,254}$/;
 
 function nftRecordPath(
   family: string,
@@ -209,7 +212,7 @@ function parseNftRecord(text: string): NftRulesRecord | undefined {
     if (!Array.isArray(rec.rules)) return { comment: rec.comment, network };
     const rules: Array<{ chain: string; handle: Buffer }> = [];
     for (const r of rec.rules as Array<{ chain?: unknown; handle?: unknown }>) {
-      if (typeof r.chain !== 'string' || !TABLE.test(r.chain)) return { comment: rec.comment, network };
+      if (typeof r.chain !== 'string' || !NFT_CHAIN.test(r.chain)) return { comment: rec.comment, network };
       if (typeof r.handle !== 'string' || !/^[0-9a-f]{16}$/.test(r.handle))
         return { comment: rec.comment, network };
       rules.push({ chain: r.chain, handle: Buffer.from(r.handle, 'hex') });
@@ -282,6 +285,29 @@ export function rememberNftRules(
   };
   try {
     replaceUnsynced(path, JSON.stringify(body));
+  } catch {}
+}
+
+/**
+ * After an ADD that wrote nothing in `family` `table` (a v4-only container's ip6 table): a record of no rules, so
+ * that its DEL neither lists that table (which holds the other containers' rules) nor asks whether it exists. Only
+ * where there is no record yet (a pending or earlier one stays: rules may exist). Never throws.
+ */
+export function rememberNoNftRules(
+  family: string,
+  table: string,
+  comment: string,
+  opts: ToolOptions & { network?: string } = {},
+): void {
+  const path = nftRecordPath(family, table, comment, opts);
+  if (path === undefined) return;
+  try {
+    statSync(path);
+    return;
+  } catch {}
+  try {
+    mkdirSync(handlesDir(), { recursive: true, mode: 0o700 });
+    replaceUnsynced(path, JSON.stringify({ v: 1, comment, network: opts.network, rules: [] }));
   } catch {}
 }
 

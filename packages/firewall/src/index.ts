@@ -66,6 +66,7 @@ export {
   recalledJumps,
   recallNftRules,
   rememberJumps,
+  rememberNoNftRules,
 } from './handles.ts';
 export {
   type GCAttachment,

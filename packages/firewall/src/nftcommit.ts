@@ -74,7 +74,8 @@ export function commitRecorded(
 /**
  * DEL through the record of `comment`: true when its rules were deleted by handle (or it records none) and the
  * record removed; false when there is no usable record or it does not hold — the caller lists (and then calls
- * forgetNftRules).
+ * forgetNftRules). `del.chains`: per-container chains flushed and deleted in the same transaction (their own rules
+ * then need no handle: `del.pick` chooses the recorded rules deleted by handle, the jumps to them).
  */
 export function deleteRecorded(
   family: string,
@@ -82,10 +83,16 @@ export function deleteRecorded(
   comment: string,
   accept: (c: string | undefined) => boolean,
   opts: ToolOptions,
+  del: { chains?: readonly string[]; pick?: (r: NftRuleRef) => boolean } = {},
 ): boolean {
-  const rules = recallNftRules(family, table, comment, opts)?.rules;
-  if (rules === undefined) return false;
-  const done = probeKernel(opts, () => nftDeleteKnownRules(family, table, rules, accept) === true, false);
+  const recorded = recallNftRules(family, table, comment, opts)?.rules;
+  if (recorded === undefined) return false;
+  const rules = del.pick ? recorded.filter(del.pick) : recorded;
+  const done = probeKernel(
+    opts,
+    () => nftDeleteKnownRules(family, table, rules, accept, del.chains) === true,
+    false,
+  );
   if (done) forgetNftRules(family, table, comment, opts);
   return done;
 }

@@ -6,14 +6,25 @@
  *   cni-br-iface-<refID>:  jump cni-br-iface-<refID>-mac
  *   …-mac:                 ether saddr <mac> return; drop
  * every rule commented `macspoofchk-<refID>`. The bridge plugin uses refID `<containerID>-<ifName>`.
+ *
+ * Neither setup nor teardown reads the table (which holds every port's chains, so a listing grows with the pods):
+ * setup records the handles of the rules it creates (handles.ts, through nftcommit.ts), and teardown fetches the
+ * PREROUTING jump by handle, checks its comment, and deletes it with both per-port chains in one nf_tables
+ * transaction. Without a usable record (a setup by the Go plugin or an older cnikit, a pending record, a handle now
+ * held by another rule, a jump to the chain nobody recorded: the kernel refuses the chain's deletion) both list the
+ * table as before.
  */
 import { formatMac, getLink, parseMac, withNetns } from '@cnikit/netlink';
 import { SysError } from '@cnikit/sys';
 import type { ToolOptions } from './exec.ts';
+import { forgetNftRules } from './handles.ts';
 import { NftBatch, nftList } from './nftables.ts';
+import { commitRecorded, deleteRecorded, earlierRules, handleNumber } from './nftcommit.ts';
 
 const TABLE = 'nat';
 const BASE = 'PREROUTING';
+/** The rules one setup creates, all with the refID's comment (recorded with their handles: handles.ts). */
+const RULES = 4;
 
 export interface SpoofCheckArgs extends ToolOptions {
   /** Host-side interface (bridge port) the container's frames arrive on. */
@@ -40,15 +51,22 @@ function preroutingRulesOf(refID: string, opts: ToolOptions) {
 
 /**
  * Install (or re-install) the spoof check in ONE nft transaction: table and chains are declared,
- * the per-port chains flushed and refilled, and any earlier PREROUTING jump of this refID replaced
- * (so repeating setup does not duplicate rules, unlike the reference).
+ * the per-port chains flushed and refilled, and the PREROUTING jump of an earlier setup of this refID replaced
+ * (so repeating setup does not duplicate rules, unlike the reference). That jump is known from the earlier setup's
+ * record; no record at all: no earlier cnikit setup, nothing listed (a jump the Go plugin left stays beside the new
+ * one, as the reference's own repeated setup does, and teardown removes both).
  */
 export function setupSpoofCheck(args: SpoofCheckArgs): void {
   const macBytes = parseMac(args.mac);
   if (!macBytes) throw new TypeError(`invalid MAC address for spoof check: ${JSON.stringify(args.mac)}`);
   const mac = formatMac(macBytes);
   const { ifaceChain, macChain, comment } = spoofCheckNames(args.refID);
-  const old = preroutingRulesOf(args.refID, args).rules;
+  // an earlier ADD's PREROUTING jump: from its record (checked by handle), listed only when that does not hold
+  const earlier = earlierRules('bridge', TABLE, comment, (c) => c === comment, args);
+  const old =
+    earlier === undefined
+      ? preroutingRulesOf(args.refID, args).rules.map((r) => r.handle)
+      : earlier.filter((r) => r.chain === BASE).map((r) => handleNumber(r.handle));
   const tx = new NftBatch(args);
   tx.addTable('bridge', TABLE);
   tx.addChain({
@@ -64,13 +82,13 @@ export function setupSpoofCheck(args: SpoofCheckArgs): void {
   tx.addChain({ family: 'bridge', table: TABLE, name: macChain });
   tx.flushChain('bridge', TABLE, ifaceChain);
   tx.flushChain('bridge', TABLE, macChain);
-  for (const r of old) tx.deleteRule('bridge', TABLE, BASE, r.handle);
+  for (const h of old) tx.deleteRule('bridge', TABLE, BASE, h);
   tx.addRule('bridge', TABLE, BASE, `iifname ${quoteIface(args.iface)} jump ${ifaceChain}`, { comment });
   tx.addRule('bridge', TABLE, ifaceChain, `jump ${macChain}`, { comment });
   tx.addRule('bridge', TABLE, macChain, `ether saddr ${mac} return`, { comment });
   tx.addRule('bridge', TABLE, macChain, 'drop', { comment });
   try {
-    tx.commit();
+    commitRecorded(tx, 'bridge', TABLE, comment, RULES, args);
   } catch (e) {
     throw new Error(`failed to setup spoof-check: ${(e as Error).message}`, { cause: e });
   }
@@ -88,7 +106,16 @@ function quoteIface(name: string): string {
  * fine.
  */
 export function teardownSpoofCheck(refID: string, opts: ToolOptions = {}): void {
-  const { ifaceChain, macChain } = spoofCheckNames(refID);
+  const { ifaceChain, macChain, comment } = spoofCheckNames(refID);
+  const accept = (c: string | undefined) => c === comment;
+  // recorded at ADD: the jump deleted by handle, both chains by name, one transaction, nothing listed
+  if (
+    deleteRecorded('bridge', TABLE, comment, accept, opts, {
+      chains: [ifaceChain, macChain],
+      pick: (r) => r.chain === BASE,
+    })
+  )
+    return;
   try {
     const { rules, chains } = preroutingRulesOf(refID, opts);
     const tx = new NftBatch(opts);
@@ -99,6 +126,7 @@ export function teardownSpoofCheck(refID: string, opts: ToolOptions = {}): void 
   } catch (e) {
     throw new Error(`failed to teardown spoof-check: ${(e as Error).message}`, { cause: e });
   }
+  forgetNftRules('bridge', TABLE, comment, opts);
 }
 
 /**

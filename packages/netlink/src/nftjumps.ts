@@ -590,33 +590,38 @@ export function nftKnownRulesHold(
 }
 
 /**
- * nftKnownRulesHold, then those rules deleted in ONE nf_tables transaction (no `nft` process, no listing). True when
- * done (also for an empty list); undefined when a rule does not hold or the kernel did not go along: nothing was
- * changed then, and the caller lists the chains as before.
+ * nftKnownRulesHold, then those rules deleted in ONE nf_tables transaction (no `nft` process, no listing); with
+ * `chains` (per-container chains of `table`, named by the caller), each of them flushed and deleted in the same
+ * transaction, after the rules. The kernel refuses to delete a chain that is still the target of a jump (EBUSY) or
+ * that does not exist (ENOENT): the whole transaction is then aborted. True when done (also for an empty list);
+ * undefined when a rule does not hold or the kernel did not go along: nothing was changed then, and the caller lists
+ * the chains as before.
  */
 export function nftDeleteKnownRules(
   family: string,
   table: string,
   rules: readonly NftRuleRef[],
   comment: (c: string | undefined) => boolean,
+  chains: readonly string[] = [],
 ): true | undefined {
   const nfproto = NFPROTO_OF[family];
   if (nfproto === undefined) return undefined;
-  if (rules.length === 0) return true;
+  if (rules.length === 0 && chains.length === 0) return true;
   return withNft((x): true => {
     holding(x, nfproto, table, rules, comment);
-    transaction(
-      x,
-      rules.map(
-        (r) => (b: NlBuilder) =>
-          b
-            .attrStr(NFTA_RULE_TABLE, table)
-            .attrStr(NFTA_RULE_CHAIN, r.chain)
-            .attr(NFTA_RULE_HANDLE, r.handle),
-      ),
-      nfproto,
-      rules.map(() => NFT_MSG_DELRULE),
+    const fills: Array<(b: NlBuilder) => NlBuilder> = rules.map(
+      (r) => (b: NlBuilder) =>
+        b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, r.chain).attr(NFTA_RULE_HANDLE, r.handle),
     );
+    const types: number[] = rules.map(() => NFT_MSG_DELRULE);
+    for (const c of chains) {
+      // no handle: every rule of the chain (a flush, releasing the chains it jumps to), then the empty chain
+      fills.push((b) => b.attrStr(NFTA_RULE_TABLE, table).attrStr(NFTA_RULE_CHAIN, c));
+      types.push(NFT_MSG_DELRULE);
+      fills.push((b) => b.attrStr(NFTA_CHAIN_TABLE, table).attrStr(NFTA_CHAIN_NAME, c));
+      types.push(NFT_MSG_DELCHAIN);
+    }
+    transaction(x, fills, nfproto, types);
     return true;
   });
 }

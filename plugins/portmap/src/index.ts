@@ -25,7 +25,7 @@ import {
 import { containerIPs, type PortMapConf, parseConf } from './config.ts';
 import { gcPortMap, iptables } from './iptables.ts';
 import { type PortMapArgs, type PortMapBackend, PortMapError } from './mapping.ts';
-import { gcNftRecords, nftables } from './nftables.ts';
+import { gcNftRecords, nftables, recordUnusedFamilies } from './nftables.ts';
 
 const BACKENDS: Record<PortMapConf['backend'], PortMapBackend> = { iptables, nftables };
 
@@ -113,8 +113,10 @@ function add(req: Request<PortMapConf>): Result {
   if (!req.prevResult) throw internalError('must be called as chained plugin');
   const prev = req.prevResult;
   if (conf.mappings.length === 0) return prev;
+  const families: Array<4 | 6> = [];
   try {
     for (const { family, ip } of containerIPs(prev, req.ifName)) {
+      families.push(family);
       const used = { backend: conf.backend };
       try {
         setupDetecting(conf, argsFor(conf, req, ip, family), used);
@@ -147,6 +149,8 @@ function add(req: Request<PortMapConf>): Result {
     }
     throw err;
   }
+  if (conf.backend === 'nftables' && !conf.detectOnFailure && families.length)
+    recordUnusedFamilies({ containerID: req.containerId, network: conf.name }, families);
   return prev;
 }
 

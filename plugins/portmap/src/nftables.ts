@@ -23,6 +23,7 @@ import {
   nftRulesRecords,
   parseCidr,
   probeKernel,
+  rememberNoNftRules,
   supportsNFTables,
   ToolNotFoundError,
   type ToolOptions,
@@ -102,6 +103,18 @@ function setupNftables(a: PortMapArgs, family: IPFamily): void {
     }
   }
   commitRecorded(tx, fam, T, a.containerID, created, { ...a, network: a.network });
+}
+
+/**
+ * After an nftables ADD: the families of `done` it wrote nothing in get a record of no rules (rememberNoNftRules),
+ * so that the DEL of a v4-only container does not list the ip6 table of the dual-stack ones (and vice versa).
+ */
+export function recordUnusedFamilies(
+  a: { containerID: string; network: string },
+  done: readonly IPFamily[],
+): void {
+  for (const f of [4, 6] as const)
+    if (!done.includes(f)) rememberNoNftRules(nftFamily(f), HOSTPORT_NFT_TABLE, a.containerID, a);
 }
 
 /** CHECK of one container address with the reference's messages (throws Error). */

@@ -13,7 +13,7 @@ import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
 import type { PortMapArgs } from './mapping.ts';
-import { gcNftRecords, HOSTPORT_NFT_TABLE, nftables } from './nftables.ts';
+import { gcNftRecords, HOSTPORT_NFT_TABLE, nftables, recordUnusedFamilies } from './nftables.ts';
 
 const env = sandboxForFile({ prefix: 'nftbackend-pmrec' });
 let ns: { netns: string };
@@ -230,8 +230,16 @@ describe('portmap nftables rule records', () => {
       return readFileSync(out, 'utf8');
     };
     nftables.setup({ ...pm(0), ...ns }, 4); // another pod in the table
+    // a dual-stack or v6 pod: the ip6 table exists; the v4-only c9's DEL must not list it nor ask for it
+    nftables.setup({ ...pm(10), containerIP: 'fd68::a/64', ...ns }, 6);
     const add = call('ADD');
-    assert.equal(readdirSync(dir).length, 1, 'ADD wrote one record');
+    assert.deepEqual(
+      readdirSync(dir)
+        .map((n) => n.split('.')[1])
+        .sort(),
+      ['nft-ip', 'nft-ip6'],
+      'ADD wrote its ip record and an ip6 record of no rules',
+    );
     assert.equal(ownRules().get('c9')?.length, RULES_PER_POD);
     assert.doesNotMatch(add, /execve\("[^"]*nft", \[[^\]]*"list"/, 'ADD listed nothing with nft');
     const del = call('DEL');
@@ -244,10 +252,28 @@ describe('portmap nftables rule records', () => {
       del,
     );
     assert.doesNotMatch(del, /NLM_F_DUMP/);
+    assert.doesNotMatch(del, /NFT_MSG_GETTABLE/, 'DEL asked nothing of the ip6 table');
     assert.match(del, /NFT_MSG_DELRULE/);
     assert.equal(ownRules().has('c9'), false, 'c9 removed');
     assert.equal(ownRules().get('c0')?.length, RULES_PER_POD, 'c0 kept');
     assert.deepEqual(readdirSync(dir), [], 'DEL removed the record');
     assert.deepEqual(nftables.teardown(NET, 'c0', ns), []);
+    assert.deepEqual(nftables.teardown(NET, 'c10', ns), []);
+  });
+
+  test('a record of no rules is written only where there is no record (a pending one stays)', () => {
+    const a = { containerID: 'c11', network: NET };
+    const path6 = nftRulesRecordPath('ip6', HOSTPORT_NFT_TABLE, 'c11', ns)!;
+    assert.ok(markNftRulesPending('ip6', HOSTPORT_NFT_TABLE, 'c11', ns));
+    env.sb.runInHost(() => recordUnusedFamilies(a, [4]));
+    assert.equal(JSON.parse(readFileSync(path6, 'utf8')).pending, true, 'pending ip6 record kept');
+    const path4 = nftRulesRecordPath('ip', HOSTPORT_NFT_TABLE, 'c11', ns)!;
+    env.sb.runInHost(() => recordUnusedFamilies(a, [6]));
+    assert.deepEqual(JSON.parse(readFileSync(path4, 'utf8')).rules, []);
+    const c0 = counters();
+    assert.deepEqual(nftables.teardown(NET, 'c11', ns), []);
+    assert.equal(delta(c0).execs, 1, 'ip: nothing asked; ip6 (pending): listed');
+    assert.equal(existsSync(path4), false);
+    assert.equal(existsSync(path6), false);
   });
 });
