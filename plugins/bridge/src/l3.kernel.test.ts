@@ -10,7 +10,6 @@ import {
   cniCall,
   eventually,
   sandboxForFile,
-  sleep,
 } from '@cnikit/testing';
 import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps, removeCreatedBridge } from './add.ts';
 import { loadNetConf } from './config.ts';
