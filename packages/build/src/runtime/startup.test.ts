@@ -151,6 +151,12 @@ describe('what the start-up path loads', () => {
       ...skelVersion,
     ]);
   });
+  test('entry.ts (in the entry chunk too) reaches nothing but the addon key names: the rest is behind import()', () => {
+    assert.deepEqual(reached('entry.ts'), [
+      'packages/build/src/runtime/entry.ts',
+      'packages/build/src/runtime/keys.ts',
+    ]);
+  });
   test('startup.ts (what a VERSION the table does not answer runs) reaches the same modules', () => {
     assert.deepEqual(reached('startup.ts'), [
       'node:fs',
