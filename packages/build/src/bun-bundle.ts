@@ -25,6 +25,8 @@ export interface BunBundleConfig {
   target?: string;
   executablePath?: string;
   minify: boolean;
+  /** Modules compiled from another file (an absolute import specifier → the file to use in its place). */
+  replace?: Record<string, string>;
 }
 
 interface BunPluginBuild {
@@ -65,6 +67,11 @@ async function main(configPath: string): Promise<void> {
         contents: rewriteLazyImports(await Bun.file(a.path).text(), c.lazyBuiltins),
         loader: /\.[cm]?tsx?$/.test(a.path) ? (a.path.endsWith('x') ? 'tsx' : 'ts') : 'js',
       }));
+      for (const [from, to] of Object.entries(c.replace ?? {}))
+        b.onResolve({ filter: new RegExp(`^${from.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }, () => ({
+          path: to,
+          namespace: 'file',
+        }));
       b.onResolve({ filter: new RegExp(`^${PREFIX}`) }, (a) => ({
         path: a.path.slice(PREFIX.length),
         namespace: 'cnikit-lazy-builtin',

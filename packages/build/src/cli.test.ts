@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { ENTRY_MODULE, entrySource, findBun, loadPlugins } from './build.ts';
+import { ENTRY_MODULE, entrySource, FIRST_MODULE, findBun, loadPlugins } from './build.ts';
 import { cli } from './cli.ts';
 import { selectPlugin } from './runtime/multicall.ts';
 
@@ -136,7 +136,15 @@ describe('build steps', () => {
       addonSha: 'c'.repeat(64),
       meta: { a: { about: 'A' } },
     });
-    assert.ok(bun.includes(`import { pick, start } from ${JSON.stringify(ENTRY_MODULE)};`));
+    // the first module (the table's VERSION answer) and the real entry, which loads the rest only when it is called
+    assert.deepEqual(
+      [...bun.matchAll(/^import .*$/gm)].map((m) => m[0]),
+      [
+        `import { answerOrStart } from ${JSON.stringify(FIRST_MODULE)};`,
+        `import { pick, start } from ${JSON.stringify(ENTRY_MODULE)};`,
+      ],
+    );
+    assert.ok(bun.includes(`answerOrStart("\\na\\t*", () => {`), 'the table: a constant string');
     assert.match(bun, /load: \(\) => pick\(require\("\/x\/a\.ts"\)\), meta: \{"about":"A"\}/);
     assert.match(bun, /^start\(\{\n {2}backend: "bun",\n {2}addonSha: "c{64}",\n {2}plugins: \[\n/m);
     assert.doesNotMatch(bun, /tool:|serve:|snapshot:|\n {2}name:/);

@@ -29,6 +29,7 @@ export {
   type EntryExtras,
   type EntryOptions,
   entrySource,
+  FIRST_MODULE,
   findAddon,
   findBun,
   findPostject,

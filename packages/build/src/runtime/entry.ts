@@ -1,5 +1,5 @@
 /**
- * The entry of every executable @cnikit/build makes. The build generates only a few lines of data that import this
+ * The entry of every executable @cnikit/build makes (after ./first.ts, which answers the common VERSION call). The build generates only a few lines of data that import this
  * module and call `start`: the plugin list (each module behind a lazy `require`, so only the plugin that runs —
  * and, on delegation, its delegate — is evaluated at start-up), the optional entry points (cnitool, serve,
  * conformance, install-cni, each a lazy `import`), the embedded addon's digest and the version stamp. Everything
@@ -9,7 +9,6 @@
 import type { AnyPlugin } from '@cnikit/skel';
 import type { PluginMeta } from './multicall.ts';
 import type { EntryConfig } from './options.ts';
-import { answerVersion, runMulticall } from './startup.ts';
 
 export { ADDON_KEY, BUN_ADDON_PREFIX } from './keys.ts';
 
@@ -34,17 +33,22 @@ export function start(c: EntryConfig): void {
   };
   // a VERSION is answered synchronously, before any promise; the addon source and the rest of main's options are
   // made on the multicall path only
+  // the start-up path (./startup.ts) only for a VERSION (the common one runtime/first.ts answered already): every
+  // other command goes to the multicall entry without loading it
+  const full = () => import('./options.ts').then((m) => m.mainOptions(c));
   const run = () => {
-    const opts = c.name ? { name: c.name } : {};
-    let answered: boolean;
-    try {
-      answered = answerVersion(c.plugins, opts);
-    } catch (err) {
-      fail(err as Error);
+    if (process.env.CNI_COMMAND !== 'VERSION') {
+      Promise.all([import('./multicall.ts'), full()])
+        .then(([m, o]) => m.main(c.plugins, o))
+        .catch(fail);
       return;
     }
-    if (!answered)
-      runMulticall(c.plugins, () => import('./options.ts').then((m) => m.mainOptions(c))).catch(fail);
+    import('./startup.ts')
+      .then((s) => {
+        if (!s.answerVersion(c.plugins, c.name ? { name: c.name } : {}))
+          return s.runMulticall(c.plugins, full);
+      })
+      .catch(fail);
   };
   if (c.snapshot) {
     for (const p of c.plugins) p.load();

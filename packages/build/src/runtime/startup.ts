@@ -1,9 +1,10 @@
 /**
- * The start-up path of an executable: what runs before anything of the SDK or of a plugin is loaded. A plugin's
+ * The start-up path of a VERSION call that ./first.ts's table does not answer (`cnikit <plugin>`, an argv0 that is no
+ * plugin name …): what runs before anything of the SDK or of a plugin is loaded. A plugin's
  * `CNI_COMMAND=VERSION` (which reads nothing of a plugin but the versions the build recorded) is answered here by the
  * SDK's own VERSION code (@cnikit/skel/version-call) and its stdin/stdout helpers; every other invocation loads the
  * multicall entry (./multicall.ts: the SDK, then only the selected plugin's module) and runs it. With Bun's code
- * splitting (../bun-bundle.ts) this module's static imports are all a start-up loads.
+ * splitting (../bun-bundle.ts) this module's static imports are all such a start-up loads.
  */
 import { ALL_VERSIONS, processVersionText, writeAll } from '@cnikit/skel/version-call';
 import type { LazyPlugin, MainOptions, PluginSource } from './multicall.ts';
