@@ -4,13 +4,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parseCIDR } from '@cnikit/ip';
 import * as nl from '@cnikit/netlink';
-import {
-  type CniCallOptions,
-  type CniCommand,
-  cniCall,
-  eventually,
-  sandboxForFile,
-} from '@cnikit/testing';
+import { type CniCallOptions, type CniCommand, cniCall, eventually, sandboxForFile } from '@cnikit/testing';
 import { ensureAddr, ensureBridge, ensureVlanInterface, type PortOps, removeCreatedBridge } from './add.ts';
 import { loadNetConf } from './config.ts';
 import { plugin } from './index.ts';
