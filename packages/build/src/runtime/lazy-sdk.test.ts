@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { after, describe, test } from 'node:test';
 import * as skel from '@cnikit/skel';
+import * as invoke from '@cnikit/skel/invoke';
 import * as plugin from '@cnikit/skel/plugin';
 import { entrySource, findBun } from '../build.ts';
 
@@ -55,6 +56,9 @@ describe('@cnikit/skel/plugin: the plugin side without delegation', () => {
     const only = Object.keys(skel).filter((k) => !(k in plugin));
     for (const k of ['Invoker', 'delegateAdd', 'execPlugin', 'findInPath', 'registerInProcess'])
       assert.ok(only.includes(k), k);
+    // what the index has beyond it is the caller side's, nothing else
+    for (const k of only)
+      assert.equal((invoke as Record<string, unknown>)[k], (skel as Record<string, unknown>)[k], k);
     for (const k of ['runPlugin', 'dispatch', 'CniError', 'decode', 'formatResult', 'startSpan'])
       assert.ok(k in plugin, k);
   });
