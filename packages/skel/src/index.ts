@@ -4,7 +4,9 @@
  * Entry points: `runPlugin(plugin)` (process), `dispatch(plugin, io)` / `invokeInProcess(plugin, env, stdin)`
  * (in-process seam for tests), `s`/`decode` (typed config), `loadArgs` (CNI_ARGS), result helpers,
  * delegation (`delegateAdd` & co., `withDelegateCleanup`, `Invoker`, `registerInProcess`) and `createLogger`.
- * The caller side alone (a runtime: no plugin dispatcher) is `@cnikit/skel/invoke`.
+ * The caller side alone (a runtime: no plugin dispatcher) is `@cnikit/skel/invoke`; the plugin side alone (no
+ * delegation) is `@cnikit/skel/plugin`, which a plugin that never delegates imports (its cold call then does not
+ * load the caller side). Keep both lists of exports in step (lazy-sdk.test.ts of @cnikit/build checks it).
  *
  * Every export here is public API.
  */

@@ -42,10 +42,11 @@ export function resultFamily(version: string): Family | undefined {
 class ParseFailure extends Error {}
 
 /**
- * The result schemas, built on first use: every process start evaluates this module, and only the calls
- * that parse a result (prevResult, a delegate's answer) need them.
+ * The result schemas, built on first use and per family: every process start evaluates this module, only the calls
+ * that parse a result (prevResult, a delegate's answer, the check of a handler's result) need them, and a call
+ * needs the family of its version (building the three is a cold call's instructions for nothing).
  */
-function buildSchemas() {
+function buildParts() {
   const cidr = s.string().refine((v) => {
     const c = canonicalCIDR(v);
     if (c === undefined) throw new ParseFailure(`invalid CIDR address: ${v}`);
@@ -76,23 +77,27 @@ function buildSchemas() {
   const dnsSchema = s
     .object({ nameservers: strList, domain: optStr, search: strList, options: strList })
     .optional();
-  const iface040 = s.object({ name: s.string().default(''), mac: optStr, sandbox: optStr });
-  const iface100 = s.object({
-    name: s.string().default(''),
-    mac: optStr,
-    mtu: optInt,
-    sandbox: optStr,
-    socketPath: optStr,
-    pciID: optStr,
-  });
+  return { cidr, ip, optStr, optInt, routeSchema, dnsSchema };
+}
+type Parts = ReturnType<typeof buildParts>;
+let parts: Parts | undefined;
+function partsOf(): Parts {
+  parts ??= buildParts();
+  return parts;
+}
+
+function build020({ cidr, ip, routeSchema, dnsSchema }: Parts) {
   const ipc020 = s.object({ ip: cidr, gateway: ip, routes: s.array(routeSchema).optional() }).optional();
-  const schema020 = s.object({
+  return s.object({
     cniVersion: s.string().default(''),
     ip4: ipc020,
     ip6: ipc020,
     dns: dnsSchema,
   });
-  const schema040 = s.object({
+}
+function build040({ cidr, ip, optStr, optInt, routeSchema, dnsSchema }: Parts) {
+  const iface040 = s.object({ name: s.string().default(''), mac: optStr, sandbox: optStr });
+  return s.object({
     cniVersion: s.string().default(''),
     interfaces: s.array(iface040).optional(),
     ips: s
@@ -101,19 +106,38 @@ function buildSchemas() {
     routes: s.array(routeSchema).optional(),
     dns: dnsSchema,
   });
-  const schema100 = s.object({
+}
+function build100({ cidr, ip, optStr, optInt, routeSchema, dnsSchema }: Parts) {
+  const iface100 = s.object({
+    name: s.string().default(''),
+    mac: optStr,
+    mtu: optInt,
+    sandbox: optStr,
+    socketPath: optStr,
+    pciID: optStr,
+  });
+  return s.object({
     cniVersion: s.string().default(''),
     interfaces: s.array(iface100).optional(),
     ips: s.array(s.object({ interface: optInt, address: cidr, gateway: ip })).optional(),
     routes: s.array(routeSchema).optional(),
     dns: dnsSchema,
   });
-  return { schema020, schema040, schema100 };
 }
-let schemas: ReturnType<typeof buildSchemas> | undefined;
-function resultSchemas(): ReturnType<typeof buildSchemas> {
-  schemas ??= buildSchemas();
-  return schemas;
+let schema020: ReturnType<typeof build020> | undefined;
+let schema040: ReturnType<typeof build040> | undefined;
+let schema100: ReturnType<typeof build100> | undefined;
+function schemaOf020(): ReturnType<typeof build020> {
+  schema020 ??= build020(partsOf());
+  return schema020;
+}
+function schemaOf040(): ReturnType<typeof build040> {
+  schema040 ??= build040(partsOf());
+  return schema040;
+}
+function schemaOf100(): ReturnType<typeof build100> {
+  schema100 ??= build100(partsOf());
+  return schema100;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,7 +290,7 @@ export function parseResult(json: unknown, version?: string): AnyResult {
   }
   const supported = FAMILY_VERSIONS[fam];
   if (fam === '020') {
-    const r = decodePlain(resultSchemas().schema020, json);
+    const r = decodePlain(schemaOf020(), json);
     if (!supported.includes(r.cniVersion)) {
       throw new Error(
         `result type supports ${goList(supported)} but unmarshalled CNIVersion is ${goQuote(r.cniVersion)}`,
@@ -275,7 +299,7 @@ export function parseResult(json: unknown, version?: string): AnyResult {
     return make020(r.cniVersion || '0.1.0', r.ip4, r.ip6, r.dns);
   }
   if (fam === '040') {
-    const r = decodePlain(resultSchemas().schema040, json);
+    const r = decodePlain(schemaOf040(), json);
     if (!supported.includes(r.cniVersion)) {
       throw new Error(
         `result type supports ${goList(supported)} but unmarshalled CNIVersion is ${goQuote(r.cniVersion)}`,
@@ -283,7 +307,7 @@ export function parseResult(json: unknown, version?: string): AnyResult {
     }
     return make040(r.cniVersion, r.interfaces, r.ips, r.routes, r.dns);
   }
-  const r = decodePlain(resultSchemas().schema100, json);
+  const r = decodePlain(schemaOf100(), json);
   if (!supported.includes(r.cniVersion)) {
     throw new Error(
       `result type supports ${goList(supported)} but unmarshalled CNIVersion is ${goQuote(r.cniVersion)}`,

@@ -4,8 +4,9 @@
  * float64/uint32 semantics, so the kernel gets exactly the values the Go plugin gives it and CHECK agrees
  * across implementations.
  */
-import { CniError, decode, ErrorCode, type Infer, s } from '@cnikit/skel';
+
 import { foldKey } from '@cnikit/skel/go';
+import { CniError, decode, ErrorCode, type Infer, s } from '@cnikit/skel/plugin';
 
 const MAX_UINT32 = 0xffffffff;
 const LATENCY_MS = 25;

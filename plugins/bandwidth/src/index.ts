@@ -40,7 +40,7 @@ import {
   type Result,
   Rollback,
   CNIKIT_VERSION as VERSION,
-} from '@cnikit/skel';
+} from '@cnikit/skel/plugin';
 import { type BandwidthConf, type BandwidthEntry, isZero, parseConf, tbfParams } from './config.ts';
 import { ifbDeviceName, ownerAlias } from './names.ts';
 

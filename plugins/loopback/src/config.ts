@@ -2,7 +2,7 @@
  * loopback's configuration: the reference reads no key of its own (it only brings `lo` up), so the decoder hands the
  * network configuration on as the SDK parsed it (what the SDK gives a plugin without a decoder).
  */
-import type { NetConf } from '@cnikit/skel';
+import type { NetConf } from '@cnikit/skel/plugin';
 
 export type LoopbackConf = NetConf;
 

@@ -13,8 +13,8 @@
  */
 import { canonicalCIDR, isLoopback, parseIP } from '@cnikit/ip';
 import { isNetnsGoneForDel, withNetns } from '@cnikit/netlink';
-import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel';
-import { CNIKIT_VERSION, CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel';
+import type { IPConfig, Plugin, Request, Result } from '@cnikit/skel/plugin';
+import { CNIKIT_VERSION, CniError, CURRENT_VERSION, ErrorCode } from '@cnikit/skel/plugin';
 import { type LoopbackConf, parseConf } from './config.ts';
 import { type LoopbackAddr, loopbackAddrs, loopbackIsUp, setLoopbackDown, setLoopbackUp } from './lo.ts';
 

@@ -5,7 +5,15 @@
  */
 import { detectBackend, type FirewallBackend } from '@cnikit/firewall';
 import { formatIP, parseCIDR, parseIP } from '@cnikit/ip';
-import { CniError, decode, ErrorCode, type Infer, type RequestBase, type Result, s } from '@cnikit/skel';
+import {
+  CniError,
+  decode,
+  ErrorCode,
+  type Infer,
+  type RequestBase,
+  type Result,
+  s,
+} from '@cnikit/skel/plugin';
 import type { PortMapping } from './mapping.ts';
 
 export const DEFAULT_MARK_BIT = 13;

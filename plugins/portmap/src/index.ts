@@ -21,7 +21,7 @@ import {
   type Request,
   type Result,
   CNIKIT_VERSION as VERSION,
-} from '@cnikit/skel';
+} from '@cnikit/skel/plugin';
 import { containerIPs, type PortMapConf, parseConf } from './config.ts';
 import { gcPortMap, iptables } from './iptables.ts';
 import { type PortMapArgs, type PortMapBackend, PortMapError } from './mapping.ts';

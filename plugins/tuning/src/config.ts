@@ -14,7 +14,7 @@ import {
   loadArgs,
   type RequestBase,
   s,
-} from '@cnikit/skel';
+} from '@cnikit/skel/plugin';
 import { RegexpError, re2ToRegExp } from './re2.ts';
 
 export const DEFAULT_DATA_DIR = '/run/cni/tuning';

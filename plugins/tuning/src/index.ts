@@ -43,7 +43,7 @@ import {
   type Result,
   Rollback,
   CNIKIT_VERSION as VERSION,
-} from '@cnikit/skel';
+} from '@cnikit/skel/plugin';
 import type { StateDir } from '@cnikit/sys';
 import { type Backup, backupName, formatBackup, openDataDir, ownerName, parseBackup } from './backup.ts';
 import {
