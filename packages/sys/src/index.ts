@@ -157,14 +157,16 @@ export class NetlinkSocket {
 
   /**
    * Closes the socket on a background thread (the descriptor is this object's no more): for a release that may wait
-   * in the kernel, such as the first one after an nf_tables commit (an RCU grace period). Closing twice is a no-op.
+   * in the kernel, such as the first one after an nf_tables commit (an RCU grace period). `afterGracePeriod`: the
+   * thread first waits for a grace period of its own (a long-lived process; one about to exit would wait for it at
+   * its exit). Closing twice is a no-op.
    */
-  closeInBackground(): void {
+  closeInBackground(afterGracePeriod = false): void {
     const fd = this.#fd;
     if (fd < 0) return;
     this.#fd = -1;
     const n = loadNative();
-    if (n.closeFdLater) call(() => n.closeFdLater?.(fd));
+    if (n.closeFdLater) call(() => n.closeFdLater?.(fd, afterGracePeriod));
     else closeFd(fd);
   }
 }

@@ -30,7 +30,7 @@ export interface NativeAddon {
   gettid(): number;
   closeFd(fd: number): void;
   /** Absent from an addon built before it. */
-  closeFdLater?(fd: number): void;
+  closeFdLater?(fd: number, afterGrace?: boolean): void;
   nlOpen(protocol: number, rcvbuf: number): [number, number];
   nlSetOpt(fd: number, option: number, value: number): void;
   nlSend(fd: number, msg: Uint8Array, portId?: number): void;

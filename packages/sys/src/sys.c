@@ -20,10 +20,10 @@
 //   nlRecv(fd, timeoutMs)             -> Buffer | null (null on timeout; <0 waits forever)
 //   nlSetOpt(fd, option, value)       -> undefined (setsockopt SOL_NETLINK, int value)
 //   closeFd(fd)                       -> undefined
-//   closeFdLater(fd)                  -> undefined (the close(2) done by a background thread, started once, after
-//                                        an RCU grace period: for a descriptor whose release may wait in the
-//                                        kernel, e.g. an nfnetlink socket after an nf_tables commit; the caller
-//                                        never uses the number again)
+//   closeFdLater(fd[, afterGrace])    -> undefined (the close(2) done by a background thread, started once, with
+//                                        afterGrace first after an RCU grace period: for a descriptor whose
+//                                        release may wait in the kernel, e.g. an nfnetlink socket after an
+//                                        nf_tables commit; the caller never uses the number again)
 //   errnoName(errno) / errnoMessage(errno) -> string
 //   Unix stream sockets (the warm-mode service, @cnikit/warm):
 //   listenUnix(path, backlog)         -> fd       (socket+bind+listen, SOCK_CLOEXEC)
@@ -316,9 +316,11 @@ static pthread_cond_t bc_cv = PTHREAD_COND_INITIALIZER;
 static int bc_fds[256];
 static int bc_len = 0;
 static int bc_state = 0;  // 0 not started, 1 running, -1 cannot start
+static bool bc_grace = false;  // a descriptor of the queued batch asked for the grace period
 
-// Before closing, the thread waits for one RCU grace period (membarrier MEMBARRIER_CMD_GLOBAL is synchronize_rcu()
-// in the kernel), once per batch of descriptors. The reason: releasing an nfnetlink socket runs nf_tables'
+// Before closing a batch in which a descriptor asked for it (afterGrace: a long-lived process, the warm service),
+// the thread waits for one RCU grace period (membarrier MEMBARRIER_CMD_GLOBAL is synchronize_rcu() in the kernel).
+// A process about to exit does not ask: its exit would wait for that system call to end. The reason: releasing an nfnetlink socket runs nf_tables'
 // NETLINK_URELEASE handler, which takes the namespace's nf_tables commit mutex and, while holding it, waits for the
 // freeing of the last commit's objects (an RCU grace period) when that is still pending; every link created or
 // deleted in that namespace meanwhile (its NETDEV_REGISTER/UNREGISTER notifier takes the same mutex, under rtnl)
@@ -334,9 +336,12 @@ static void *bc_main(void *arg) {
   pthread_mutex_lock(&bc_mu);
   for (;;) {
     while (bc_len == 0) pthread_cond_wait(&bc_cv, &bc_mu);
-    pthread_mutex_unlock(&bc_mu);
-    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
-    pthread_mutex_lock(&bc_mu);
+    if (bc_grace) {
+      pthread_mutex_unlock(&bc_mu);
+      syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+      pthread_mutex_lock(&bc_mu);
+    }
+    bc_grace = false;
     int n = bc_len;
     memcpy(batch, bc_fds, (size_t)n * sizeof(int));
     bc_len = 0;
@@ -348,9 +353,12 @@ static void *bc_main(void *arg) {
 }
 
 static napi_value js_close_later(napi_env env, napi_callback_info info) {
-  ARGS(1);
+  ARGS(2);
   int32_t fd;
   if (!arg_int(env, argv, argc, 0, &fd, "closeFdLater: fd must be a number")) return NULL;
+  bool grace = false;
+  napi_valuetype t = napi_undefined;
+  if (argc > 1 && napi_typeof(env, argv[1], &t) == napi_ok && t == napi_boolean) napi_get_value_bool(env, argv[1], &grace);
   bool queued = false;
   pthread_mutex_lock(&bc_mu);
   if (bc_state == 0) {
@@ -368,6 +376,7 @@ static napi_value js_close_later(napi_env env, napi_callback_info info) {
   }
   if (bc_state == 1 && bc_len < (int)(sizeof(bc_fds) / sizeof(bc_fds[0]))) {
     bc_fds[bc_len++] = fd;
+    if (grace) bc_grace = true;
     queued = true;
     pthread_cond_signal(&bc_cv);
   }
