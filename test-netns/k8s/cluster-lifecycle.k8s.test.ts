@@ -275,8 +275,10 @@ class PodLoop {
         for (const p of mine) {
           const name = p.metadata.name;
           if (!this.#firstSeen.has(name)) this.#firstSeen.set(name, now);
-          if (p.status.phase === 'Running' && !p.status.podIP) this.noAddress.add(name);
+          // a pod being deleted (this loop deletes a pod once it was Running with an address) loses its podIP when
+          // kubelet has torn its sandbox down, while its phase can still say Running: not a pod without an address
           if (p.metadata.deletionTimestamp || this.#deleting.has(name)) continue;
+          if (p.status.phase === 'Running' && !p.status.podIP) this.noAddress.add(name);
           if (p.status.phase === 'Running' && p.status.podIP) {
             if (!inCidr(p.status.podIP, n.podCIDR)) this.badAddress.push(`${name} ${p.status.podIP}`);
             this.#deleting.add(name);
@@ -321,7 +323,13 @@ class PodLoop {
     for (;;) {
       const pods = await listPods(c, `churn=${this.#tag}`);
       for (const p of pods) {
-        if (p.status.phase === 'Running' && !p.status.podIP) this.noAddress.add(p.metadata.name);
+        if (
+          p.status.phase === 'Running' &&
+          !p.status.podIP &&
+          !p.metadata.deletionTimestamp &&
+          !this.#deleting.has(p.metadata.name)
+        )
+          this.noAddress.add(p.metadata.name);
         if (
           !this.#deleting.has(p.metadata.name) &&
           p.status.phase === 'Running' &&
