@@ -653,7 +653,6 @@ export class Harness {
   }
 }
 
-/** No IPv6 duplicate address detection in a sandbox namespace (stable snapshots). */
 /**
  * Waits (up to `ms`) until the kernel is done bringing up a link the kit just set up: the carrier change reaches the
  * stack through linkwatch, later under load (operstate, a bridge port's state, the IPv6 link-local address all
@@ -691,6 +690,7 @@ function readSysctlIn(sb: Sandbox, ns: NamedNetns | 'host', name: string): strin
   });
 }
 
+/** No IPv6 duplicate address detection in a sandbox namespace (stable snapshots). */
 function quiet(_sb: Sandbox, ns: NamedNetns): void {
   withNetns(ns.path, () => {
     for (const k of ['all', 'default']) writeFileSync(`/proc/sys/net/ipv6/conf/${k}/accept_dad`, '0');
