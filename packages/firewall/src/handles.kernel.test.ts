@@ -3,25 +3,20 @@
 // another container's rule. Everything runs in a private namespace.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
 import { execStats } from './exec.ts';
 import { jumpRecordPath, markNftRulesPending, nftRulesRecordPath } from './handles.ts';
 import { gcIPMasq, setupIPMasq, teardownIPMasq } from './ipmasq.ts';
 import { formatChainName, nftInstanceComment } from './names.ts';
+import { handlesDirForFile } from './testing.ts';
 
 const env = sandboxForFile({ prefix: 'cnikit-delhandles' });
+handlesDirForFile(() => env.dir);
 let ns: { netns: string };
-const savedDir = process.env.CNIKIT_NFT_HANDLES_DIR;
 before(() => {
   ns = { netns: env.sb.host.path };
-  process.env.CNIKIT_NFT_HANDLES_DIR = join(env.dir, 'handles');
-});
-after(() => {
-  if (savedDir === undefined) delete process.env.CNIKIT_NFT_HANDLES_DIR;
-  else process.env.CNIKIT_NFT_HANDLES_DIR = savedDir;
 });
 
 const NET = 'handles-net';

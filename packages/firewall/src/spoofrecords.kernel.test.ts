@@ -4,24 +4,19 @@
 // port's objects; GC removes the records. Everything runs in a private namespace.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
 import { execStats } from './exec.ts';
 import { nftRulesRecordPath } from './handles.ts';
 import { gcSpoofCheck, setupSpoofCheck, spoofCheckNames, teardownSpoofCheck } from './spoofcheck.ts';
+import { handlesDirForFile } from './testing.ts';
 
 const env = sandboxForFile({ prefix: 'cnikit-spoofdel' });
+handlesDirForFile(() => env.dir);
 let ns: { netns: string };
-const savedDir = process.env.CNIKIT_NFT_HANDLES_DIR;
 before(() => {
   ns = { netns: env.sb.host.path };
-  process.env.CNIKIT_NFT_HANDLES_DIR = join(env.dir, 'handles');
-});
-after(() => {
-  if (savedDir === undefined) delete process.env.CNIKIT_NFT_HANDLES_DIR;
-  else process.env.CNIKIT_NFT_HANDLES_DIR = savedDir;
 });
 
 const ref = (i: number) => `spoofpod-${i}-eth0`;

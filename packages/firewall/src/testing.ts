@@ -4,6 +4,7 @@
  * `iptnftStats` counts the in-process iptables-nft writes, `nfDump` prints a namespace's nf_tables objects.
  */
 export { execStats } from './exec.ts';
+export { handlesDirForFile } from './handles-testing.ts';
 /** How many restore scripts the in-process iptables-nft writer applied or declined (iptnft.ts). */
 export { iptnftStats } from './iptnft.ts';
 /** The ip/ip6 nf_tables objects of the calling thread's namespace, byte for byte (kernel-assigned parts left out). */

@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { jumpRecordPath } from '@cnikit/firewall';
+import { handlesDirForFile } from '@cnikit/firewall/testing';
 import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -16,15 +17,10 @@ import type { PortMapArgs } from './mapping.ts';
 
 const GO = '/usr/lib/cni/portmap';
 const env = sandboxForFile({ prefix: 'cnikit-delhandles-pm' });
+handlesDirForFile(() => env.dir);
 let ns: { netns: string };
-const savedDir = process.env.CNIKIT_NFT_HANDLES_DIR;
 before(() => {
   ns = { netns: env.sb.host.path };
-  process.env.CNIKIT_NFT_HANDLES_DIR = join(env.dir, 'handles');
-});
-after(() => {
-  if (savedDir === undefined) delete process.env.CNIKIT_NFT_HANDLES_DIR;
-  else process.env.CNIKIT_NFT_HANDLES_DIR = savedDir;
 });
 
 const NET = 'pmhandles';

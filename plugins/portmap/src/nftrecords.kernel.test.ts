@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { markNftRulesPending, nftRulesRecordPath } from '@cnikit/firewall';
-import { execStats } from '@cnikit/firewall/testing';
+import { execStats, handlesDirForFile } from '@cnikit/firewall/testing';
 import { nftRuleRequests } from '@cnikit/netlink/testing';
 import { sandboxForFile } from '@cnikit/testing';
 import { distBin } from '../../../test-netns/dist.ts';
@@ -16,15 +16,10 @@ import type { PortMapArgs } from './mapping.ts';
 import { gcNftRecords, HOSTPORT_NFT_TABLE, nftables, recordUnusedFamilies } from './nftables.ts';
 
 const env = sandboxForFile({ prefix: 'nftbackend-pmrec' });
+handlesDirForFile(() => env.dir);
 let ns: { netns: string };
-const savedDir = process.env.CNIKIT_NFT_HANDLES_DIR;
 before(() => {
   ns = { netns: env.sb.host.path };
-  process.env.CNIKIT_NFT_HANDLES_DIR = join(env.dir, 'handles');
-});
-after(() => {
-  if (savedDir === undefined) delete process.env.CNIKIT_NFT_HANDLES_DIR;
-  else process.env.CNIKIT_NFT_HANDLES_DIR = savedDir;
 });
 
 const NET = 'pmnftrec';
