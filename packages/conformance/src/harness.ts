@@ -7,11 +7,11 @@
  * recorded with its exact environment and stdin for the report.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { CniConfig, confListFromObject, type RuntimeConf } from '@cnikit/libcni';
-import { withNetns } from '@cnikit/netlink';
+import { sysctlGet, withNetns } from '@cnikit/netlink';
 import { formatResult, versionGte } from '@cnikit/skel';
 import {
   type CniCallOptions,
@@ -680,10 +680,9 @@ export function settleLink(sb: Sandbox, ns: NamedNetns | 'host', ifname: string,
 }
 
 function readSysctlIn(sb: Sandbox, ns: NamedNetns | 'host', name: string): string | undefined {
-  const path = ns === 'host' ? sb.host.path : ns.path;
-  return withNetns(path, () => {
+  return withNetns(ns === 'host' ? sb.host.path : ns.path, () => {
     try {
-      return readFileSync(`/proc/sys/${name}`, 'utf8').trim();
+      return sysctlGet(name);
     } catch {
       return undefined;
     }
