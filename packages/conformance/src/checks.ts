@@ -421,7 +421,6 @@ export const CHECK_FNS = {
 
   async 'gc.valid-attachments'(k: Harness): Promise<string> {
     if (!k.chainSupports('1.1.0')) throw new Skip('GC needs 1.1.0, which the chain does not support');
-    const sb = k.sandbox();
     const a = k.att(k.container(), '1.1.0');
     const b = k.att(k.container(), '1.1.0');
     const lines = (w: World) => [
@@ -444,7 +443,7 @@ export const CHECK_FNS = {
     if ((await k.putAdd(b)).code !== 0)
       throw new Fail('ADD of B to succeed', short(k.lastCall() as CallRecord));
     const bAdded = added(b0, k.world([]));
-    nsExec(sb, 'host', 'ip', ['netns', 'del', b.ns.name], { check: false });
+    await k.deleteContainer(b.ns);
     const valid = [{ containerID: a.rt.containerId, ifname: a.rt.ifName }];
     const r = await k.call(
       'GC',

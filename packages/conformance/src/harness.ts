@@ -24,6 +24,7 @@ import {
   enterNetns,
   type NamedNetns,
   type Sandbox,
+  sleep,
 } from '@cnikit/testing';
 import { type CheckInfo, KIT_VERSIONS, selectChecks } from './catalog.ts';
 import { Fail, type Json, Skip, short } from './check-outcome.ts';
@@ -257,6 +258,7 @@ export class Harness {
         throw new FixtureError(
           `the host link fixture ${l.name} (type ${l.type}): ip link add failed: ${r.stderr.trim()}`,
         );
+      if (l.type === 'bridge') pinBridgeAddress(sb, l.name);
       for (const a of l.addresses ?? []) nsExec(sb, 'host', 'ip', ['addr', 'add', a, 'dev', l.name]);
       if (l.type === 'veth') nsExec(sb, 'host', 'ip', ['link', 'set', vethPeer(l.name), 'up']);
       nsExec(sb, 'host', 'ip', ['link', 'set', l.name, 'up']);
@@ -404,6 +406,30 @@ export class Harness {
       settleLink(sb, 'host', cl.master, Math.min(this.timeoutMs, 5000));
     }
     return ns;
+  }
+
+  /**
+   * `ip netns del` of a container namespace, as a runtime does when a pod is gone, then waits (up to the call timeout)
+   * until the kernel has destroyed it: the host-side peers of its links are gone. A namespace is destroyed
+   * asynchronously after its last reference, so a snapshot taken at once could still show its veth.
+   */
+  async deleteContainer(ns: NamedNetns): Promise<void> {
+    const sb = this.sandbox();
+    const links = (
+      JSON.parse(nsExec(sb, ns, 'ip', ['-json', 'link', 'show'], { check: false }).stdout || '[]') as {
+        link_index?: number;
+        link_netnsid?: number;
+      }[]
+    ).flatMap((l) => (l.link_netnsid !== undefined && l.link_index !== undefined ? [l.link_index] : []));
+    nsExec(sb, 'host', 'ip', ['netns', 'del', ns.name], { check: false });
+    const deadline = Date.now() + this.timeoutMs;
+    while (links.length && Date.now() < deadline) {
+      const host = JSON.parse(nsExec(sb, 'host', 'ip', ['-json', 'link', 'show']).stdout || '[]') as {
+        ifindex: number;
+      }[];
+      if (!host.some((h) => links.includes(h.ifindex))) return;
+      await sleep(20);
+    }
   }
 
   sandbox(): Sandbox {
@@ -651,6 +677,20 @@ export class Harness {
     await this.prefixDel(a);
     return `result ${v}: ${(json?.interfaces ?? []).length} interface(s), ${(json?.ips ?? []).length || (json?.ip4 ? 1 : 0)} address(es), ${(json?.routes ?? []).length} route(s), all in the kernel`;
   }
+}
+
+/**
+ * A bridge without an address of its own takes its lowest port's, and its STP identity (every port's bridge_id /
+ * root_id) with it: a container's port going away would change the other ports' state. An address set explicitly
+ * stays (the kernel ignores setting the one it has: its last bit is flipped).
+ */
+export function pinBridgeAddress(sb: Sandbox, name: string): void {
+  const [b] = JSON.parse(nsExec(sb, 'host', 'ip', ['-json', 'link', 'show', 'dev', name]).stdout) as {
+    address: string;
+  }[];
+  if (!b) return;
+  const last = (Number.parseInt(b.address.slice(-2), 16) ^ 1).toString(16).padStart(2, '0');
+  nsExec(sb, 'host', 'ip', ['link', 'set', 'dev', name, 'address', `${b.address.slice(0, -2)}${last}`]);
 }
 
 /**

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { withSandbox } from '@cnikit/testing';
-import { settleLink } from './harness.ts';
+import { pinBridgeAddress, settleLink } from './harness.ts';
 import { nsExec } from './state.ts';
 
 const portState = (out: string) =>
@@ -66,5 +66,37 @@ test('settleLink returns once the port forwards and the link-local address is th
     const t1 = Date.now();
     settleLink(sb, 'host', 'cfsh0', 300);
     assert.ok(Date.now() - t1 < 5000);
+  });
+});
+
+const bridgeId = (sb: Parameters<typeof settleLink>[0], name: string) =>
+  (
+    JSON.parse(nsExec(sb, 'host', 'ip', ['-json', '-details', 'link', 'show', 'dev', name]).stdout) as {
+      address: string;
+      linkinfo: { info_data: { bridge_id: string } };
+    }[]
+  ).map((l) => `${l.address} ${l.linkinfo.info_data.bridge_id}`)[0];
+
+test('a fixture bridge keeps its address and STP identity when a port with a lower address comes and goes', async () => {
+  await withSandbox(async (sb) => {
+    nsExec(sb, 'host', 'ip', ['link', 'add', 'cfsbr1', 'type', 'bridge']);
+    pinBridgeAddress(sb, 'cfsbr1');
+    const before = bridgeId(sb, 'cfsbr1');
+    nsExec(sb, 'host', 'ip', [
+      'link',
+      'add',
+      'cfsh1',
+      'address',
+      '00:00:00:00:00:01',
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'cfsp1',
+    ]);
+    nsExec(sb, 'host', 'ip', ['link', 'set', 'cfsh1', 'master', 'cfsbr1']);
+    assert.equal(bridgeId(sb, 'cfsbr1'), before, 'the lowest port does not change the bridge');
+    nsExec(sb, 'host', 'ip', ['link', 'del', 'cfsh1']);
+    assert.equal(bridgeId(sb, 'cfsbr1'), before);
   });
 });
